@@ -1,0 +1,153 @@
+"""Build and runtime configuration, for bug reports and for explaining a timing."""
+
+import importlib.metadata
+import os
+import platform
+import sys
+
+__all__ = ["show_config", "config_dict"]
+
+_UNKNOWN = "unknown"
+
+
+def _build_info():
+    try:
+        from convt._build_info import BUILD_INFO
+    except ImportError:  # an unbuilt source tree
+        return {}
+    return dict(BUILD_INFO)
+
+
+def _openmp_runtime():
+    try:
+        from convt._kernels._openmp_helpers import max_threads, openmp_enabled
+    except ImportError:
+        return _UNKNOWN, _UNKNOWN
+    return openmp_enabled(), max_threads()
+
+
+def _version(module_name):
+    try:
+        module = __import__(module_name)
+    except ImportError:
+        return "not installed"
+    return getattr(module, "__version__", _UNKNOWN)
+
+
+def _convt_version():
+    version = getattr(sys.modules.get("convt"), "__version__", None)
+    if version is not None:
+        return version
+    try:
+        return importlib.metadata.version("convt")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.1.0"
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or _UNKNOWN
+
+
+def _numpy_blas():
+    # show_config's dict layout is not a stable API, so any failure just means "unknown".
+    try:
+        import numpy as np
+
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{blas['name']} {blas.get('version', '')}".strip()
+    except Exception:
+        return _UNKNOWN
+
+
+def config_dict():
+    """Return convt's build and runtime configuration.
+
+    Returns
+    -------
+    dict
+        Sections ``"threading"``, ``"build"``, ``"versions"`` and ``"machine"``, each a dict
+        of str to str, int, bool or list. A value that cannot be determined (for instance
+        when running from a source tree that was never built) is the string ``"unknown"``.
+
+    See Also
+    --------
+    show_config : Print the same information.
+
+    Examples
+    --------
+    >>> from convt._config import config_dict
+    >>> cfg = config_dict()
+    >>> sorted(cfg)
+    ['build', 'machine', 'threading', 'versions']
+    >>> cfg["machine"]["cpu_count"] == __import__("os").cpu_count()
+    True
+    """
+    info = _build_info()
+    openmp, max_threads = _openmp_runtime()
+    if openmp == _UNKNOWN:
+        openmp = info.get("openmp", _UNKNOWN)
+    return {
+        "threading": {
+            "openmp": openmp,
+            "max_threads": max_threads,
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
+        },
+        "build": {
+            "compiler": info.get("compiler", _UNKNOWN),
+            "compile_args": info.get("compile_args", _UNKNOWN),
+            "link_args": info.get("link_args", _UNKNOWN),
+            "debug": info.get("debug", _UNKNOWN),
+            "sanitize": info.get("sanitize", _UNKNOWN),
+            "cython": info.get("cython_version", _UNKNOWN),
+            "numpy": info.get("numpy_build_version", _UNKNOWN),
+        },
+        "versions": {
+            "convt": _convt_version(),
+            "python": platform.python_version(),
+            "numpy": _version("numpy"),
+            "numpy_blas": _numpy_blas(),
+            "scipy": _version("scipy"),
+        },
+        "machine": {
+            "platform": platform.platform(),
+            "cpu": _cpu_model(),
+            "cpu_count": os.cpu_count(),
+        },
+    }
+
+
+def show_config(file=None):
+    """Print convt's build and runtime configuration.
+
+    Parameters
+    ----------
+    file : file-like, optional
+        Where to write; ``sys.stdout`` by default.
+
+    See Also
+    --------
+    config_dict : The same information as a dict.
+
+    Examples
+    --------
+    >>> import io
+    >>> from convt._config import show_config
+    >>> out = io.StringIO()
+    >>> show_config(file=out)
+    >>> out.getvalue().splitlines()[0]
+    'threading:'
+    """
+    file = sys.stdout if file is None else file
+    for section, values in config_dict().items():
+        print(f"{section}:", file=file)
+        for key, value in values.items():
+            if isinstance(value, list):
+                value = " ".join(value) or "(none)"
+            print(f"  {key:<16} {value}", file=file)

@@ -1,0 +1,82 @@
+"""Python side of the direct backend: phase tables, weight packing, the kernel call.
+
+The compiled kernel (convt._kernels._direct.direct_nxc) works channels-last on 3 spatial axes;
+rank-1 and rank-2 geometries get leading unit axes here. See that module for the contract.
+"""
+from __future__ import annotations
+
+from math import gcd
+
+import numpy as np
+
+from ._kernels._direct import direct_nxc
+
+__all__ = ["axis_taps", "pack_weights", "run_direct"]
+
+
+def axis_taps(s, d, k_len, i_len, pb, o_len):
+    """Phase table of one axis: (O, 3) int64 rows (k_first, i_first, count) and the steps.
+
+    Output o receives tap k from input i iff i*s + k*d = o + pb. With g = gcd(s, d) the
+    solutions k form the progression k0(t mod s) + j*(s/g), where t = o + pb (DESIGN.md, phase
+    decomposition), and i = (t - k*d)/s falls by d/g per step. The taps in range are those with
+    max(0, ceil((t - (I-1)*s)/d)) <= k <= min(K-1, floor(t/d)).
+    """
+    g = gcd(s, d)
+    kstep, istep = s // g, d // g
+    k0 = np.full(s, -1, np.int64)                 # smallest k >= 0 of each residue, or -1
+    for k in range(kstep - 1, -1, -1):
+        k0[(k * d) % s] = k
+    t = np.arange(o_len, dtype=np.int64) + pb
+    base = k0[t % s]
+    lo = np.maximum(0, -((-(t - (i_len - 1) * s)) // d))   # ceil division
+    hi = np.minimum(k_len - 1, t // d)
+    first = base + (-((base - lo) // kstep)).clip(min=0) * kstep  # first k >= lo on the grid
+    count = np.where((base >= 0) & (first <= hi), (hi - first) // kstep + 1, 0)
+    first = np.where(count > 0, first, 0)
+    ifirst = np.where(count > 0, (t - first * d) // s, 0)
+    tab = np.ascontiguousarray(np.stack([first, ifirst, count], axis=1), dtype=np.int64)
+    return tab, kstep, istep
+
+
+def _pad3(values, fill):
+    return (fill,) * (3 - len(values)) + tuple(values)
+
+
+def pack_weights(w_iox, groups, dtype):
+    """IOX (C_in, C_out/G, *K) -> (G, K0, K1, K2, C_in/G, C_out/G), C-contiguous, ``dtype``."""
+    c_in, mg, *kernel = w_iox.shape
+    nd = len(kernel)
+    wg = w_iox.reshape(groups, c_in // groups, mg, *kernel)
+    wg = wg.transpose(0, *range(3, 3 + nd), 1, 2)
+    return np.ascontiguousarray(wg.reshape(groups, *_pad3(kernel, 1), c_in // groups, mg),
+                                dtype=dtype)
+
+
+def tables(geom):
+    """Per-axis phase tables and steps for ``geom``, padded to 3 axes."""
+    tabs, steps = [], []
+    for a in range(geom.ndim):
+        tab, ks, is_ = axis_taps(geom.strides[a], geom.dilations[a], geom.kernel[a],
+                                 geom.in_shape[a], geom.pads_begin[a], geom.out_shape[a])
+        tabs.append(tab)
+        steps += [ks, is_]
+    unit = np.array([[0, 0, 1]], np.int64)
+    tabs = [unit] * (3 - geom.ndim) + tabs
+    steps = [1, 1] * (3 - geom.ndim) + steps
+    return tabs, np.array(steps, np.int64)
+
+
+def run_direct(x_nxc, w_packed, bias, geom, taps, workers):
+    """y (N, *O, C_out) in the compute dtype of ``x_nxc`` (channels-last, contiguous)."""
+    n, c_out = geom.batch, geom.c_out
+    y = np.empty((n, *geom.out_shape, c_out), dtype=x_nxc.dtype)
+    b = np.zeros(c_out, x_nxc.dtype) if bias is None else np.ascontiguousarray(bias, x_nxc.dtype)
+    if geom.c_in == 0 or y.size == 0:  # nothing to contract: every position is the bias
+        y[...] = b
+        return y
+    x5 = x_nxc.reshape(n, *_pad3(geom.in_shape, 1), geom.c_in)
+    y5 = y.reshape(n, *_pad3(geom.out_shape, 1), c_out)
+    tabs, steps = taps
+    direct_nxc(x5, w_packed, b, y5, tabs[0], tabs[1], tabs[2], steps, workers)
+    return y

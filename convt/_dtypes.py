@@ -1,0 +1,68 @@
+"""dtype policy: which types each convention accepts and which type the kernels compute in.
+
+float64 computes in float64; float32, float16 and bfloat16 compute (accumulate) in float32 and
+16-bit results are rounded once at the end. bfloat16 is ``ml_dtypes.bfloat16`` (optional): it is
+recognised by name so that ml_dtypes is imported only by users who already have such arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import bad_type, fail
+
+__all__ = ["ALL_FLOATS", "as_array", "common_dtype", "compute_dtype", "dtype_name"]
+
+ALL_FLOATS = ("float64", "float32", "float16", "bfloat16")
+
+
+def dtype_name(dt):
+    return np.dtype(dt).name
+
+
+def compute_dtype(dt):
+    """Accumulation type of the kernels for storage type ``dt``."""
+    return np.dtype(np.float64) if dtype_name(dt) == "float64" else np.dtype(np.float32)
+
+
+def _requested_dtype(conv, dtype, allowed):
+    if dtype is None:
+        return None
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        import ml_dtypes  # optional dependency; only when asked for by name
+
+        dtype = ml_dtypes.bfloat16
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise bad_type(conv, "dtype", f"must be one of {allowed}", dtype) from None
+    if dt.name not in allowed:
+        raise bad_type(conv, "dtype", f"must be one of {allowed}", dt.name)
+    return dt
+
+
+def as_array(conv, param, a, allowed):
+    """``np.asarray(a)`` with a TypeError unless its dtype is one of ``allowed`` (names)."""
+    if a is None:
+        raise bad_type(conv, param, "must be an array, not None", a)
+    arr = np.asarray(a)
+    if arr.dtype.name not in allowed:
+        raise bad_type(conv, param, f"must have a floating dtype in {allowed}", arr.dtype.name)
+    return arr
+
+
+def common_dtype(conv, arrays, allowed, dtype=None):
+    """The one storage dtype of the call's tensors.
+
+    ``arrays`` maps parameter names to arrays (None entries are skipped). Mixed dtypes are a
+    TypeError unless ``dtype`` is given, in which case everything is cast to it (nothing is
+    ever narrowed silently: the cast is the user's explicit request).
+    """
+    want = _requested_dtype(conv, dtype, allowed)
+    present = {k: v for k, v in arrays.items() if v is not None}
+    if want is not None:
+        return want
+    names = {k: v.dtype.name for k, v in present.items()}
+    if len(set(names.values())) > 1:
+        raise fail(conv, "dtype", "inputs must share one dtype (pass dtype=... to cast)",
+                   names, exc=TypeError)
+    return next(iter(present.values())).dtype
