@@ -61,7 +61,8 @@ class ConvTranspose:
         self.spec = onnx_spec(_CONV, 11, w_iox, ba, auto_pad=auto_pad, dilations=dilations,
                               group=group, kernel_shape=kernel_shape,
                               output_padding=output_padding, output_shape=output_shape,
-                              pads=pads, strides=strides, data_format=data_format)
+                              pads=pads, strides=strides, data_format=data_format,
+                              names=("x", "w", "b"))
         self._plan = Plan(self.spec, w_iox, ba, dt, allowed=ALL_FLOATS, method=method,
                           workers=workers, cast=dtype is not None)
 

@@ -44,7 +44,7 @@ def intake(conv, x, w, b, *, allowed, dtype=None, names=("X", "W", "B"),
 
 
 def common_attrs(conv, w_iox, b, *, strides, dilations, group, kernel_shape=None,
-                 group_name="group", bias_name="B"):
+                 group_name="group", names=("W", "B")):
     """Validated (strides, dilations, kernel, groups, c_in, c_out) for IOX filter ``w_iox``."""
     nd = w_iox.ndim - 2
     kernel = tuple(int(k) for k in w_iox.shape[2:])
@@ -52,17 +52,17 @@ def common_attrs(conv, w_iox, b, *, strides, dilations, group, kernel_shape=None
     dilations = ((1,) * nd if dilations is None
                  else int_tuple(conv, "dilations", dilations, nd, minimum=1))
     if any(k < 1 for k in kernel):
-        raise fail(conv, "W", "must have spatial (kernel) lengths >= 1", w_iox.shape)
+        raise fail(conv, names[0], "must have spatial (kernel) lengths >= 1", w_iox.shape)
     if kernel_shape is not None:
         ks = int_tuple(conv, "kernel_shape", kernel_shape, nd, minimum=1)
         if ks != kernel:
-            raise fail(conv, "kernel_shape", f"must equal W's spatial shape {kernel}", ks)
+            raise fail(conv, "kernel_shape", f"must equal {names[0]}'s spatial shape {kernel}", ks)
     groups = int_scalar(conv, group_name, group, minimum=1)
     c_in, c_out = int(w_iox.shape[0]), int(w_iox.shape[1]) * groups
     if c_in % groups:
         raise fail(conv, group_name, f"must divide the input channels C_in = {c_in}", groups)
     if b is not None and (b.ndim != 1 or b.shape[0] != c_out):
-        raise fail(conv, bias_name, f"must be a 1-D array of length C_out = {c_out}", b.shape)
+        raise fail(conv, names[1], f"must be a 1-D array of length C_out = {c_out}", b.shape)
     return strides, dilations, kernel, groups, c_in, c_out
 
 
@@ -72,7 +72,8 @@ def check_pads_ignored(conv, auto_pad, pads, neutral, param="pads"):
         raise fail(conv, param, f"cannot be used together with auto_pad={auto_pad!r}", tuple(pads))
 
 
-def make_spec(conv, attrs, rule, data_format):
+def make_spec(conv, attrs, rule, data_format, input_name="X"):
     strides, dilations, kernel, groups, c_in, c_out = attrs
     return OpSpec(convention=conv, strides=strides, dilations=dilations, kernel=kernel,
-                  groups=groups, c_in=c_in, c_out=c_out, rule=rule, data_format=data_format)
+                  groups=groups, c_in=c_in, c_out=c_out, rule=rule, data_format=data_format,
+                  input_name=input_name)

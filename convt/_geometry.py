@@ -62,6 +62,7 @@ class OpSpec:
     c_out: int
     rule: PadRule
     data_format: str = "NCX"
+    input_name: str = "X"  # the convention's name for the data input, for messages
 
     @property
     def ndim(self):
@@ -145,19 +146,19 @@ def _axis_pads(rule, axis, i_len, s, k, d):
 
 def resolve(spec, x_shape):
     """Canonical ``Geometry`` of ``spec`` applied to an input array of shape ``x_shape``."""
-    conv, nd = spec.convention, spec.ndim
+    conv, nd, xn = spec.convention, spec.ndim, spec.input_name
     if len(x_shape) != nd + 2:
-        raise fail(conv, "X", f"must have rank {nd + 2} (N, C, {nd} spatial) to match the "
+        raise fail(conv, xn, f"must have rank {nd + 2} (N, C, {nd} spatial) to match the "
                    f"filter's {nd} spatial axes", tuple(x_shape))
     if spec.data_format == "NCX":
         batch, c_in, in_shape = x_shape[0], x_shape[1], tuple(x_shape[2:])
     else:
         batch, c_in, in_shape = x_shape[0], x_shape[-1], tuple(x_shape[1:-1])
     if c_in != spec.c_in:
-        raise fail(conv, "X", f"must have {spec.c_in} channels (the filter's C_in, "
+        raise fail(conv, xn, f"must have {spec.c_in} channels (the filter's C_in, "
                    f"data_format {spec.data_format})", tuple(x_shape))
     if any(i < 1 for i in in_shape):
-        raise fail(conv, "X", "must have spatial lengths >= 1", tuple(x_shape))
+        raise fail(conv, xn, "must have spatial lengths >= 1", tuple(x_shape))
     pb, pe, out = [], [], []
     for a in range(nd):
         b, e, full = _axis_pads(spec.rule, a, in_shape[a], spec.strides[a], spec.kernel[a],

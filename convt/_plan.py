@@ -80,10 +80,10 @@ class Plan:
 
     def __call__(self, x):
         conv = self.spec.convention
-        xa = as_array(conv, "X", x, self.allowed)
+        xa = as_array(conv, self.spec.input_name, x, self.allowed)
         if xa.dtype != self.dtype:
             if not self.cast:
-                raise fail(conv, "X", f"must have the weights' dtype {self.dtype.name} "
+                raise fail(conv, self.spec.input_name, f"must have the weights' dtype {self.dtype.name} "
                            "(pass dtype=... to cast)", xa.dtype.name, exc=TypeError)
             xa = xa.astype(self.dtype)
         geom, taps = self.geometry(xa.shape)

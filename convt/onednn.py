@@ -108,9 +108,9 @@ def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pa
         if value is None:  # 000: strides and dilations are "Required: yes"
             raise fail(conv, name, "is required", value)
     attrs = common_attrs(conv, w_iox, ba, strides=strides, dilations=dilations, group=groups,
-                         group_name="groups", bias_name="bias")
+                         group_name="groups", names=("weights", "bias"))
     rule = onednn_rule(conv, w_iox.ndim - 2, auto_pad=auto_pad, pads_begin=pads_begin,
                        pads_end=pads_end, output_padding=output_padding,
                        output_shape=output_shape)
-    spec = make_spec(conv, attrs, rule, data_format)
+    spec = make_spec(conv, attrs, rule, data_format, "src")
     return Plan(spec, w_iox, ba, dt, allowed=TYPES, method=method, workers=workers)(xa)

@@ -79,13 +79,13 @@ def onnx_rule(conv, version, nd, strides, dilations, *, auto_pad, pads, output_p
 
 def onnx_spec(conv, version, w_iox, b, *, auto_pad="NOTSET", dilations=None, group=1,
               kernel_shape=None, output_padding=None, output_shape=None, pads=None,
-              strides=None, data_format="NCX"):
+              strides=None, data_format="NCX", names=("X", "W", "B")):
     """OpSpec of an ONNX ConvTranspose node (also the canonical API's semantics)."""
     attrs = common_attrs(conv, w_iox, b, strides=strides, dilations=dilations, group=group,
-                         kernel_shape=kernel_shape)
+                         kernel_shape=kernel_shape, names=names[1:])
     rule = onnx_rule(conv, version, w_iox.ndim - 2, attrs[0], attrs[1], auto_pad=auto_pad,
                      pads=pads, output_padding=output_padding, output_shape=output_shape)
-    return make_spec(conv, attrs, rule, data_format)
+    return make_spec(conv, attrs, rule, data_format, names[0])
 
 
 def conv_transpose(X, W, B=None, *, opset=11, auto_pad="NOTSET", dilations=None, group=1,

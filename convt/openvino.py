@@ -79,11 +79,11 @@ def _backprop(conv, data, filt, groups, *, output_shape, strides, pads_begin, pa
         if value is None:  # 003: strides and dilations are "Required: yes"
             raise fail(conv, name, "is required", value)
     attrs = common_attrs(conv, w_iox, None, strides=strides, dilations=dilations,
-                         group=groups, group_name="filter groups")
+                         group=groups, group_name="filter groups", names=("filter", "bias"))
     rule = openvino_rule(conv, w_iox.ndim - 2, auto_pad=auto_pad, pads_begin=pads_begin,
                          pads_end=pads_end, output_padding=output_padding,
                          output_shape=output_shape)
-    spec = make_spec(conv, attrs, rule, data_format)
+    spec = make_spec(conv, attrs, rule, data_format, "data")
     return Plan(spec, w_iox, None, dt, allowed=ALL_FLOATS, method=method, workers=workers)(xa)
 
 
