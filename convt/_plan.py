@@ -11,6 +11,7 @@ import threading
 import numpy as np
 
 from ._direct import pack_weights, run_direct, tables
+from ._phase_gemm import gemm_layout, run_gemm
 from ._dtypes import as_array, compute_dtype
 from ._geometry import resolve
 from ._reference import conv_transpose_reference
@@ -20,6 +21,22 @@ __all__ = ["Plan", "METHODS", "resolve_workers"]
 
 METHODS = ("auto", "direct", "reference")
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
+# The GEMM variant pays for its halo rows; above this ratio of GEMM multiply-adds to useful
+# ones (large negative pads, tiny inputs) the pixel kernel, which never computes a halo, wins.
+_MAX_GEMM_WASTE = 1.5
+# Below this many input x output channels per group, a GEMM is too thin to beat the pixel
+# kernel (depthwise, 1-4 channels per group: memory-bound, DESIGN.md).
+_MIN_GEMM_CHANNELS = 4
+
+
+def direct_variant(geom):
+    """("gemm", layout) or ("pixel", phase tables): how the direct backend runs ``geom``."""
+    cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
+    if min(cg, mg) >= _MIN_GEMM_CHANNELS:
+        layout = gemm_layout(geom)
+        if layout.gemm_macs <= _MAX_GEMM_WASTE * max(geom.macs, 1):
+            return "gemm", layout
+    return "pixel", tables(geom)
 
 
 def resolve_workers(conv, workers):
@@ -67,7 +84,8 @@ class Plan:
         hit = self._geoms.get(key)
         if hit is None:
             geom = resolve(self.spec, key)
-            hit = (geom, tables(geom) if self.method != "reference" else None)
+            hit = (geom, ("reference", None) if self.method == "reference"
+                   else direct_variant(geom))
             with self._lock:
                 if len(self._geoms) >= _GEOMETRY_CACHE_SIZE:
                     self._geoms.pop(next(iter(self._geoms)))
@@ -86,15 +104,17 @@ class Plan:
                 raise fail(conv, self.spec.input_name, f"must have the weights' dtype {self.dtype.name} "
                            "(pass dtype=... to cast)", xa.dtype.name, exc=TypeError)
             xa = xa.astype(self.dtype)
-        geom, taps = self.geometry(xa.shape)
+        geom, (variant, state) = self.geometry(xa.shape)
         nxc = geom.data_format == "NXC"
         if self.choose(geom) == "reference":
             x_ncx = xa if not nxc else np.moveaxis(xa, -1, 1)
             y = conv_transpose_reference(x_ncx, self.w_iox, self.bias, geom)
             y = np.moveaxis(y, 1, -1) if nxc else y
+        elif variant == "gemm":
+            y = run_gemm(xa, state, geom, self.w_packed, self.bias_compute, self.workers)
         else:
             ct = self.w_packed.dtype
             x_nxc = np.ascontiguousarray(xa if nxc else np.moveaxis(xa, 1, -1), dtype=ct)
-            y = run_direct(x_nxc, self.w_packed, self.bias_compute, geom, taps, self.workers)
+            y = run_direct(x_nxc, self.w_packed, self.bias_compute, geom, state, self.workers)
             y = y if nxc else np.moveaxis(y, -1, 1)
         return np.ascontiguousarray(y, dtype=self.dtype)

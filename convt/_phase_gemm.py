@@ -1,0 +1,111 @@
+"""Planning for the GEMM variant of the direct backend (kernel: convt._kernels._gemm).
+
+For a geometry this computes, once: the zero halo H and grid P of the padded channels-last
+input, the phases (per-axis output counts Q and residues c) and, per phase, its taps as (flat
+grid offset, weight offset) pairs. See the kernel module for the algorithm.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from ._blas import blas_threads
+from ._kernels._gemm import phase_gemm
+
+__all__ = ["GemmLayout", "gemm_layout", "run_gemm"]
+
+
+@dataclass(frozen=True)
+class GemmLayout:
+    halo: tuple          # zero elements before the data, per axis (3 axes)
+    grid: tuple          # padded spatial shape P (3 axes)
+    phases: np.ndarray   # (n_phases, 8): Q0, Q1, Q2, c0, c1, c2, first tap, number of taps
+    xoff: np.ndarray     # per tap, flat pixel offset in the grid
+    woff: np.ndarray     # per tap, element offset of its (Cg, Mg) block in group 0
+    max_rows: int        # GEMM rows of the largest phase (scratch = max_rows * C_out)
+    gemm_macs: int       # multiply-adds the GEMMs perform, halo rows included
+
+
+def _axes3(geom):
+    pad = 3 - geom.ndim
+    return ((1,) * pad + geom.strides, (1,) * pad + geom.dilations, (1,) * pad + geom.kernel,
+            (1,) * pad + geom.in_shape, (0,) * pad + geom.pads_begin,
+            (1,) * pad + geom.out_shape)
+
+
+def _axis_phases(s, d, k_len, pb, o_len):
+    """Per residue c: (Q, [(k, e), ...]) with input i = q + e for output o = q*s + c."""
+    out = []
+    for c in range(s):
+        q = max(0, -(-(o_len - c) // s))
+        taps = [(k, (c + pb - k * d) // s) for k in range(k_len) if (c + pb - k * d) % s == 0]
+        out.append((q, taps))
+    return out
+
+
+def gemm_layout(geom):
+    """The ``GemmLayout`` of ``geom`` (any rank, padded to 3 spatial axes)."""
+    strides, dils, kernel, in_shape, pbs, out_shape = _axes3(geom)
+    per_axis = [_axis_phases(*a) for a in zip(strides, dils, kernel, pbs, out_shape)]
+    halo, grid = [], []
+    for phases, i_len in zip(per_axis, in_shape):
+        es = [(e, q) for q, taps in phases if q for _, e in taps]
+        lo = min((e for e, _ in es), default=0)
+        h = max(0, -lo)
+        top = max((q - 1 + e + h + 1 for e, q in es), default=0)
+        halo.append(h)
+        grid.append(max(h + i_len, top))
+    n = geom.batch
+    cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
+    rows_stride = (grid[1] * grid[2], grid[2], 1)
+    rows_of = lambda q: (((n - 1) * grid[0] + q[0] - 1) * grid[1] + q[1] - 1) * grid[2] + q[2]
+    phases, xoff, woff = [], [], []
+    max_rows = gemm_macs = 0
+    for combo in itertools.product(*[list(enumerate(p)) for p in per_axis]):
+        cs = tuple(c for c, _ in combo)
+        qs = tuple(q for _, (q, _) in combo)
+        taps = list(itertools.product(*[t for _, (_, t) in combo]))
+        if min(qs) == 0:
+            taps = []
+        phases.append((*qs, *cs, len(xoff), len(taps)))
+        for tap in taps:
+            xoff.append(sum((e + h) * st for (_, e), h, st in zip(tap, halo, rows_stride)))
+            k0, k1, k2 = (k for k, _ in tap)
+            woff.append(((k0 * kernel[1] + k1) * kernel[2] + k2) * cg * mg)
+        if taps:
+            rows = rows_of(qs)
+            max_rows = max(max_rows, rows)
+            gemm_macs += rows * len(taps) * cg * mg * geom.groups
+    return GemmLayout(halo=tuple(halo), grid=tuple(grid),
+                      phases=np.array(phases, np.int64).reshape(-1, 8),
+                      xoff=np.array(xoff, np.int64), woff=np.array(woff, np.int64),
+                      max_rows=max_rows, gemm_macs=gemm_macs)
+
+
+def run_gemm(xa, layout, geom, w_packed, bias, workers):
+    """y in ``geom``'s data layout, in the dtype of ``w_packed``; ``xa`` in that layout too."""
+    ct = w_packed.dtype
+    nd, n, c_in, c_out = geom.ndim, geom.batch, geom.c_in, geom.c_out
+    nxc = geom.data_format == "NXC"
+    xp = np.zeros((n, *layout.grid, c_in), ct)
+    x5 = xa.reshape(n, *(1,) * (3 - nd), *geom.in_shape, c_in) if nxc else \
+        np.moveaxis(xa, 1, -1).reshape(n, *(1,) * (3 - nd), *geom.in_shape, c_in)
+    inner = tuple(slice(h, h + i) for h, i in zip(layout.halo, x5.shape[1:4]))
+    xp[(slice(None), *inner)] = x5
+    y = np.empty(geom.array_shape("output"), ct)
+    item = y.itemsize
+    st = [v // item for v in y.strides]
+    sp = st[1:-1] if nxc else st[2:]
+    ystr = np.array([st[0], *(0,) * (3 - nd), *sp, st[-1] if nxc else st[1]], np.int64)
+    b = np.zeros(c_out, ct) if bias is None else np.ascontiguousarray(bias, ct)
+    yv = np.empty(max(layout.max_rows, 1) * c_out, ct)
+    g = geom.groups
+    dims = np.array([n, *layout.grid, *((1,) * (3 - nd) + geom.strides), g, c_in // g,
+                     c_out // g, c_in, prod(w_packed.shape[1:])], np.int64)
+    with blas_threads(workers):
+        phase_gemm(xp.reshape(-1), w_packed.reshape(-1), b, yv, y.reshape(-1), layout.phases,
+                   layout.xoff, layout.woff, dims, ystr)
+    return y

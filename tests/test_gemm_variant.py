@@ -1,0 +1,90 @@
+"""The GEMM variant of the direct backend (per-phase BLAS GEMMs over a zero-haloed input).
+
+The sweep in test_direct.py mostly has 1-3 channels per group, where the plan picks the pixel
+kernel; these tests use >= 4 channels per group so the GEMM variant runs, and force it (no
+waste bound) on geometries whose halo is large, to check the halo and grid arithmetic.
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+import convt
+from convt import _plan
+
+from conftest import assert_close
+
+
+def _cases():
+    rng = np.random.default_rng(99)
+    out = []
+    for nd, s, d, k in itertools.product((1, 2, 3), (1, 2, 3, 4), (1, 2), (1, 2, 3, 5)):
+        if nd == 3 and (s > 2 or k > 3):
+            continue
+        pads = tuple(int(v) for v in rng.integers(0, k + 1, 2 * nd))
+        op = tuple(int(rng.integers(0, max(s, d))) for _ in range(nd))
+        size = tuple(int(v) for v in rng.integers(2, 7 if nd < 3 else 4, nd))
+        groups = int(rng.choice([1, 2]))
+        out.append((nd, (s,) * nd, (d,) * nd, (k,) * nd, pads, op, size, groups,
+                    int(rng.integers(0, 3))))
+    return out
+
+
+CASES = _cases()
+
+
+def _run(case, dtype, data_format="NCX", force=False, monkeypatch=None):
+    nd, s, d, k, pads, op, size, groups, batch = case
+    rng = np.random.default_rng(len(str(case)))
+    x = rng.standard_normal((batch, 4 * groups, *size)).astype(dtype)
+    w = rng.standard_normal((4 * groups, 5, *k)).astype(dtype)
+    b = rng.standard_normal(5 * groups).astype(dtype)
+    kw = dict(strides=s, dilations=d, pads=pads, output_padding=op, group=groups)
+    try:
+        ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64),
+                                   b.astype(np.float64), method="reference", **kw)
+    except ValueError:
+        pytest.skip("pads leave no output")
+    if force:
+        monkeypatch.setattr(_plan, "_MAX_GEMM_WASTE", float("inf"))
+    xl = np.moveaxis(x, 1, -1) if data_format == "NXC" else x
+    op_ = convt.ConvTranspose(w, b, method="direct", data_format=data_format, **kw)
+    if force:
+        assert op_._plan.geometry(xl.shape)[1][0] == "gemm"
+    y = op_(xl)
+    y = np.moveaxis(y, -1, 1) if data_format == "NXC" else y
+    return y, ref
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"c{i}" for i in range(len(CASES))])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_gemm_variant_forced(case, dtype, monkeypatch):
+    y, ref = _run(case, dtype, force=True, monkeypatch=monkeypatch)
+    assert_close(y, ref, "direct", dtype)
+
+
+@pytest.mark.parametrize("case", CASES[::5], ids=[f"c{i}" for i in range(0, len(CASES), 5)])
+def test_gemm_variant_channels_last(case, monkeypatch):
+    y, ref = _run(case, "float32", data_format="NXC", force=True, monkeypatch=monkeypatch)
+    assert_close(y, ref, "direct", "float32")
+
+
+def test_large_negative_padding_uses_pixel_kernel():
+    """output_shape far beyond F: the grid would be mostly halo, so the plan avoids GEMMs."""
+    w = np.ones((8, 8, 3), np.float32)
+    op = convt.ConvTranspose(w, strides=[2], output_shape=[200])
+    assert op._plan.geometry((1, 8, 10))[1][0] == "pixel"
+    assert op._plan.geometry((1, 8, 100))[1][0] == "gemm"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gemm_bit_identical_for_any_thread_count(dtype):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 64, 20, 20)).astype(dtype)
+    w = rng.standard_normal((64, 48, 4, 4)).astype(dtype)
+    op = {n: convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), workers=n)
+          for n in (1, 2, 3)}
+    assert op[1]._plan.geometry(x.shape)[1][0] == "gemm"
+    ys = [op[n](x) for n in (1, 2, 3, 1)]
+    for y in ys[1:]:
+        np.testing.assert_array_equal(ys[0], y)
