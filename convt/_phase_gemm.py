@@ -25,8 +25,11 @@ class GemmLayout:
     phases: np.ndarray   # (n_phases, 8): Q0, Q1, Q2, c0, c1, c2, first tap, number of taps
     xoff: np.ndarray     # per tap, flat pixel offset in the grid
     woff: np.ndarray     # per tap, element offset of its (Cg, Mg) block in group 0
+    tap_e: np.ndarray    # per tap, e + H per axis (flat, 3 per tap)
     max_rows: int        # GEMM rows of the largest phase (scratch = max_rows * C_out)
-    gemm_macs: int       # multiply-adds the GEMMs perform, halo rows included
+    gemm_macs: int       # multiply-adds of grid mode (one GEMM per tap, halo rows included)
+    exact_macs: int      # multiply-adds of batch-rows mode (taps inside the data only)
+    batch_rows: bool = False  # run each output position as GEMMs with M = batch
 
 
 def _axes3(geom):
@@ -62,8 +65,9 @@ def gemm_layout(geom):
     cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
     rows_stride = (grid[1] * grid[2], grid[2], 1)
     rows_of = lambda q: (((n - 1) * grid[0] + q[0] - 1) * grid[1] + q[1] - 1) * grid[2] + q[2]
-    phases, xoff, woff = [], [], []
-    max_rows = gemm_macs = 0
+    phases, xoff, woff, tap_e = [], [], [], []
+    max_rows = gemm_macs = exact_macs = 0
+    per_group = cg * mg * geom.groups
     for combo in itertools.product(*[list(enumerate(p)) for p in per_axis]):
         cs = tuple(c for c, _ in combo)
         qs = tuple(q for _, (q, _) in combo)
@@ -75,14 +79,20 @@ def gemm_layout(geom):
             xoff.append(sum((e + h) * st for (_, e), h, st in zip(tap, halo, rows_stride)))
             k0, k1, k2 = (k for k, _ in tap)
             woff.append(((k0 * kernel[1] + k1) * kernel[2] + k2) * cg * mg)
+            tap_e.extend(e + h for (_, e), h in zip(tap, halo))
+            # output positions of this phase whose input q + e is real data, per axis
+            inside = prod(max(0, min(q, i - e) - max(0, -e))
+                          for (_, e), q, i in zip(tap, qs, in_shape))
+            exact_macs += n * inside * per_group
         if taps:
             rows = rows_of(qs)
             max_rows = max(max_rows, rows)
-            gemm_macs += rows * len(taps) * cg * mg * geom.groups
+            gemm_macs += rows * len(taps) * per_group
     return GemmLayout(halo=tuple(halo), grid=tuple(grid),
                       phases=np.array(phases, np.int64).reshape(-1, 8),
                       xoff=np.array(xoff, np.int64), woff=np.array(woff, np.int64),
-                      max_rows=max_rows, gemm_macs=gemm_macs)
+                      tap_e=np.array(tap_e, np.int64), max_rows=max_rows,
+                      gemm_macs=gemm_macs, exact_macs=exact_macs)
 
 
 def run_gemm(xa, layout, geom, w_packed, bias, workers):
@@ -101,11 +111,13 @@ def run_gemm(xa, layout, geom, w_packed, bias, workers):
     sp = st[1:-1] if nxc else st[2:]
     ystr = np.array([st[0], *(0,) * (3 - nd), *sp, st[-1] if nxc else st[1]], np.int64)
     b = np.zeros(c_out, ct) if bias is None else np.ascontiguousarray(bias, ct)
-    yv = np.empty(max(layout.max_rows, 1) * c_out, ct)
+    rows = n * prod(layout.grid) if layout.batch_rows else layout.max_rows
+    yv = np.empty(max(rows, 1) * c_out, ct)
     g = geom.groups
     dims = np.array([n, *layout.grid, *((1,) * (3 - nd) + geom.strides), g, c_in // g,
-                     c_out // g, c_in, prod(w_packed.shape[1:])], np.int64)
+                     c_out // g, c_in, prod(w_packed.shape[1:]), *layout.halo,
+                     *((1,) * (3 - nd) + geom.in_shape), int(layout.batch_rows)], np.int64)
     with blas_threads(workers):
         phase_gemm(xp.reshape(-1), w_packed.reshape(-1), b, yv, y.reshape(-1), layout.phases,
-                   layout.xoff, layout.woff, dims, ystr)
+                   layout.xoff, layout.woff, layout.tap_e, dims, ystr)
     return y

@@ -5,6 +5,7 @@ The plan never looks at the convention except to name it in error messages.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 
@@ -21,9 +22,12 @@ __all__ = ["Plan", "METHODS", "resolve_workers"]
 
 METHODS = ("auto", "direct", "reference")
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
-# The GEMM variant pays for its halo rows; above this ratio of GEMM multiply-adds to useful
-# ones (large negative pads, tiny inputs) the pixel kernel, which never computes a halo, wins.
+# Grid mode pays for its halo rows; above this ratio of GEMM multiply-adds to useful ones
+# (small images, large negative pads) batch-rows mode (M = batch, no halo work) is used when the
+# batch is large enough to make a GEMM, and the pixel kernel otherwise.
+_GRID_WASTE_OK = 1.25
 _MAX_GEMM_WASTE = 1.5
+_MIN_BATCH_ROWS = 8
 # Below this many input x output channels per group, a GEMM is too thin to beat the pixel
 # kernel (depthwise, 1-4 channels per group: memory-bound, DESIGN.md).
 _MIN_GEMM_CHANNELS = 4
@@ -34,7 +38,12 @@ def direct_variant(geom):
     cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
     if min(cg, mg) >= _MIN_GEMM_CHANNELS:
         layout = gemm_layout(geom)
-        if layout.gemm_macs <= _MAX_GEMM_WASTE * max(geom.macs, 1):
+        useful = max(layout.exact_macs, 1)
+        if layout.gemm_macs <= _GRID_WASTE_OK * useful:
+            return "gemm", layout
+        if geom.batch >= _MIN_BATCH_ROWS:
+            return "gemm", dataclasses.replace(layout, batch_rows=True)
+        if layout.gemm_macs <= _MAX_GEMM_WASTE * useful:
             return "gemm", layout
     return "pixel", tables(geom)
 

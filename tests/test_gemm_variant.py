@@ -4,6 +4,7 @@ The sweep in test_direct.py mostly has 1-3 channels per group, where the plan pi
 kernel; these tests use >= 4 channels per group so the GEMM variant runs, and force it (no
 waste bound) on geometries whose halo is large, to check the halo and grid arithmetic.
 """
+import dataclasses
 import itertools
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 import convt
 from convt import _plan
+from convt._phase_gemm import gemm_layout
 
 from conftest import assert_close
 
@@ -33,7 +35,14 @@ def _cases():
 CASES = _cases()
 
 
-def _run(case, dtype, data_format="NCX", force=False, monkeypatch=None):
+def _force(monkeypatch, batch_rows):
+    """Make the plan run every geometry through the GEMM variant in the given mode."""
+    def variant(geom):
+        return "gemm", dataclasses.replace(gemm_layout(geom), batch_rows=batch_rows)
+    monkeypatch.setattr(_plan, "direct_variant", variant)
+
+
+def _run(case, dtype, data_format="NCX", force=None, monkeypatch=None):
     nd, s, d, k, pads, op, size, groups, batch = case
     rng = np.random.default_rng(len(str(case)))
     x = rng.standard_normal((batch, 4 * groups, *size)).astype(dtype)
@@ -45,12 +54,13 @@ def _run(case, dtype, data_format="NCX", force=False, monkeypatch=None):
                                    b.astype(np.float64), method="reference", **kw)
     except ValueError:
         pytest.skip("pads leave no output")
-    if force:
-        monkeypatch.setattr(_plan, "_MAX_GEMM_WASTE", float("inf"))
+    if force is not None:
+        _force(monkeypatch, force == "batch")
     xl = np.moveaxis(x, 1, -1) if data_format == "NXC" else x
     op_ = convt.ConvTranspose(w, b, method="direct", data_format=data_format, **kw)
-    if force:
-        assert op_._plan.geometry(xl.shape)[1][0] == "gemm"
+    if force is not None:
+        variant, layout = op_._plan.geometry(xl.shape)[1]
+        assert variant == "gemm" and layout.batch_rows == (force == "batch")
     y = op_(xl)
     y = np.moveaxis(y, -1, 1) if data_format == "NXC" else y
     return y, ref
@@ -58,23 +68,29 @@ def _run(case, dtype, data_format="NCX", force=False, monkeypatch=None):
 
 @pytest.mark.parametrize("case", CASES, ids=[f"c{i}" for i in range(len(CASES))])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_gemm_variant_forced(case, dtype, monkeypatch):
-    y, ref = _run(case, dtype, force=True, monkeypatch=monkeypatch)
+@pytest.mark.parametrize("mode", ["grid", "batch"])
+def test_gemm_variant_forced(case, dtype, mode, monkeypatch):
+    y, ref = _run(case, dtype, force=mode, monkeypatch=monkeypatch)
     assert_close(y, ref, "direct", dtype)
 
 
 @pytest.mark.parametrize("case", CASES[::5], ids=[f"c{i}" for i in range(0, len(CASES), 5)])
 def test_gemm_variant_channels_last(case, monkeypatch):
-    y, ref = _run(case, "float32", data_format="NXC", force=True, monkeypatch=monkeypatch)
+    y, ref = _run(case, "float32", data_format="NXC", force="grid", monkeypatch=monkeypatch)
     assert_close(y, ref, "direct", "float32")
 
 
-def test_large_negative_padding_uses_pixel_kernel():
-    """output_shape far beyond F: the grid would be mostly halo, so the plan avoids GEMMs."""
+def test_variant_choice():
+    """Mostly-halo grids go to batch rows (large batch) or the pixel kernel (small batch)."""
     w = np.ones((8, 8, 3), np.float32)
     op = convt.ConvTranspose(w, strides=[2], output_shape=[200])
     assert op._plan.geometry((1, 8, 10))[1][0] == "pixel"
-    assert op._plan.geometry((1, 8, 100))[1][0] == "gemm"
+    variant, layout = op._plan.geometry((16, 8, 10))[1]
+    assert variant == "gemm" and layout.batch_rows
+    variant, layout = op._plan.geometry((1, 8, 100))[1]
+    assert variant == "gemm" and not layout.batch_rows
+    dw = convt.ConvTranspose(np.ones((8, 1, 4, 4), np.float32), group=8, strides=[2, 2])
+    assert dw._plan.geometry((1, 8, 16, 16))[1][0] == "pixel"   # depthwise
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
