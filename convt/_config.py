@@ -76,10 +76,6 @@ def config_dict():
         of str to str, int, bool or list. A value that cannot be determined (for instance
         when running from a source tree that was never built) is the string ``"unknown"``.
 
-    See Also
-    --------
-    show_config : Print the same information.
-
     Examples
     --------
     >>> from convt._config import config_dict
@@ -130,10 +126,6 @@ def show_config(file=None):
     ----------
     file : file-like, optional
         Where to write; ``sys.stdout`` by default.
-
-    See Also
-    --------
-    config_dict : The same information as a dict.
 
     Examples
     --------
