@@ -66,6 +66,15 @@ def _numpy_blas():
         return _UNKNOWN
 
 
+def _gemm_blas():
+    try:
+        from convt._blas import blas_info
+        path, threads = blas_info()
+    except ImportError:
+        return _UNKNOWN, _UNKNOWN
+    return (os.path.basename(path) if path else "not controllable"), threads or _UNKNOWN
+
+
 def config_dict():
     """Return convt's build and runtime configuration.
 
@@ -89,11 +98,15 @@ def config_dict():
     openmp, max_threads = _openmp_runtime()
     if openmp == _UNKNOWN:
         openmp = info.get("openmp", _UNKNOWN)
+    gemm_blas, gemm_blas_threads = _gemm_blas()
     return {
         "threading": {
             "openmp": openmp,
             "max_threads": max_threads,
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
+            # the BLAS that runs the GEMM variant of the direct backend (scipy's cython_blas)
+            "gemm_blas": gemm_blas,
+            "gemm_blas_threads": gemm_blas_threads,
         },
         "build": {
             "compiler": info.get("compiler", _UNKNOWN),
