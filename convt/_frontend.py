@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from ._dtypes import as_array, common_dtype
-from ._geometry import OpSpec
+from ._geometry import OpSpec, PadRule
 from ._validate import choice, fail, int_scalar, int_tuple
 
-__all__ = ["intake", "filter_to_iox", "common_attrs", "check_pads_ignored"]
+__all__ = ["intake", "filter_to_iox", "common_attrs", "check_pads_ignored", "require",
+           "explicit_pads", "make_spec"]
 
 DATA_FORMATS = ("NCX", "NXC")
 FILTER_FORMATS = ("IOX", "XOI")
@@ -70,6 +71,24 @@ def check_pads_ignored(conv, auto_pad, pads, neutral, param="pads"):
     """The ONNX text forbids explicit pads together with auto_pad; all-zero pads are harmless."""
     if pads is not None and any(int(p) != 0 for p in np.ravel(pads)) and auto_pad != neutral:
         raise fail(conv, param, f"cannot be used together with auto_pad={auto_pad!r}", tuple(pads))
+
+
+def require(conv, **values):
+    """Attributes a spec marks "Required: yes" must not be None."""
+    for name, value in values.items():
+        if value is None:
+            raise fail(conv, name, "is required", value)
+
+
+def explicit_pads(conv, nd, op, pads_begin, pads_end, when):
+    """``PadRule`` from separate pads_begin / pads_end (OpenVINO, oneDNN), each >= 0 and
+    required ``when`` they are used."""
+    pads = []
+    for name, value in (("pads_begin", pads_begin), ("pads_end", pads_end)):
+        if value is None:
+            raise fail(conv, name, f"is required with {when}", value)
+        pads.append(int_tuple(conv, name, value, nd, minimum=0))
+    return PadRule(kind="explicit", output_padding=op, pads_begin=pads[0], pads_end=pads[1])
 
 
 def make_spec(conv, attrs, rule, data_format, input_name="X"):

@@ -5,10 +5,10 @@ data NXC (channels last), filter XOI (*kernel, C_out/G, C_in), auto_pad "none".
 """
 from __future__ import annotations
 
-from ._frontend import common_attrs, intake, make_spec
+from ._frontend import common_attrs, explicit_pads, intake, make_spec, require
 from ._geometry import TOTAL_FROM_OUTPUT_SHAPE, TOTAL_KERNEL_MINUS_STRIDE, PadRule
 from ._plan import Plan
-from ._validate import choice, fail, int_tuple
+from ._validate import choice, int_tuple
 
 __all__ = ["conv_transpose"]
 
@@ -43,12 +43,7 @@ def onednn_rule(conv, nd, *, auto_pad, pads_begin, pads_end, output_padding, out
         return PadRule(kind="total", output_padding=op, total=TOTAL_FROM_OUTPUT_SHAPE,
                        output_shape=os_, begin="ceil")
     # 000 lines 58-75: pads_begin / pads_end, required, "non-negative s64 values".
-    pads = []
-    for name, value in (("pads_begin", pads_begin), ("pads_end", pads_end)):
-        if value is None:
-            raise fail(conv, name, "is required with auto_pad='none' and no output_shape", value)
-        pads.append(int_tuple(conv, name, value, nd, minimum=0))
-    return PadRule(kind="explicit", output_padding=op, pads_begin=pads[0], pads_end=pads[1])
+    return explicit_pads(conv, nd, op, pads_begin, pads_end, "auto_pad='none' and no output_shape")
 
 
 def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pads_end=None,
@@ -104,9 +99,7 @@ def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pa
     xa, w_iox, ba, dt, data_format, _ = intake(
         conv, src, weights, bias, allowed=TYPES, names=("src", "weights", "bias"),
         data_format=data_format, filter_format=filter_format)
-    for name, value in (("strides", strides), ("dilations", dilations)):
-        if value is None:  # 000: strides and dilations are "Required: yes"
-            raise fail(conv, name, "is required", value)
+    require(conv, strides=strides, dilations=dilations)  # 000: "Required: yes"
     attrs = common_attrs(conv, w_iox, ba, strides=strides, dilations=dilations, group=groups,
                          group_name="groups", names=("weights", "bias"))
     rule = onednn_rule(conv, w_iox.ndim - 2, auto_pad=auto_pad, pads_begin=pads_begin,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._dtypes import ALL_FLOATS, as_array
-from ._frontend import FILTER_FORMATS, common_attrs, intake, make_spec
+from ._frontend import FILTER_FORMATS, common_attrs, explicit_pads, intake, make_spec, require
 from ._geometry import TOTAL_FROM_OUTPUT_SHAPE, PadRule
 from ._plan import Plan
 from ._validate import bad_type, choice, fail, int_tuple
@@ -46,13 +46,8 @@ def openvino_rule(conv, nd, *, auto_pad, pads_begin, pads_end, output_padding, o
         return PadRule(kind="explicit", output_padding=op, pads_begin=(0,) * nd,
                        pads_end=(0,) * nd)
     # 003 lines 71-73: pads_begin / pads_end, "non-negative integers", required here.
-    pads = []
-    for name, value in (("pads_begin", pads_begin), ("pads_end", pads_end)):
-        if value is None:
-            raise fail(conv, name, "is required with auto_pad='explicit' and no output_shape",
-                       value)
-        pads.append(int_tuple(conv, name, value, nd, minimum=0))
-    return PadRule(kind="explicit", output_padding=op, pads_begin=pads[0], pads_end=pads[1])
+    return explicit_pads(conv, nd, op, pads_begin, pads_end,
+                         "auto_pad='explicit' and no output_shape")
 
 
 def _ungroup(conv, filt, filter_format):
@@ -75,9 +70,7 @@ def _backprop(conv, data, filt, groups, *, output_shape, strides, pads_begin, pa
     xa, w_iox, _, dt, data_format, _ = intake(
         conv, data, filt, None, allowed=ALL_FLOATS, names=("data", "filter", "bias"),
         data_format=data_format, filter_format=filter_format)
-    for name, value in (("strides", strides), ("dilations", dilations)):
-        if value is None:  # 003: strides and dilations are "Required: yes"
-            raise fail(conv, name, "is required", value)
+    require(conv, strides=strides, dilations=dilations)  # 003: "Required: yes"
     attrs = common_attrs(conv, w_iox, None, strides=strides, dilations=dilations,
                          group=groups, group_name="filter groups", names=("filter", "bias"))
     rule = openvino_rule(conv, w_iox.ndim - 2, auto_pad=auto_pad, pads_begin=pads_begin,

@@ -1,5 +1,4 @@
 """Helpers for tests: the reference at canonical pads, independent of any front end."""
-import numpy as np
 
 from convt._geometry import Geometry
 from convt._reference import conv_transpose_reference
