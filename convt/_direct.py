@@ -1,4 +1,5 @@
-"""Python side of the direct backend: phase tables, weight packing, the kernel call.
+"""Python side of the direct backend's pixel variant: phase tables, weight packing (shared with
+the GEMM variant, convt._phase_gemm), the kernel call.
 
 The compiled kernel (convt._kernels._direct.direct_nxc) works channels-last on 3 spatial axes;
 rank-1 and rank-2 geometries get leading unit axes here. See that module for the contract.
@@ -11,7 +12,7 @@ import numpy as np
 
 from ._kernels._direct import direct_nxc
 
-__all__ = ["axis_taps", "pack_weights", "run_direct"]
+__all__ = ["axis_taps", "pack_weights", "pad3", "run_direct"]
 
 
 def axis_taps(s, d, k_len, i_len, pb, o_len):
@@ -39,7 +40,8 @@ def axis_taps(s, d, k_len, i_len, pb, o_len):
     return tab, kstep, istep
 
 
-def _pad3(values, fill):
+def pad3(values, fill):
+    """``values`` padded in front to 3 spatial axes with ``fill`` (unit axes for rank 1-2)."""
     return (fill,) * (3 - len(values)) + tuple(values)
 
 
@@ -49,7 +51,7 @@ def pack_weights(w_iox, groups, dtype):
     nd = len(kernel)
     wg = w_iox.reshape(groups, c_in // groups, mg, *kernel)
     wg = wg.transpose(0, *range(3, 3 + nd), 1, 2)
-    return np.ascontiguousarray(wg.reshape(groups, *_pad3(kernel, 1), c_in // groups, mg),
+    return np.ascontiguousarray(wg.reshape(groups, *pad3(kernel, 1), c_in // groups, mg),
                                 dtype=dtype)
 
 
@@ -75,8 +77,8 @@ def run_direct(x_nxc, w_packed, bias, geom, taps, workers):
     if geom.c_in == 0 or y.size == 0:  # nothing to contract: every position is the bias
         y[...] = b
         return y
-    x5 = x_nxc.reshape(n, *_pad3(geom.in_shape, 1), geom.c_in)
-    y5 = y.reshape(n, *_pad3(geom.out_shape, 1), c_out)
+    x5 = x_nxc.reshape(n, *pad3(geom.in_shape, 1), geom.c_in)
+    y5 = y.reshape(n, *pad3(geom.out_shape, 1), c_out)
     tabs, steps = taps
     direct_nxc(x5, w_packed, b, y5, tabs[0], tabs[1], tabs[2], steps, workers)
     return y

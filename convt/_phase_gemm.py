@@ -13,6 +13,7 @@ from math import prod
 import numpy as np
 
 from ._blas import blas_threads
+from ._direct import pad3
 from ._kernels._gemm import phase_gemm
 
 __all__ = ["GemmLayout", "gemm_layout", "run_gemm"]
@@ -33,10 +34,8 @@ class GemmLayout:
 
 
 def _axes3(geom):
-    pad = 3 - geom.ndim
-    return ((1,) * pad + geom.strides, (1,) * pad + geom.dilations, (1,) * pad + geom.kernel,
-            (1,) * pad + geom.in_shape, (0,) * pad + geom.pads_begin,
-            (1,) * pad + geom.out_shape)
+    return (pad3(geom.strides, 1), pad3(geom.dilations, 1), pad3(geom.kernel, 1),
+            pad3(geom.in_shape, 1), pad3(geom.pads_begin, 0), pad3(geom.out_shape, 1))
 
 
 def _axis_phases(s, d, k_len, pb, o_len):
@@ -101,8 +100,7 @@ def run_gemm(xa, layout, geom, w_packed, bias, workers):
     nd, n, c_in, c_out = geom.ndim, geom.batch, geom.c_in, geom.c_out
     nxc = geom.data_format == "NXC"
     xp = np.zeros((n, *layout.grid, c_in), ct)
-    x5 = xa.reshape(n, *(1,) * (3 - nd), *geom.in_shape, c_in) if nxc else \
-        np.moveaxis(xa, 1, -1).reshape(n, *(1,) * (3 - nd), *geom.in_shape, c_in)
+    x5 = (xa if nxc else np.moveaxis(xa, 1, -1)).reshape(n, *pad3(geom.in_shape, 1), c_in)
     inner = tuple(slice(h, h + i) for h, i in zip(layout.halo, x5.shape[1:4]))
     xp[(slice(None), *inner)] = x5
     y = np.empty(geom.array_shape("output"), ct)
@@ -114,9 +112,9 @@ def run_gemm(xa, layout, geom, w_packed, bias, workers):
     rows = n * prod(layout.grid) if layout.batch_rows else layout.max_rows
     yv = np.empty(max(rows, 1) * c_out, ct)
     g = geom.groups
-    dims = np.array([n, *layout.grid, *((1,) * (3 - nd) + geom.strides), g, c_in // g,
-                     c_out // g, c_in, prod(w_packed.shape[1:]), *layout.halo,
-                     *((1,) * (3 - nd) + geom.in_shape), int(layout.batch_rows)], np.int64)
+    dims = np.array([n, *layout.grid, *pad3(geom.strides, 1), g, c_in // g, c_out // g, c_in,
+                     prod(w_packed.shape[1:]), *layout.halo, *pad3(geom.in_shape, 1),
+                     int(layout.batch_rows)], np.int64)
     with blas_threads(workers):
         phase_gemm(xp.reshape(-1), w_packed.reshape(-1), b, yv, y.reshape(-1), layout.phases,
                    layout.xoff, layout.woff, layout.tap_e, dims, ystr)

@@ -110,12 +110,13 @@ class Plan:
         xa = as_array(conv, self.spec.input_name, x, self.allowed)
         if xa.dtype != self.dtype:
             if not self.cast:
-                raise fail(conv, self.spec.input_name, f"must have the weights' dtype {self.dtype.name} "
-                           "(pass dtype=... to cast)", xa.dtype.name, exc=TypeError)
+                raise fail(conv, self.spec.input_name, "must have the weights' dtype "
+                           f"{self.dtype.name} (pass dtype=... to cast)", xa.dtype.name,
+                           exc=TypeError)
             xa = xa.astype(self.dtype)
         geom, (variant, state) = self.geometry(xa.shape)
         nxc = geom.data_format == "NXC"
-        if self.choose(geom) == "reference":
+        if variant == "reference":
             x_ncx = xa if not nxc else np.moveaxis(xa, -1, 1)
             y = conv_transpose_reference(x_ncx, self.w_iox, self.bias, geom)
             y = np.moveaxis(y, 1, -1) if nxc else y
