@@ -194,6 +194,9 @@ ONEDNN = [
     (dict(bias=np.zeros(4, np.float32)), ValueError, "onednn: 'bias' must be a 1-D array of "
      "length C_out = 3; got (4,)"),
     (dict(data_format="NCHW"), ValueError, "onednn: 'data_format' must be one of"),
+    (dict(pads_end=None), ValueError, "onednn: 'pads_end' is required with auto_pad='none' and "
+     "no output_shape; got None"),
+    (dict(dilations=None), ValueError, "onednn: 'dilations' is required; got None"),
 ]
 
 
