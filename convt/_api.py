@@ -78,11 +78,11 @@ class ConvTranspose:
 
     def method_for(self, x_shape):
         """The backend ``method="auto"`` picks for inputs of ``x_shape`` (str)."""
-        return self._plan.choose(self._plan.geometry(x_shape)[0])
+        return self._plan.geometry(x_shape).method
 
     def geometry(self, x_shape):
         """The canonical ``Geometry`` (resolved pads, output shape) for inputs of ``x_shape``."""
-        return self._plan.geometry(x_shape)[0]
+        return self._plan.geometry(x_shape).geom
 
     def __call__(self, x):
         """Apply to ``x`` of shape (N, C_in, *spatial) (or (N, *spatial, C_in) for NXC)."""

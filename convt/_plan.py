@@ -8,17 +8,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from ._direct import pack_weights, run_direct, tables
 from ._phase_gemm import gemm_layout, run_gemm
 from ._dtypes import as_array, compute_dtype
-from ._geometry import resolve
+from ._geometry import Geometry, resolve
 from ._reference import conv_transpose_reference
 from ._validate import choice, fail, int_scalar
 
-__all__ = ["Plan", "METHODS", "resolve_workers"]
+__all__ = ["Plan", "Planned", "METHODS", "resolve_workers"]
 
 METHODS = ("auto", "direct", "reference")
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
@@ -31,6 +32,20 @@ _MIN_BATCH_ROWS = 8
 # Below this many input x output channels per group, a GEMM is too thin to beat the pixel
 # kernel (depthwise, 1-4 channels per group: memory-bound, DESIGN.md).
 _MIN_GEMM_CHANNELS = 4
+
+
+class Planned(NamedTuple):
+    """What a plan knows about one input shape: the geometry and how it runs.
+
+    ``runner(xa, state, geom, plan)`` returns y in ``geom``'s data layout and the compute
+    dtype; ``state`` is what the backend precomputed for this geometry (tables, layouts,
+    spectra); ``variant`` names the backend's code path (e.g. "gemm" or "pixel").
+    """
+    geom: Geometry
+    method: str
+    variant: str
+    runner: Callable
+    state: Any
 
 
 def direct_variant(geom):
@@ -85,16 +100,26 @@ class Plan:
         self.w_packed = (pack_weights(self.w_iox, spec.groups, ct)
                          if self.method != "reference" else None)
         self._geoms = {}
+        self._packed = {}
         self._lock = threading.Lock()
 
+    def packed(self, key, make):
+        """Weights re-laid out for one backend (``make(plan)``), computed once per plan."""
+        hit = self._packed.get(key)
+        if hit is None:
+            hit = make(self)
+            with self._lock:
+                self._packed[key] = hit
+        return hit
+
     def geometry(self, x_shape):
-        """Canonical geometry and direct-kernel phase tables for inputs of ``x_shape``."""
+        """The ``Planned`` entry for inputs of ``x_shape`` (cached for a few shapes)."""
         key = tuple(x_shape)
         hit = self._geoms.get(key)
         if hit is None:
             geom = resolve(self.spec, key)
-            hit = (geom, ("reference", None) if self.method == "reference"
-                   else direct_variant(geom))
+            method = self.choose(geom)
+            hit = Planned(geom, method, *_BACKENDS[method](geom, self))
             with self._lock:
                 if len(self._geoms) >= _GEOMETRY_CACHE_SIZE:
                     self._geoms.pop(next(iter(self._geoms)))
@@ -114,17 +139,41 @@ class Plan:
                            f"{self.dtype.name} (pass dtype=... to cast)", xa.dtype.name,
                            exc=TypeError)
             xa = xa.astype(self.dtype)
-        geom, (variant, state) = self.geometry(xa.shape)
-        nxc = geom.data_format == "NXC"
-        if variant == "reference":
-            x_ncx = xa if not nxc else np.moveaxis(xa, -1, 1)
-            y = conv_transpose_reference(x_ncx, self.w_iox, self.bias, geom)
-            y = np.moveaxis(y, 1, -1) if nxc else y
-        elif variant == "gemm":
-            y = run_gemm(xa, state, geom, self.w_packed, self.bias_compute, self.workers)
-        else:
-            ct = self.w_packed.dtype
-            x_nxc = np.ascontiguousarray(xa if nxc else np.moveaxis(xa, 1, -1), dtype=ct)
-            y = run_direct(x_nxc, self.w_packed, self.bias_compute, geom, state, self.workers)
-            y = y if nxc else np.moveaxis(y, -1, 1)
+        p = self.geometry(xa.shape)
+        y = p.runner(xa, p.state, p.geom, self)
         return np.ascontiguousarray(y, dtype=self.dtype)
+
+
+def _run_reference(xa, state, geom, plan):
+    nxc = geom.data_format == "NXC"
+    x_ncx = np.moveaxis(xa, -1, 1) if nxc else xa
+    y = conv_transpose_reference(x_ncx, plan.w_iox, plan.bias, geom)
+    return np.moveaxis(y, 1, -1) if nxc else y
+
+
+def _run_gemm(xa, layout, geom, plan):
+    return run_gemm(xa, layout, geom, plan.w_packed, plan.bias_compute, plan.workers)
+
+
+def _run_pixel(xa, taps, geom, plan):
+    ct = plan.w_packed.dtype
+    nxc = geom.data_format == "NXC"
+    x_nxc = np.ascontiguousarray(xa if nxc else np.moveaxis(xa, 1, -1), dtype=ct)
+    y = run_direct(x_nxc, plan.w_packed, plan.bias_compute, geom, taps, plan.workers)
+    return y if nxc else np.moveaxis(y, -1, 1)
+
+
+_RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel}
+
+
+def _direct_backend(geom, plan):
+    variant, state = direct_variant(geom)
+    return variant, _RUNNERS[variant], state
+
+
+# method -> (geom, plan) -> (variant, runner, state). A backend plans once per geometry here;
+# the runner then does the per-call work only.
+_BACKENDS = {
+    "direct": _direct_backend,
+    "reference": lambda geom, plan: ("numpy", _run_reference, None),
+}

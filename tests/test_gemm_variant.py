@@ -59,7 +59,8 @@ def _run(case, dtype, data_format="NCX", force=None, monkeypatch=None):
     xl = np.moveaxis(x, 1, -1) if data_format == "NXC" else x
     op_ = convt.ConvTranspose(w, b, method="direct", data_format=data_format, **kw)
     if force is not None:
-        variant, layout = op_._plan.geometry(xl.shape)[1]
+        p = op_._plan.geometry(xl.shape)
+        variant, layout = p.variant, p.state
         assert variant == "gemm" and layout.batch_rows == (force == "batch")
     y = op_(xl)
     y = np.moveaxis(y, -1, 1) if data_format == "NXC" else y
@@ -84,13 +85,15 @@ def test_variant_choice():
     """Mostly-halo grids go to batch rows (large batch) or the pixel kernel (small batch)."""
     w = np.ones((8, 8, 3), np.float32)
     op = convt.ConvTranspose(w, strides=[2], output_shape=[200])
-    assert op._plan.geometry((1, 8, 10))[1][0] == "pixel"
-    variant, layout = op._plan.geometry((16, 8, 10))[1]
+    assert op._plan.geometry((1, 8, 10)).variant == "pixel"
+    p = op._plan.geometry((16, 8, 10))
+    variant, layout = p.variant, p.state
     assert variant == "gemm" and layout.batch_rows
-    variant, layout = op._plan.geometry((1, 8, 100))[1]
+    p = op._plan.geometry((1, 8, 100))
+    variant, layout = p.variant, p.state
     assert variant == "gemm" and not layout.batch_rows
     dw = convt.ConvTranspose(np.ones((8, 1, 4, 4), np.float32), group=8, strides=[2, 2])
-    assert dw._plan.geometry((1, 8, 16, 16))[1][0] == "pixel"   # depthwise
+    assert dw._plan.geometry((1, 8, 16, 16)).variant == "pixel"   # depthwise
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -100,7 +103,7 @@ def test_gemm_bit_identical_for_any_thread_count(dtype):
     w = rng.standard_normal((64, 48, 4, 4)).astype(dtype)
     op = {n: convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), workers=n)
           for n in (1, 2, 3)}
-    assert op[1]._plan.geometry(x.shape)[1][0] == "gemm"
+    assert op[1]._plan.geometry(x.shape).variant == "gemm"
     ys = [op[n](x) for n in (1, 2, 3, 1)]
     for y in ys[1:]:
         np.testing.assert_array_equal(ys[0], y)
