@@ -4,7 +4,6 @@ The sweep in test_direct.py mostly has 1-3 channels per group, where the plan pi
 kernel; these tests use >= 4 channels per group so the GEMM variant runs, and force it (no
 waste bound) on geometries whose halo is large, to check the halo and grid arithmetic.
 """
-import dataclasses
 import itertools
 
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 
 import convt
 from convt import _plan
-from convt._phase_gemm import gemm_layout
+from convt._phase_gemm import batch_rows_layout, gemm_layout
 
 from conftest import assert_close
 
@@ -38,7 +37,8 @@ CASES = _cases()
 def _force(monkeypatch, batch_rows):
     """Make the plan run every geometry through the GEMM variant in the given mode."""
     def variant(geom):
-        return "gemm", dataclasses.replace(gemm_layout(geom), batch_rows=batch_rows)
+        layout = gemm_layout(geom)
+        return "gemm", batch_rows_layout(layout, geom.batch) if batch_rows else layout
     monkeypatch.setattr(_plan, "direct_variant", variant)
 
 
@@ -93,7 +93,7 @@ def test_variant_choice():
     variant, layout = p.variant, p.state
     assert variant == "gemm" and not layout.batch_rows
     dw = convt.ConvTranspose(np.ones((8, 1, 4, 4), np.float32), group=8, strides=[2, 2])
-    assert dw._plan.geometry((1, 8, 16, 16)).variant == "pixel"   # depthwise
+    assert dw._plan.geometry((1, 8, 16, 16)).variant == "depthwise"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

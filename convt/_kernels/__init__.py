@@ -2,8 +2,10 @@
 #
 #   convt.conv_transpose / front ends ─► _geometry.resolve ─► _plan.Plan ─┬► _direct.run_direct
 #                                                                          │   └► _kernels._direct
-#                                                                          └► _phase_gemm.run_gemm
-#                                                                              └► _kernels._gemm
+#                                                                          ├► _phase_gemm.run_gemm
+#                                                                          │   └► _kernels._gemm
+#                                                                          └► _depthwise.run_depthwise
+#                                                                              └► _kernels._depthwise
 #
 # _direct.direct_nxc   y[n, o, :] = bias + sum over the taps (k, i) of o's phase, listed in
 #                      per-axis tables (only taps that hit real input: no inserted zeros) of
@@ -17,4 +19,15 @@
 #                      channels-last input, accumulated with beta = 1, then a serial scatter
 #                      into y's layout. Threads: BLAS's own (no OpenMP region), GEMMs never
 #                      split the summed dimension, so results do not depend on the count.
+# _depthwise.depthwise_ncx / depthwise_nxc
+#                      the same sum when min(C_in, C_out) per group is 1-3 (depthwise,
+#                      channel multipliers): memory-bound, so x is read and y written once
+#                      with a unit-stride vectorised innermost loop. Channels-first: per output
+#                      row (n, channel, o0, o1), per phase c of the innermost axis,
+#                      d[q] = bias + sum_t w_t * x_t[q + e_t] over the q where every tap is in
+#                      range, in chunks of 4 taps, then the phases interleaved into y's row;
+#                      borders check each tap. Channels-last (1 channel per group): per output
+#                      pixel, the taps' channel rows. Threads: OpenMP prange over blocks of rows
+#                      (pixels), each output written by one thread in a fixed order:
+#                      bit-identical for any thread count.
 # _openmp_helpers      whether OpenMP was compiled in, and omp_get_max_threads().

@@ -1,0 +1,115 @@
+"""Python side of the direct backend's depthwise variant (few channels per group): planning
+per geometry, the channels-last weight layout, the kernel call.
+
+The kernels (convt._kernels._depthwise) work on 3 spatial axes; rank-1 and rank-2 geometries
+get leading unit axes here. Channels-first inputs stay channels-first (no transpose): the
+kernel vectorises along the innermost spatial axis, phase by phase. See that module for the
+contract.
+
+Measured on the 2-core EPYC this package is benchmarked on (float32, 4x4 kernels, stride 2,
+1 thread): channels-first 3-15x faster than the pixel kernel for every few-channel layer tried
+(depthwise, multipliers 2-3, 1 -> 3, 3 -> 64, 64 -> 3); channels-last with 2-3 channels per
+group, transposing to channels-first and back beat both the pixel kernel and a scalar
+channels-last loop (e.g. 128 channels, 2 per group in and out, 32x32: 3.0 ms vs 5.1 ms).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._direct import pad3, tables
+from ._kernels._depthwise import depthwise_ncx, depthwise_nxc
+
+__all__ = ["DepthwiseLayout", "depthwise_layout", "inner_phases", "run_depthwise"]
+
+# Per-thread phase buffer, in elements: s2 phases of at most QB outputs each. 2048 float32
+# (8 KiB) stays in L1 while the phases are accumulated and interleaved into y's row; rows
+# longer than that are split into blocks, which also gives threads work on long 1-D signals.
+_PHASE_BUFFER = 2048
+_MIN_QBLOCK = 64
+
+
+@dataclass(frozen=True)
+class DepthwiseLayout:
+    tabs: tuple          # per-axis phase tables (O_a, 3), 3 axes (convt._direct.tables)
+    steps: np.ndarray    # (6,) kstep, istep per axis
+    phases: np.ndarray   # (s2, 5) Q, q_lo, q_hi, first tap, number of taps (innermost axis)
+    ptaps: np.ndarray    # (taps, 2) k2, e of every phase's taps, phase after phase
+    qblock: int          # outputs q per task and phase
+
+
+def inner_phases(s, d, k_len, i_len, pb, o_len):
+    """Innermost-axis phases: (s, 5) rows (Q, q_lo, q_hi, first, count) and (taps, 2) (k, e).
+
+    Phase c holds the outputs o = q*s + c, q < Q; tap k of the phase reads input q + e with
+    e = (c + pb - k*d) / s, and all of the phase's taps are in range for q_lo <= q < q_hi
+    (empty when q_lo >= q_hi).
+    """
+    rows, taps = [], []
+    for c in range(s):
+        q = max(0, -(-(o_len - c) // s))
+        es = [(k, (c + pb - k * d) // s) for k in range(k_len) if (c + pb - k * d) % s == 0]
+        lo = max((max(0, -e) for _, e in es), default=0)
+        hi = min((min(q, i_len - e) for _, e in es), default=q)
+        rows.append((q, lo, hi, len(taps), len(es)))
+        taps += es
+    phases = np.array(rows, np.int64).reshape(s, 5)
+    ptaps = np.array(taps or [(0, 0)], np.int64).reshape(-1, 2)
+    return phases, ptaps
+
+
+def depthwise_layout(geom):
+    """The ``DepthwiseLayout`` of ``geom`` (any rank, padded to 3 spatial axes)."""
+    tabs, steps = tables(geom)
+    s2 = geom.strides[-1]
+    phases, ptaps = inner_phases(s2, geom.dilations[-1], geom.kernel[-1], geom.in_shape[-1],
+                                 geom.pads_begin[-1], geom.out_shape[-1])
+    qmax = int(phases[0, 0])
+    qblock = max(1, min(qmax, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    return DepthwiseLayout(tabs=tuple(tabs), steps=steps, phases=phases, ptaps=ptaps,
+                           qblock=qblock)
+
+
+def _pack_nxc(plan):
+    # (G, K0, K1, K2, Cg, Mg) -> (K0, K1, K2, G, Cg, Mg): one contiguous channel row per tap
+    return np.ascontiguousarray(plan.w_packed.transpose(1, 2, 3, 0, 4, 5))
+
+
+def run_depthwise(xa, layout, geom, plan):
+    """y in ``geom``'s data layout and the compute dtype; ``xa`` in that layout too."""
+    ct = plan.w_packed.dtype
+    n, c_in, c_out, nd = geom.batch, geom.c_in, geom.c_out, geom.ndim
+    nxc = geom.data_format == "NXC"
+    y = np.empty(geom.array_shape("output"), ct)
+    bias = plan.bias_compute
+    b = np.zeros(c_out, ct) if bias is None else np.ascontiguousarray(bias, ct)
+    if y.size == 0:
+        return y
+    if c_in == 0:  # nothing to contract: every position is the bias
+        y[...] = b if nxc else b.reshape(c_out, *(1,) * nd)
+        return y
+    x = np.ascontiguousarray(xa, dtype=ct)
+    i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
+    tabs = layout.tabs
+    if nxc and (geom.c_in != geom.groups or geom.c_out != geom.groups):
+        # Channels-last with 2-3 channels per group: strided channel loops do not vectorise;
+        # the channels-first kernel plus two transposes is faster (measured, module notes).
+        x = np.ascontiguousarray(np.moveaxis(x, -1, 1))
+        yc = np.empty((n, c_out, *geom.out_shape), ct)
+        _ncx(x, yc, b, layout, geom, plan)
+        y[...] = np.moveaxis(yc, 1, -1)
+    elif nxc:
+        w = plan.packed("depthwise_nxc", _pack_nxc)
+        depthwise_nxc(x.reshape(n, *i3, c_in), w, b, y.reshape(n, *o3, c_out), tabs[0],
+                      tabs[1], tabs[2], layout.steps, plan.workers)
+    else:
+        _ncx(x, y, b, layout, geom, plan)
+    return y
+
+
+def _ncx(x, y, b, layout, geom, plan):
+    i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
+    depthwise_ncx(x.reshape(geom.batch, geom.c_in, *i3), plan.w_packed, b,
+                  y.reshape(geom.batch, geom.c_out, *o3), layout.tabs[0], layout.tabs[1],
+                  layout.steps, layout.phases, layout.ptaps, layout.qblock, plan.workers)

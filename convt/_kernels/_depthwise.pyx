@@ -1,0 +1,427 @@
+"""Direct transposed convolution for few channels per group (min(Cg, Mg) of 1-3: depthwise).
+
+The channel contraction is degenerate, so the op is memory-bound (DESIGN.md): the kernels
+read x and w and write y once, with a unit-stride innermost loop that gcc -O3 vectorises
+(SSE2 baseline) and no table lookup inside it.
+
+depthwise_ncx, channels first. A task is a block of one output row (n, channel, o0, o1, all
+o2 = q*s2 + c of the block's q range [qa, qa + QB)). The taps of axes 0 and 1 come from the
+phase tables (as in convt._kernels._direct); on the innermost axis each phase c has the taps
+(k2, e) with input i2 = q + e. Over the q where every tap of the phase is in range (the
+interior, planned in Python) output q is
+    d[q] = bias + w_0 * x_0[q + e_0] + w_1 * x_1[q + e_1] + ...
+taken in chunks of up to 4 taps, each chunk one unit-stride loop over q into a contiguous
+phase buffer (the row of y itself when s2 == 1); the border q check each tap's range. The
+buffers are then interleaved into y's row. Phases without taps hold the bias.
+
+depthwise_nxc, channels last, one channel per group in and out. A task is an output pixel;
+its taps come from the tables and the innermost loop runs along the channels:
+y[c] = bias[c] + w_0[c] * x_0[c] + ... in chunks of up to 4 taps (weights packed (K0, K1, K2,
+G, 1, 1)). Channels-last layers with 2-3 channels per group are run by depthwise_ncx on
+transposed data (convt._depthwise): strided channel loops do not vectorise.
+
+Every output is written by exactly one task and its sum is always taken in the same order
+(bias, then input channel, tap of axis 0, axis 1, axis 2), so the result is bit-identical for
+any thread count. Per-thread scratch (tap lists, phase buffers) is allocated once per thread.
+
+Assumes (the caller guarantees; the kernels do not check): x, y, w, bias C-contiguous in the
+shapes of the `def` signatures; tab_a (O_a, 3) rows (k_first, i_first, count) of taps in
+range, steps = (kstep0, istep0, kstep1, istep1, kstep2, istep2); phases (s2, 5) rows
+(Q, q_lo, q_hi, first tap, number of taps) with Q = ceil((O2 - c) / s2) (0 when c >= O2) and
+every tap of the phase in range for q_lo <= q < q_hi; ptaps (.., 2) rows (k2, e); Cg >= 1;
+depthwise_nxc: Cg = Mg = 1.
+"""
+from cython.parallel cimport parallel, prange
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+
+from ._types cimport real
+
+# Output rows (blocks) per channels-first task: enough to amortise decoding the task index.
+DEF _ROWS_PER_TASK = 16
+
+
+cdef inline void _chunk(real* d, const real* x, const int64_t* off, const real* wv, int nt,
+                        int64_t n, bint init, real b) noexcept nogil:
+    # d[q] (= b or d[q]) + sum_t wv[t] * x[off[t] + q], t < nt <= 4, q < n, in tap order.
+    cdef int64_t q
+    cdef const real* p0 = x + off[0]
+    cdef const real* p1
+    cdef const real* p2
+    cdef const real* p3
+    cdef real w0 = wv[0], w1, w2, w3
+    if nt == 1:
+        if init:
+            for q in range(n):
+                d[q] = b + w0 * p0[q]
+        else:
+            for q in range(n):
+                d[q] = d[q] + w0 * p0[q]
+        return
+    p1 = x + off[1]
+    w1 = wv[1]
+    if nt == 2:
+        if init:
+            for q in range(n):
+                d[q] = b + w0 * p0[q] + w1 * p1[q]
+        else:
+            for q in range(n):
+                d[q] = d[q] + w0 * p0[q] + w1 * p1[q]
+        return
+    p2 = x + off[2]
+    w2 = wv[2]
+    if nt == 3:
+        if init:
+            for q in range(n):
+                d[q] = b + w0 * p0[q] + w1 * p1[q] + w2 * p2[q]
+        else:
+            for q in range(n):
+                d[q] = d[q] + w0 * p0[q] + w1 * p1[q] + w2 * p2[q]
+        return
+    p3 = x + off[3]
+    w3 = wv[3]
+    if init:
+        for q in range(n):
+            d[q] = b + w0 * p0[q] + w1 * p1[q] + w2 * p2[q] + w3 * p3[q]
+    else:
+        for q in range(n):
+            d[q] = d[q] + w0 * p0[q] + w1 * p1[q] + w2 * p2[q] + w3 * p3[q]
+
+
+cdef inline void _border(real* d, const real* x, const int64_t* off, const int64_t* te,
+                         const real* wv, int64_t nt, int64_t q0, int64_t q1, int64_t qa,
+                         int64_t I2, real b) noexcept nogil:
+    # Outputs q0 <= q < q1 of a phase whose taps are not all in range, same order as _chunk.
+    cdef int64_t q, t, i
+    cdef real acc
+    for q in range(q0, q1):
+        acc = b
+        for t in range(nt):
+            i = q + te[t]
+            if i >= 0 and i < I2:
+                acc = acc + wv[t] * x[off[t] + q]
+        d[q - qa] = acc
+
+
+cdef void _phase(real* d, const real* x, const real* w, const int64_t* arow, int64_t na,
+                 const int64_t* ph, const int64_t* pt, int64_t qa, int64_t qe, real b,
+                 int64_t wstride, int64_t I2, int64_t* off, int64_t* te,
+                 real* wv) noexcept nogil:
+    # One phase of one row block: d[q - qa] for qa <= q < qe. arow: na (x row, w) offsets.
+    cdef int64_t a, t, nt = 0, lo, hi, c
+    cdef int64_t ntap = ph[4]
+    cdef const int64_t* tp = pt + 2 * ph[3]
+    if na == 0 or ntap == 0:
+        for a in range(qe - qa):
+            d[a] = b
+        return
+    for a in range(na):
+        for t in range(ntap):
+            te[nt] = tp[2 * t + 1]
+            off[nt] = arow[2 * a] + te[nt]
+            wv[nt] = w[arow[2 * a + 1] + tp[2 * t] * wstride]
+            nt += 1
+    lo = ph[1] if ph[1] > qa else qa
+    hi = ph[2] if ph[2] < qe else qe
+    if lo >= hi:
+        _border(d, x, off, te, wv, nt, qa, qe, qa, I2, b)
+        return
+    _border(d, x, off, te, wv, nt, qa, lo, qa, I2, b)
+    _border(d, x, off, te, wv, nt, hi, qe, qa, I2, b)
+    for t in range(nt):           # offsets of the interior's first output
+        off[t] += lo
+    for c in range(0, nt, 4):
+        _chunk(d + lo - qa, x, off + c, wv + c, <int>(nt - c if nt - c < 4 else 4), hi - lo,
+               c == 0, b)
+
+
+cdef void _interleave(real* yr, const real* buf, const int64_t* phases, int64_t s2,
+                      int64_t QB, int64_t qa) noexcept nogil:
+    # yr[q*s2 + c] = buf[c*QB + q - qa] for the q of the block in each phase.
+    cdef int64_t c, q, n, n1
+    cdef real* yo = yr + qa * s2
+    cdef const real* b0 = buf
+    cdef const real* b1 = buf + QB
+    if s2 == 2:
+        n = min(phases[0] - qa, QB)
+        n1 = max(min(phases[5] - qa, QB), 0)
+        for q in range(n1):
+            yo[2 * q] = b0[q]
+            yo[2 * q + 1] = b1[q]
+        for q in range(n1, n):
+            yo[2 * q] = b0[q]
+        return
+    for c in range(s2):
+        n = min(phases[5 * c] - qa, QB)
+        for q in range(n):
+            yo[q * s2 + c] = buf[c * QB + q]
+
+
+cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int64_t qb,
+                   const real* x, const real* w, const real* bias, real* y,
+                   const int64_t* t0, const int64_t* t1, const int64_t* st,
+                   const int64_t* phases, const int64_t* ptaps, const int64_t* dims,
+                   int64_t* arow, int64_t* off, int64_t* te, real* wv,
+                   real* buf) noexcept nogil:
+    # dims: N, C_in, G, Cg, Mg, I0, I1, I2, O0, O1, O2, K0, K1, K2, s2, QB, nqb
+    cdef int64_t C_in = dims[1], G = dims[2], Cg = dims[3], Mg = dims[4]
+    cdef int64_t I0 = dims[5], I1 = dims[6], I2 = dims[7]
+    cdef int64_t O0 = dims[8], O1 = dims[9], O2 = dims[10]
+    cdef int64_t K0 = dims[11], K1 = dims[12], K2 = dims[13]
+    cdef int64_t s2 = dims[14], QB = dims[15]
+    cdef int64_t co = g * Mg + m, qa = qb * QB, qe, c, ci, j0, j1, k0, k1, i0, i1, na = 0
+    cdef int64_t wstride = Cg * Mg
+    cdef real b = bias[co]
+    cdef real* yr = y + ((n * G * Mg + co) * O0 + o0) * O1 * O2 + o1 * O2
+    for ci in range(Cg):
+        for j0 in range(t0[3 * o0 + 2]):
+            k0 = t0[3 * o0] + j0 * st[0]
+            i0 = t0[3 * o0 + 1] - j0 * st[1]
+            for j1 in range(t1[3 * o1 + 2]):
+                k1 = t1[3 * o1] + j1 * st[2]
+                i1 = t1[3 * o1 + 1] - j1 * st[3]
+                arow[2 * na] = ((n * C_in + g * Cg + ci) * I0 + i0) * I1 * I2 + i1 * I2
+                arow[2 * na + 1] = ((g * K0 + k0) * K1 + k1) * K2 * wstride + ci * Mg + m
+                na += 1
+    if s2 == 1:
+        qe = min(qa + QB, O2)
+        _phase(yr + qa, x, w, arow, na, phases, ptaps, qa, qe, b, wstride, I2, off, te, wv)
+        return
+    for c in range(s2):
+        qe = min(qa + QB, phases[5 * c])
+        if qe > qa:
+            _phase(buf + c * QB, x, w, arow, na, phases + 5 * c, ptaps, qa, qe, b,
+                   wstride, I2, off, te, wv)
+    _interleave(yr, buf, phases, s2, QB, qa)
+
+
+cdef void _task_ncx(int64_t t, int64_t rows_per_task, int64_t nrows, const real* x,
+                    const real* w, const real* bias, real* y, const int64_t* t0,
+                    const int64_t* t1, const int64_t* st, const int64_t* phases,
+                    const int64_t* ptaps, const int64_t* dims, int64_t* arow, int64_t* off,
+                    int64_t* te, real* wv, real* buf) noexcept nogil:
+    # Rows r of [t * rows_per_task, ...), r = (((((n*G + g)*O0 + o0)*O1 + o1)*Mg + m)*nqb + qb:
+    # decoded once, then stepped (divisions cost as much as a short row's arithmetic).
+    cdef int64_t G = dims[2], Mg = dims[4], O0 = dims[8], O1 = dims[9], nqb = dims[16]
+    cdef int64_t r = t * rows_per_task, end = min(r + rows_per_task, nrows), k = r
+    cdef int64_t qb = k % nqb
+    k = k // nqb
+    cdef int64_t m = k % Mg
+    k = k // Mg
+    cdef int64_t o1 = k % O1
+    k = k // O1
+    cdef int64_t o0 = k % O0
+    k = k // O0
+    cdef int64_t g = k % G, n = k // G
+    while r < end:
+        _row_ncx(n, g, o0, o1, m, qb, x, w, bias, y, t0, t1, st, phases, ptaps, dims, arow,
+                 off, te, wv, buf)
+        r += 1
+        qb += 1
+        if qb == nqb:
+            qb = 0
+            m += 1
+            if m == Mg:
+                m = 0
+                o1 += 1
+                if o1 == O1:
+                    o1 = 0
+                    o0 += 1
+                    if o0 == O0:
+                        o0 = 0
+                        g += 1
+                        if g == G:
+                            g = 0
+                            n += 1
+
+
+def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I2)
+                  const real[:, :, :, :, :, ::1] w,    # IN  (G, K0, K1, K2, Cg, Mg)
+                  const real[::1] bias,                # IN  (C_out,), zeros when there is none
+                  real[:, :, :, :, ::1] y,             # OUT (N, C_out, O0, O1, O2)
+                  const int64_t[:, ::1] tab0,          # IN  (O0, 3) k_first, i_first, count
+                  const int64_t[:, ::1] tab1,          # IN  (O1, 3)
+                  const int64_t[::1] steps,            # IN  (6,) kstep, istep per axis
+                  const int64_t[:, ::1] phases,        # IN  (s2, 5) Q, q_lo, q_hi, first, n
+                  const int64_t[:, ::1] ptaps,         # IN  (taps, 2) k2, e (>= 1 row)
+                  int64_t qblock,                      # IN  outputs q per task and phase
+                  int num_threads):
+    """Compute y in place; releases the GIL. See the module docstring for the contract."""
+    cdef int64_t dims[17]
+    cdef int64_t s2 = phases.shape[0], nqb, nrows, ntasks, t, maxa
+    cdef int err[1]
+    cdef int* errp = err
+    err[0] = 0
+    if y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3] * y.shape[4] == 0:
+        return
+    dims[0], dims[1], dims[2] = x.shape[0], x.shape[1], w.shape[0]
+    dims[3], dims[4] = w.shape[4], w.shape[5]
+    dims[5], dims[6], dims[7] = x.shape[2], x.shape[3], x.shape[4]
+    dims[8], dims[9], dims[10] = y.shape[2], y.shape[3], y.shape[4]
+    dims[11], dims[12], dims[13] = w.shape[1], w.shape[2], w.shape[3]
+    nqb = (phases[0, 0] + qblock - 1) // qblock
+    dims[14], dims[15], dims[16] = s2, qblock, nqb
+    nrows = y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3] * nqb
+    ntasks = (nrows + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
+    maxa = w.shape[4] * w.shape[1] * w.shape[2]
+    cdef int64_t maxt = maxa * w.shape[3]
+    cdef const real* xp = &x[0, 0, 0, 0, 0]
+    cdef const real* wp = &w[0, 0, 0, 0, 0, 0]
+    cdef const real* bp = &bias[0]
+    cdef real* yp = &y[0, 0, 0, 0, 0]
+    cdef const int64_t* t0 = &tab0[0, 0]
+    cdef const int64_t* t1 = &tab1[0, 0]
+    cdef const int64_t* st = &steps[0]
+    cdef const int64_t* ph = &phases[0, 0]
+    cdef const int64_t* pt = &ptaps[0, 0]
+    cdef int64_t* arow = NULL
+    cdef int64_t* off = NULL
+    cdef int64_t* te = NULL
+    cdef real* wv = NULL
+    cdef real* buf = NULL
+    with nogil, parallel(num_threads=num_threads):
+        arow = <int64_t*> malloc(2 * maxa * sizeof(int64_t))
+        off = <int64_t*> malloc(maxt * sizeof(int64_t))
+        te = <int64_t*> malloc(maxt * sizeof(int64_t))
+        wv = <real*> malloc(maxt * sizeof(real))
+        buf = <real*> malloc(s2 * qblock * sizeof(real))
+        if arow == NULL or off == NULL or te == NULL or wv == NULL or buf == NULL:
+            errp[0] = 1
+        else:
+            for t in prange(ntasks, schedule="static"):
+                _task_ncx(t, _ROWS_PER_TASK, nrows, xp, wp, bp, yp, t0, t1, st, ph, pt, dims,
+                          arow, off, te, wv, buf)
+        free(arow)
+        free(off)
+        free(te)
+        free(wv)
+        free(buf)
+    if err[0]:
+        raise MemoryError("convt: no memory for the depthwise kernel's per-thread scratch")
+
+
+cdef void _pixel_nxc(int64_t p, const real* x, const real* w, const real* bias, real* y,
+                     const int64_t* t0, const int64_t* t1, const int64_t* t2,
+                     const int64_t* st, const int64_t* dims, int64_t* off,
+                     int64_t* woff) noexcept nogil:
+    # dims: N, C_in, G, Cg, Mg, I0, I1, I2, O0, O1, O2, K1, K2 (Cg = Mg = 1)
+    cdef int64_t C_in = dims[1]
+    cdef int64_t I0 = dims[5], I1 = dims[6], I2 = dims[7]
+    cdef int64_t O0 = dims[8], O1 = dims[9], O2 = dims[10], K1 = dims[11], K2 = dims[12]
+    cdef int64_t C_out = C_in, o2 = p % O2, r = p // O2
+    cdef int64_t o1 = r % O1
+    r = r // O1
+    cdef int64_t o0 = r % O0, n = r // O0
+    cdef int64_t j0, j1, j2, k0, k1, k2, i0, i1, i2, nt = 0, t, c, nc
+    cdef real* yp = y + p * C_out
+    cdef const real* x0
+    cdef const real* x1
+    cdef const real* x2
+    cdef const real* x3
+    cdef const real* w0
+    cdef const real* w1
+    cdef const real* w2
+    cdef const real* w3
+    for j0 in range(t0[3 * o0 + 2]):
+        k0 = t0[3 * o0] + j0 * st[0]
+        i0 = t0[3 * o0 + 1] - j0 * st[1]
+        for j1 in range(t1[3 * o1 + 2]):
+            k1 = t1[3 * o1] + j1 * st[2]
+            i1 = t1[3 * o1 + 1] - j1 * st[3]
+            for j2 in range(t2[3 * o2 + 2]):
+                k2 = t2[3 * o2] + j2 * st[4]
+                i2 = t2[3 * o2 + 1] - j2 * st[5]
+                off[nt] = (((n * I0 + i0) * I1 + i1) * I2 + i2) * C_in
+                woff[nt] = ((k0 * K1 + k1) * K2 + k2) * C_in
+                nt += 1
+    if nt == 0:
+        for c in range(C_out):
+            yp[c] = bias[c]
+        return
+    for t in range(0, nt, 4):
+        nc = nt - t if nt - t < 4 else 4
+        x0 = x + off[t]
+        w0 = w + woff[t]
+        if nc == 1:
+            if t == 0:
+                for c in range(C_out):
+                    yp[c] = bias[c] + w0[c] * x0[c]
+            else:
+                for c in range(C_out):
+                    yp[c] = yp[c] + w0[c] * x0[c]
+            continue
+        x1 = x + off[t + 1]
+        w1 = w + woff[t + 1]
+        if nc == 2:
+            if t == 0:
+                for c in range(C_out):
+                    yp[c] = bias[c] + w0[c] * x0[c] + w1[c] * x1[c]
+            else:
+                for c in range(C_out):
+                    yp[c] = yp[c] + w0[c] * x0[c] + w1[c] * x1[c]
+            continue
+        x2 = x + off[t + 2]
+        w2 = w + woff[t + 2]
+        if nc == 3:
+            if t == 0:
+                for c in range(C_out):
+                    yp[c] = bias[c] + w0[c] * x0[c] + w1[c] * x1[c] + w2[c] * x2[c]
+            else:
+                for c in range(C_out):
+                    yp[c] = yp[c] + w0[c] * x0[c] + w1[c] * x1[c] + w2[c] * x2[c]
+            continue
+        x3 = x + off[t + 3]
+        w3 = w + woff[t + 3]
+        if t == 0:
+            for c in range(C_out):
+                yp[c] = bias[c] + w0[c] * x0[c] + w1[c] * x1[c] + w2[c] * x2[c] + w3[c] * x3[c]
+        else:
+            for c in range(C_out):
+                yp[c] = yp[c] + w0[c] * x0[c] + w1[c] * x1[c] + w2[c] * x2[c] + w3[c] * x3[c]
+
+
+def depthwise_nxc(const real[:, :, :, :, ::1] x,       # IN  (N, I0, I1, I2, C_in)
+                  const real[:, :, :, :, :, ::1] w,    # IN  (K0, K1, K2, G, 1, 1)
+                  const real[::1] bias,                # IN  (C_out,), zeros when there is none
+                  real[:, :, :, :, ::1] y,             # OUT (N, O0, O1, O2, C_out = G)
+                  const int64_t[:, ::1] tab0,          # IN  (O0, 3) k_first, i_first, count
+                  const int64_t[:, ::1] tab1,          # IN  (O1, 3)
+                  const int64_t[:, ::1] tab2,          # IN  (O2, 3)
+                  const int64_t[::1] steps,            # IN  (6,) kstep, istep per axis
+                  int num_threads):
+    """Compute y in place; releases the GIL. See the module docstring for the contract."""
+    cdef int64_t dims[13]
+    cdef int64_t npix = y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3], p
+    cdef int64_t maxt = w.shape[0] * w.shape[1] * w.shape[2]
+    cdef int err[1]
+    cdef int* errp = err
+    err[0] = 0
+    if npix == 0 or y.shape[4] == 0:
+        return
+    dims[0], dims[1], dims[2], dims[3], dims[4] = x.shape[0], x.shape[4], w.shape[3], \
+        w.shape[4], w.shape[5]
+    dims[5], dims[6], dims[7] = x.shape[1], x.shape[2], x.shape[3]
+    dims[8], dims[9], dims[10] = y.shape[1], y.shape[2], y.shape[3]
+    dims[11], dims[12] = w.shape[1], w.shape[2]
+    cdef const real* xp = &x[0, 0, 0, 0, 0]
+    cdef const real* wp = &w[0, 0, 0, 0, 0, 0]
+    cdef const real* bp = &bias[0]
+    cdef real* yp = &y[0, 0, 0, 0, 0]
+    cdef const int64_t* t0 = &tab0[0, 0]
+    cdef const int64_t* t1 = &tab1[0, 0]
+    cdef const int64_t* t2 = &tab2[0, 0]
+    cdef const int64_t* st = &steps[0]
+    cdef int64_t* off = NULL
+    cdef int64_t* woff = NULL
+    with nogil, parallel(num_threads=num_threads):
+        off = <int64_t*> malloc(maxt * sizeof(int64_t))
+        woff = <int64_t*> malloc(maxt * sizeof(int64_t))
+        if off == NULL or woff == NULL:
+            errp[0] = 1
+        else:
+            for p in prange(npix, schedule="static"):
+                _pixel_nxc(p, xp, wp, bp, yp, t0, t1, t2, st, dims, off, woff)
+        free(off)
+        free(woff)
+    if err[0]:
+        raise MemoryError("convt: no memory for the depthwise kernel's per-thread scratch")

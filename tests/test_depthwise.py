@@ -1,0 +1,136 @@
+"""The depthwise variant of the direct backend (1-3 channels per group in or out) against the
+reference: ranks 1-3, strides, dilations, kernels shorter than the stride, pads of either sign,
+output_padding, output_shape beyond the natural length, both layouts, non-contiguous inputs,
+dtypes; the plan picks the variant; results are bit-identical for any thread count."""
+import itertools
+
+import numpy as np
+import pytest
+
+import convt
+
+from conftest import assert_close, np_dtype
+
+# (groups, Cg, Mg): depthwise, channel multiplier 2 and 3, 3 -> 1, 1 -> 3 (not grouped),
+# 2 in / 3 out per group, and 6 in / 1 out (min(Cg, Mg) < 4 still picks the variant).
+CHANNELS = [(3, 1, 1), (2, 1, 2), (2, 1, 3), (1, 3, 1), (1, 1, 3), (2, 2, 3), (1, 6, 1)]
+
+
+def _cases():
+    rng = np.random.default_rng(4242)
+    cases = []
+    for nd, s, d in itertools.product((1, 2, 3), (1, 2, 3, 4), (1, 2, 3)):
+        if nd == 3 and (s == 4 or d == 3):
+            continue
+        for _ in range(2 if nd < 3 else 1):
+            k = tuple(int(v) for v in rng.integers(1, 6 if nd < 3 else 4, nd))
+            strides = tuple(int(v) for v in rng.integers(1, s + 1, nd - 1)) + (s,)
+            dil = tuple(int(v) for v in rng.integers(1, d + 1, nd - 1)) + (d,)
+            pads = tuple(int(v) for v in rng.integers(0, 4, 2 * nd))
+            op = tuple(int(rng.integers(0, max(a, b))) for a, b in zip(strides, dil))
+            size = tuple(int(v) for v in rng.integers(1, 9 if nd < 3 else 5, nd))
+            if rng.random() < 0.4:   # output_shape around the natural length: pads of either sign
+                natural = [(i - 1) * a + (kk - 1) * b + 1 for i, a, kk, b in
+                           zip(size, strides, k, dil)]
+                pads = tuple(max(1, n + int(rng.integers(-2, 5))) for n in natural)
+                op = None
+            channels = CHANNELS[int(rng.integers(len(CHANNELS)))]
+            batch = int(rng.choice([0, 1, 3]))
+            fmt = "NXC" if rng.random() < 0.4 else "NCX"
+            cases.append((size, k, strides, dil, pads, op, channels, batch, fmt))
+    return cases
+
+
+CASES = _cases()
+
+
+def _run(case, dtype=np.float64, workers=None, contiguous=True):
+    """y and the float64 reference; ``op`` None means ``pads`` is an explicit output_shape."""
+    size, k, strides, dil, pads, op, (groups, cg, mg), batch, fmt = case
+    rng = np.random.default_rng(len(str(case)))
+    x = rng.standard_normal((batch, groups * cg, *size)).astype(dtype)
+    w = rng.standard_normal((groups * cg, mg, *k)).astype(dtype)
+    b = rng.standard_normal(groups * mg).astype(dtype)
+    kw = dict(strides=strides, dilations=dil, group=groups)
+    if op is None:
+        kw.update(output_shape=pads)
+    else:
+        kw.update(pads=pads, output_padding=op)
+    try:
+        ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64),
+                                   b.astype(np.float64), method="reference", **kw)
+    except ValueError:
+        pytest.skip("pads leave no output")
+    xl = np.moveaxis(x, 1, -1) if fmt == "NXC" else x
+    if not contiguous:   # every other element of a twice-as-large buffer
+        big = np.zeros(tuple(2 * n for n in xl.shape), xl.dtype)
+        big[tuple(slice(None, None, 2) for _ in xl.shape)] = xl
+        xl = big[tuple(slice(None, None, 2) for _ in xl.shape)]
+    op_ = convt.ConvTranspose(w, b, method="direct", data_format=fmt, workers=workers, **kw)
+    assert op_._plan.geometry(xl.shape).variant == "depthwise"
+    y = op_(xl)
+    assert y.flags.c_contiguous
+    y = np.moveaxis(y, -1, 1) if fmt == "NXC" else y
+    return y, ref
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"c{i}" for i in range(len(CASES))])
+def test_depthwise_matches_reference(case):
+    y, ref = _run(case)
+    assert_close(y, ref, "direct", "float64")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", CASES[::4], ids=[f"c{i}" for i in range(0, len(CASES), 4)])
+def test_depthwise_dtypes(case, dtype):
+    y, ref = _run(case, np_dtype(dtype))
+    assert_close(y, ref, "direct", dtype)
+
+
+@pytest.mark.parametrize("case", CASES[1::5], ids=[f"c{i}" for i in range(1, len(CASES), 5)])
+def test_depthwise_non_contiguous(case):
+    y, ref = _run(case, contiguous=False)
+    assert_close(y, ref, "direct", "float64")
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_depthwise_output_shape_beyond_natural(nd, fmt):
+    """Explicit output_shape larger than the natural length (and K < s): bias-only tails."""
+    natural = 3 * 3 + 2
+    case = ((4,) * nd, (2,) * nd, (3,) * nd, (1,) * nd, (natural + 3,) * nd, None, (2, 1, 2), 2,
+            fmt)
+    y, ref = _run(case)
+    assert_close(y, ref, "direct", "float64")
+
+
+def test_depthwise_long_rows_split_into_blocks():
+    """Rows longer than the phase buffer run as several tasks (1-D, stride 1 and 3)."""
+    for s in (1, 3):
+        case = ((3001,), (5,), (s,), (2,), (3, -1), (0,), (2, 1, 2), 2, "NCX")
+        y, ref = _run(case)
+        assert_close(y, ref, "direct", "float64")
+
+
+def test_depthwise_bilinear_picks_variant():
+    w = np.ones((8, 1, 4, 4), np.float32)
+    for fmt in ("NCX", "NXC"):
+        op = convt.ConvTranspose(w, group=8, strides=(2, 2), pads=(1, 1, 1, 1), data_format=fmt)
+        shape = (1, 8, 16, 16) if fmt == "NCX" else (1, 16, 16, 8)
+        assert op._plan.geometry(shape).variant == "depthwise"
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("groups, cg, mg", [(32, 1, 1), (16, 1, 2), (1, 3, 2)])
+def test_depthwise_bit_identical_for_any_thread_count(groups, cg, mg, dtype, fmt):
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((2, groups * cg, 19, 3000 // groups)).astype(dtype)
+    w = rng.standard_normal((groups * cg, mg, 4, 3)).astype(dtype)
+    kw = dict(strides=(2, 3), pads=(1, 2, 0, 1), group=groups, data_format=fmt)
+    xl = np.ascontiguousarray(np.moveaxis(x, 1, -1)) if fmt == "NXC" else x
+    ops = {n: convt.ConvTranspose(w, workers=n, **kw) for n in (1, 2, 3)}
+    assert ops[1]._plan.geometry(xl.shape).variant == "depthwise"
+    ys = [ops[n](xl) for n in (1, 2, 3, 1)]
+    for y in ys[1:]:
+        np.testing.assert_array_equal(ys[0], y)
