@@ -107,3 +107,24 @@ def test_gemm_bit_identical_for_any_thread_count(dtype):
     ys = [op[n](x) for n in (1, 2, 3, 1)]
     for y in ys[1:]:
         np.testing.assert_array_equal(ys[0], y)
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("nd,s,k,pads,groups", [
+    (1, 3, 5, (2, 1), 1), (2, 2, 3, (1, 0, 1, 1), 1), (2, 1, 2, (0, 0, 0, 0), 2),
+    (3, 2, 2, (0, 1, 0, 0, 1, 1), 1), (2, 4, 3, (2, 1, 0, 0), 1)])
+@pytest.mark.parametrize("mode", ["grid", "batch"])
+def test_gemm_wide_channels(nd, s, k, pads, groups, data_format, mode, monkeypatch):
+    """64+ channels per group: channels-first outputs take the channel-major tile path."""
+    rng = np.random.default_rng(nd * 10 + s)
+    x = rng.standard_normal((2, 64 * groups, *(5,) * nd))
+    w = rng.standard_normal((64 * groups, 66, *(k,) * nd))
+    b = rng.standard_normal(66 * groups)
+    kw = dict(strides=(s,) * nd, pads=pads, group=groups)
+    ref = convt.conv_transpose(x, w, b, method="reference", **kw)
+    xl = np.moveaxis(x, 1, -1) if data_format == "NXC" else x
+    _force(monkeypatch, mode == "batch")
+    op = convt.ConvTranspose(w.astype(np.float32), b.astype(np.float32), method="direct",
+                             data_format=data_format, **kw)
+    y = op(xl.astype(np.float32))
+    assert_close(np.moveaxis(y, -1, 1) if data_format == "NXC" else y, ref, "direct", "float32")

@@ -110,7 +110,7 @@ cdef void _grid_task(const real* xp, const real* w, const real* bias, real* y, r
     cdef int64_t G = d[7], Cg = d[8], Mg = d[9], C_in = d[10], gstride = d[11]
     cdef int64_t C_out = G * Mg, slot = R * C_out
     cdef int64_t j, tp, g, mj, r, r_end = r0 + m, v2, v1, v0, n, run, q2max = 0
-    cdef bint last = ystr[4] == 1
+    cdef bint last = not d[19]    # pixel-major tile (d[19] = 1: channel-major)
     cdef const int64_t* pj
     cdef const real* a
     cdef const real* b
@@ -143,14 +143,15 @@ cdef void _grid_task(const real* xp, const real* w, const real* bias, real* y, r
         run = min(P2 - v2, r_end - r)
         if v0 < ph[0] and v1 < ph[1] and v2 < q2max:
             run = min(run, q2max - v2)
-            _write_lines(t, r - r0, R, bias, ph, nset,
+            _write_lines(t, r - r0, R, bias, ph, nset, last,
                          y + (n * ystr[0] + (v0 * d[4] + ph[3]) * ystr[1]
                               + (v1 * d[5] + ph[4]) * ystr[2]), v2, run, s2, C_out, ystr)
         r += run
 
 
 cdef inline void _write_lines(const real* t, int64_t row, int64_t R, const real* bias,
-                              const int64_t* ph, int64_t nset, real* dst, int64_t v2,
+                              const int64_t* ph, int64_t nset, bint pixel_major,
+                              real* dst, int64_t v2,
                               int64_t run, int64_t s2, int64_t C_out,
                               const int64_t* ystr) noexcept nogil:
     # Outputs o2 = (v2 + i)*s2 + c2 of the phases j (c2 = ph[8j + 5]) for i < run, where
@@ -182,9 +183,30 @@ cdef inline void _write_lines(const real* t, int64_t row, int64_t R, const real*
     cdef int64_t lim[_MAX_SET]
     cdef int64_t off[_MAX_SET]
     cdef bint taps[_MAX_SET]
-    cdef int64_t k
+    cdef int64_t k, cb, ce
     cdef real* dc
     cdef const real* tc
+    if pixel_major:
+        # channels first from a pixel-major tile: a blocked transpose, 8 channels (8 output
+        # streams, within any L1's associativity) at a time, stores in memory order
+        cb = 0
+        while cb < C_out:
+            ce = min(C_out, cb + 8)
+            for i in range(run):
+                for j in range(nset):
+                    pj = ph + 8 * j
+                    if v2 + i >= pj[2]:
+                        continue
+                    dd = dst + ((v2 + i) * s2 + pj[5]) * st
+                    tj = t + j * slot + (row + i) * C_out
+                    if pj[7]:
+                        for co in range(cb, ce):
+                            dd[co * cs] = tj[co] + bias[co]
+                    else:
+                        for co in range(cb, ce):
+                            dd[co * cs] = bias[co]
+            cb = ce
+        return
     if nset > _MAX_SET:
         for co in range(C_out):
             for j in range(nset):
