@@ -18,7 +18,7 @@ from ._direct import pad3
 from ._kernels._gemm import phase_gemm
 from ._kernels._layout import to_padded_nxc
 
-__all__ = ["GemmLayout", "gemm_layout", "run_gemm"]
+__all__ = ["GemmLayout", "batch_rows_layout", "gemm_layout", "merged_weights", "run_gemm"]
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,12 @@ class GemmLayout:
     xoff: np.ndarray     # per tap, flat pixel offset in the grid
     woff: np.ndarray     # per tap, element offset of its (Cg, Mg) block in group 0
     tap_e: np.ndarray    # per tap, e + H per axis (flat, 3 per tap)
-    tasks: np.ndarray    # (n_tasks, 3): phase, first row (position in batch mode), rows
-    tile_rows: int       # rows of a task's tile (scratch = tile_rows * C_out per thread)
+    sets: np.ndarray     # (n_sets, 4): first phase, phases, first op, ops (grid mode)
+    ops: np.ndarray      # (n_ops, 6): xoff, woff in the merged weights, j1, nj, beta, rows
+    op_taps: tuple       # per op, the woff (in the packed weights) of each of its nj taps
+    tasks: np.ndarray    # (n_tasks, 4): set or phase, first row (or position), rows, kind
+    tile_rows: int       # rows of a grid task's tile
+    tile: int            # scratch values per thread (grid mode)
     gemm_macs: int       # multiply-adds of grid mode (one GEMM per tap, halo rows included)
     exact_macs: int      # multiply-adds of batch-rows mode (taps inside the data only)
     batch_rows: bool = False  # run each output position as GEMMs with M = batch
@@ -91,20 +95,95 @@ def gemm_layout(geom):
         if taps:
             gemm_macs += rows_of(qs) * len(taps) * per_group
     phases = np.array(phases, np.int64).reshape(-1, 8)
-    tile_rows = max(_MIN_TILE_ROWS, _TILE_VALUES // max(geom.c_out * strides[2], 1))
+    size = _set_size(len(phases), strides[2], geom.c_out)
+    sets, ops, op_taps = _sets_and_ops(phases, xoff, woff, phase_rows, size, strides[2],
+                                      per_group)
+    tile_rows = max(_MIN_TILE_ROWS, _TILE_VALUES // max(geom.c_out * size, 1))
     return GemmLayout(halo=tuple(halo), grid=tuple(grid), phases=phases,
                       xoff=np.array(xoff, np.int64), woff=np.array(woff, np.int64),
-                      tap_e=np.array(tap_e, np.int64),
-                      tasks=_grid_tasks(phases, phase_rows, strides[2], tile_rows, n),
-                      tile_rows=tile_rows, gemm_macs=gemm_macs, exact_macs=exact_macs)
+                      tap_e=np.array(tap_e, np.int64), sets=sets, ops=ops, op_taps=op_taps,
+                      tasks=_grid_tasks(phases, sets, phase_rows, tile_rows, n),
+                      tile_rows=tile_rows, tile=tile_rows * size * geom.c_out,
+                      gemm_macs=gemm_macs, exact_macs=exact_macs)
 
 
-# A task's tile (s2 phases x rows x C_out) stays in L2 while it is written out to y: about
-# 256 KiB of float32 (L2 is 512 KiB to 2 MiB on current x86 cores). Never fewer than 64 rows,
+def _set_size(n_phases, s2, c_out):
+    """Phases per grid task: all of them when a tile row (phases x C_out values) stays
+    short (taps of different phases reading the same input then share one GEMM), else as
+    many of those sharing (c0, c1) as fit (the write-out then fills whole lines)."""
+    if n_phases <= _MAX_SET and n_phases * c_out <= _SET_VALUES:
+        return n_phases
+    return max(1, min(s2, _MAX_SET, _SET_VALUES // max(c_out, 1)))
+
+
+def _sets_and_ops(phases, xoff, woff, phase_rows, size, s2, block):
+    """Sets of ``size`` consecutive phases (never across a (c0, c1) boundary unless a set is
+    every phase) and their GEMM ops: per input offset, each run of consecutive phases with a
+    tap reading it. beta = 0 for a run whose phases no earlier op touched, 1 otherwise (runs
+    are split where that changes), so each output's taps are summed in one planned order."""
+    sets, ops, op_taps = [], [], []
+    if size == len(phases):
+        spans = [(0, size)]
+    else:
+        spans = [(b + o, min(size, s2 - o)) for b in range(0, len(phases), s2)
+                 for o in range(0, s2, size)]
+    for base, count in spans:
+        stop = base + count
+        by_off = {}
+        for j, ph in enumerate(range(base, stop)):
+            f, nt = phases[ph, 6], phases[ph, 7]
+            for t in range(f, f + nt):
+                by_off.setdefault(xoff[t], []).append((j, woff[t]))
+        first_op, touched = len(ops), set()
+        for off in sorted(by_off):
+            for run in _runs(by_off[off], touched):
+                js = [j for j, _ in run]
+                rows = max(phase_rows[base + j] for j in js)
+                woff_m = sum(len(t) for t in op_taps) * block
+                ops.append((off, woff_m, js[0], len(js), int(js[0] in touched), rows))
+                op_taps.append(tuple(w for _, w in run))
+            touched.update(j for j, _ in by_off[off])
+        sets.append((base, stop - base, first_op, len(ops) - first_op))
+    return (np.array(sets, np.int64).reshape(-1, 4), np.array(ops, np.int64).reshape(-1, 6),
+            tuple(op_taps))
+
+
+def _runs(taps, touched):
+    """``taps`` [(j, woff)] split into runs of consecutive j with the same touched status."""
+    runs = []
+    for j, w in taps:
+        if runs and runs[-1][-1][0] == j - 1 and (runs[-1][-1][0] in touched) == (j in touched):
+            runs[-1].append((j, w))
+        else:
+            runs.append([(j, w)])
+    return runs
+
+
+def merged_weights(layout, w_packed):
+    """Per op, the (Cg, nj*Mg) weights of its taps side by side, per group, flat."""
+    g, cg, mg = w_packed.shape[0], w_packed.shape[4], w_packed.shape[5]
+    flat = w_packed.reshape(g, -1)
+    blocks = []
+    for taps in layout.op_taps:
+        ws = [flat[:, w:w + cg * mg].reshape(g, cg, mg) for w in taps]
+        blocks.append(np.concatenate(ws, axis=2).reshape(-1))
+    if not blocks:
+        return np.zeros(1, w_packed.dtype)
+    return np.ascontiguousarray(np.concatenate(blocks))
+
+
+# A task's tile (rows x phases x C_out) stays in L2 while it is written out to y: 512 KiB
+# of float32 at most (L2 is 1 to 2 MiB on current x86 cores). Never fewer than 64 rows,
 # so each GEMM keeps an M that BLAS runs at full speed. Block sizes depend on the geometry
 # only, never on the thread count: the results must not either.
-_TILE_VALUES = 1 << 16
+_TILE_VALUES = 1 << 17
 _MIN_TILE_ROWS = 64
+_MAX_SET = 64         # phases per set (the kernel keeps per-set tables on the stack)
+# Tile row width (phases x C_out) of a set. BLAS repacks the whole weight operand (Cg x N)
+# at every call, so a GEMM needs M (tile rows) well above a few dozen for that to vanish:
+# hifigan_up1 with 8 merged phases (N = 2048, M = 64) spent 36% of its time packing weights
+# (perf, one thread). 512 keeps M >= 256 within the tile budget.
+_SET_VALUES = 512
 _BIAS_ROWS = 64   # output rows (of Q2 positions) per task of a phase that only holds the bias
 # Task kinds, as the kernel (convt._kernels._gemm) numbers them.
 _GRID, _BIAS, _BATCH = 0, 1, 2
@@ -116,17 +195,17 @@ def _bias_tasks(phases, ph, n):
     return [(ph, r, min(_BIAS_ROWS, rows - r), _BIAS) for r in range(0, rows, _BIAS_ROWS)]
 
 
-def _grid_tasks(phases, phase_rows, s2, tile_rows, n):
-    """Tasks of grid mode: row blocks of each set of s2 phases that share (c0, c1); sets
-    that no tap reaches get bias tasks per phase."""
+def _grid_tasks(phases, sets, phase_rows, tile_rows, n):
+    """Tasks of grid mode: row blocks of each set; sets that no tap reaches get bias tasks
+    per phase."""
     tasks = []
-    for base in range(0, len(phases), s2):
-        rows = max(phase_rows[base:base + s2])
-        if phases[base:base + s2, 7].any():
-            tasks += [(base, r, min(tile_rows, rows - r), _GRID)
+    for k, (base, size, _, nops) in enumerate(sets):
+        rows = max(phase_rows[base:base + size])
+        if nops:
+            tasks += [(k, r, min(tile_rows, rows - r), _GRID)
                       for r in range(0, rows, tile_rows)]
         else:
-            for ph in range(base, base + s2):
+            for ph in range(base, base + size):
                 tasks += _bias_tasks(phases, ph, n)
     return np.array(tasks, np.int64).reshape(-1, 4)
 
@@ -175,7 +254,7 @@ def _channel_major(geom):
 _CM_MIN_CHANNELS = 64
 
 
-def run_gemm(xa, layout, geom, w_packed, bias, workers, arena):
+def run_gemm(xa, layout, geom, w_packed, w_merged, bias, workers, arena):
     """y in ``geom``'s data layout, in the dtype of ``w_packed``; ``xa`` in that layout too."""
     ct = w_packed.dtype
     nd, n, c_in, c_out = geom.ndim, geom.batch, geom.c_in, geom.c_out
@@ -187,7 +266,7 @@ def run_gemm(xa, layout, geom, w_packed, bias, workers, arena):
     sp = st[1:-1] if nxc else st[2:]
     ystr = np.array([st[0], *(0,) * (3 - nd), *sp, st[-1] if nxc else st[1]], np.int64)
     b = np.zeros(c_out, ct) if bias is None else np.ascontiguousarray(bias, ct)
-    tile = (n if layout.batch_rows else layout.tile_rows * pad3(geom.strides, 1)[2]) * c_out
+    tile = n * c_out if layout.batch_rows else layout.tile
     scratch = arena.get("tiles", (workers * tile,), ct)
     g = geom.groups
     dims = np.array([n, *layout.grid, *pad3(geom.strides, 1), g, c_in // g, c_out // g, c_in,
@@ -195,7 +274,7 @@ def run_gemm(xa, layout, geom, w_packed, bias, workers, arena):
                      int(layout.batch_rows), int(_channel_major(geom))], np.int64)
     # OpenMP threads run the tasks; each task's GEMMs run on one BLAS thread.
     with blas_threads(1):
-        phase_gemm(xp.reshape(-1), w_packed.reshape(-1), b, scratch, y.reshape(-1),
-                   layout.phases, layout.tasks, layout.xoff, layout.woff, layout.tap_e, dims,
+        phase_gemm(xp.reshape(-1), w_packed.reshape(-1), w_merged, b, scratch, y.reshape(-1),
+                   layout.phases, layout.sets, layout.ops, layout.tasks, layout.xoff, layout.woff, layout.tap_e, dims,
                    ystr, layout.tile_rows, tile, workers)
     return y

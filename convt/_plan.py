@@ -13,7 +13,7 @@ import numpy as np
 
 from ._depthwise import depthwise_layout, run_depthwise
 from ._direct import pack_weights, run_direct, tables
-from ._phase_gemm import batch_rows_layout, gemm_layout, run_gemm
+from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace
 from ._dtypes import as_array, compute_dtype
 from ._geometry import Geometry, resolve
@@ -158,10 +158,11 @@ def _run_reference(xa, state, geom, plan):
     return np.moveaxis(y, 1, -1) if nxc else y
 
 
-def _run_gemm(xa, layout, geom, plan):
+def _run_gemm(xa, state, geom, plan):
+    layout, w_merged = state
     with plan.workspace.borrow() as arena:
-        return run_gemm(xa, layout, geom, plan.w_packed, plan.bias_compute, plan.workers,
-                        arena)
+        return run_gemm(xa, layout, geom, plan.w_packed, w_merged, plan.bias_compute,
+                        plan.workers, arena)
 
 
 def _run_pixel(xa, taps, geom, plan):
@@ -177,6 +178,9 @@ _RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise}
 
 def _direct_backend(geom, plan):
     variant, state = direct_variant(geom)
+    if variant == "gemm":   # the layout's weights, merged per GEMM op, once per geometry
+        state = (state, merged_weights(state, plan.w_packed) if not state.batch_rows
+                 else plan.w_packed.reshape(-1))
     return variant, _RUNNERS[variant], state
 
 

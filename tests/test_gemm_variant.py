@@ -60,7 +60,7 @@ def _run(case, dtype, data_format="NCX", force=None, monkeypatch=None):
     op_ = convt.ConvTranspose(w, b, method="direct", data_format=data_format, **kw)
     if force is not None:
         p = op_._plan.geometry(xl.shape)
-        variant, layout = p.variant, p.state
+        variant, layout = p.variant, p.state[0]
         assert variant == "gemm" and layout.batch_rows == (force == "batch")
     y = op_(xl)
     y = np.moveaxis(y, -1, 1) if data_format == "NXC" else y
@@ -87,10 +87,10 @@ def test_variant_choice():
     op = convt.ConvTranspose(w, strides=[2], output_shape=[200])
     assert op._plan.geometry((1, 8, 10)).variant == "pixel"
     p = op._plan.geometry((16, 8, 10))
-    variant, layout = p.variant, p.state
+    variant, layout = p.variant, p.state[0]
     assert variant == "gemm" and layout.batch_rows
     p = op._plan.geometry((1, 8, 100))
-    variant, layout = p.variant, p.state
+    variant, layout = p.variant, p.state[0]
     assert variant == "gemm" and not layout.batch_rows
     dw = convt.ConvTranspose(np.ones((8, 1, 4, 4), np.float32), group=8, strides=[2, 2])
     assert dw._plan.geometry((1, 8, 16, 16)).variant == "depthwise"

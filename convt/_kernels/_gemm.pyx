@@ -35,7 +35,7 @@ from ._types cimport real
 
 # Task kinds (column 3 of the task table; convt._phase_gemm writes the same values).
 cdef enum:
-    _GRID = 0    # grid rows of the s2 phases sharing (c0, c1), first of them in column 0
+    _GRID = 0    # grid rows of a set of consecutive phases (column 0: the set)
     _BIAS = 1    # output rows of one phase that no tap reaches
     _BATCH = 2   # one output position of one phase, all images (batch-rows mode)
     _MAX_SET = 64  # phases per set handled by the interleaving channels-first write-out
@@ -95,44 +95,42 @@ cdef inline void _gemm_cm(int m, int n, int k, const real* a, int lda, const rea
               c, &ldc)
 
 
-cdef void _grid_task(const real* xp, const real* w, const real* bias, real* y, real* t,
-                     const int64_t* ph, int64_t nset, int64_t r0, int64_t m,
-                     const int64_t* xoff, const int64_t* woff, const int64_t* d,
-                     const int64_t* ystr, int64_t R) noexcept nogil:
-    # Grid rows r0..r0+m of the nset phases ph[0..nset) that differ only in their last-axis
-    # residue c2 (all of them: nset = s2), so the write-out fills whole output lines.
-    # Tile slot j holds phase j: pixel-major (R x C_out) for a channels-last y, channel-major
-    # (C_out x R) for a channels-first y, so that the write-out never transposes: a
-    # transposing write into channel planes (often 2^k bytes apart, one cache set) measured
-    # 2x slower than the whole GEMM on U-Net layers.
-    # d: N, P0, P1, P2, s0, s1, s2, G, Cg, Mg, C_in, gstride
-    cdef int64_t N = d[0], P0 = d[1], P1 = d[2], P2 = d[3], s2 = d[6]
-    cdef int64_t G = d[7], Cg = d[8], Mg = d[9], C_in = d[10], gstride = d[11]
-    cdef int64_t C_out = G * Mg, slot = R * C_out
-    cdef int64_t j, tp, g, mj, r, r_end = r0 + m, v2, v1, v0, n, run, q2max = 0
-    cdef bint last = not d[19]    # pixel-major tile (d[19] = 1: channel-major)
-    cdef const int64_t* pj
+cdef void _grid_task(const real* xp, const real* wm, const real* bias, real* y, real* t,
+                     const int64_t* ph, const int64_t* st, const int64_t* ops, int64_t r0,
+                     int64_t m, const int64_t* d, const int64_t* ystr,
+                     int64_t R) noexcept nogil:
+    # Grid rows r0..r0+m of a set of consecutive phases ph[0..nset) (st: first phase, nset,
+    # first op, nops). Each op is one GEMM per group over the phases j1..j1+nj-1, which all
+    # have a tap reading input offset xoff: their weights sit side by side in wm, so an
+    # upsampling layer with K = s (one tap per phase) runs ONE GEMM with N = phases x C_out.
+    # Tile column of (phase j, channel g*Mg + m): g*nset*Mg + j*Mg + m; pixel-major tile
+    # (row stride nset*C_out) for a channels-last y, channel-major (column stride R) for a
+    # channels-first one, so the write-out does not transpose (see _channel_major).
+    # d: N, P0, P1, P2, s0, s1, s2, G, Cg, Mg, C_in, gstride, H0..2, I0..2, batch, cm
+    cdef int64_t P0 = d[1], P1 = d[2], P2 = d[3]
+    cdef int64_t G = d[7], Cg = d[8], Mg = d[9], C_in = d[10]
+    cdef int64_t nset = st[1], C_out = G * Mg, width = nset * Mg
+    cdef int64_t k, g, r, r_end = r0 + m, v2, v1, v0, n, run, nn, col
+    cdef bint pixel_major = not d[19]
+    cdef const int64_t* op
     cdef const real* a
     cdef const real* b
-    for j in range(nset):
-        pj = ph + 8 * j
-        q2max = max(q2max, pj[2])
-        if pj[7] == 0 or pj[2] == 0:
+    for k in range(st[3]):
+        op = ops + 6 * (st[2] + k)     # xoff, woff, j1, nj, beta, rows (this op's last row)
+        nn = op[3] * Mg
+        run = min(m, op[5] - r0)       # rows past the op's phases' last output: not needed
+        if run <= 0:
             continue
-        # this phase's own last grid row: reads past it could leave the grid
-        mj = min(m, (((N - 1) * P0 + pj[0] - 1) * P1 + pj[1] - 1) * P2 + pj[2] - r0)
-        if mj <= 0:
-            continue
-        for tp in range(pj[7]):
-            for g in range(G):
-                a = xp + (xoff[pj[6] + tp] + r0) * C_in + g * Cg
-                b = w + g * gstride + woff[pj[6] + tp]
-                if last:
-                    _gemm(<int> mj, <int> Mg, <int> Cg, a, <int> C_in, b, <int> Mg,
-                          t + j * slot + g * Mg, <int> C_out, 0 if tp == 0 else 1)
-                else:
-                    _gemm_cm(<int> mj, <int> Mg, <int> Cg, a, <int> C_in, b, <int> Mg,
-                             t + j * slot + g * Mg * R, <int> R, 0 if tp == 0 else 1)
+        for g in range(G):
+            a = xp + (op[0] + r0) * C_in + g * Cg
+            b = wm + op[1] + g * Cg * nn
+            col = g * width + op[2] * Mg
+            if pixel_major:
+                _gemm(<int> run, <int> nn, <int> Cg, a, <int> C_in, b, <int> nn, t + col,
+                      <int> (G * width), <real> op[4])
+            else:
+                _gemm_cm(<int> run, <int> nn, <int> Cg, a, <int> C_in, b, <int> nn,
+                         t + col * R, <int> R, <real> op[4])
     # Grid row r = ((n*P0 + v0)*P1 + v1)*P2 + v2 is output q = v of a phase when v < Q.
     r = r0
     while r < r_end:
@@ -141,100 +139,89 @@ cdef void _grid_task(const real* xp, const real* w, const real* bias, real* y, r
         v0 = (r // (P2 * P1)) % P0
         n = r // (P2 * P1 * P0)
         run = min(P2 - v2, r_end - r)
-        if v0 < ph[0] and v1 < ph[1] and v2 < q2max:
-            run = min(run, q2max - v2)
-            _write_lines(t, r - r0, R, bias, ph, nset, last,
-                         y + (n * ystr[0] + (v0 * d[4] + ph[3]) * ystr[1]
-                              + (v1 * d[5] + ph[4]) * ystr[2]), v2, run, s2, C_out, ystr)
+        _write_lines(t, r - r0, R, bias, ph, nset, pixel_major,
+                     y + n * ystr[0] + v0 * d[4] * ystr[1] + v1 * d[5] * ystr[2],
+                     v0, v1, v2, run, d, ystr)
         r += run
 
 
 cdef inline void _write_lines(const real* t, int64_t row, int64_t R, const real* bias,
                               const int64_t* ph, int64_t nset, bint pixel_major,
-                              real* dst, int64_t v2,
-                              int64_t run, int64_t s2, int64_t C_out,
-                              const int64_t* ystr) noexcept nogil:
-    # Outputs o2 = (v2 + i)*s2 + c2 of the phases j (c2 = ph[8j + 5]) for i < run, where
-    # v2 + i < Q2 of phase j: tile row `row + i` of slot j plus the bias (the bias alone for
-    # a phase without taps). Both loops run along memory in y and in the tile.
-    cdef int64_t i, j, co, cs = ystr[4], st = ystr[3], slot = R * C_out
-    cdef const int64_t* pj
-    cdef real* dd
-    cdef const real* tj
-    cdef real bc
-    if cs == 1:
-        for i in range(run):
-            for j in range(nset):
-                pj = ph + 8 * j
-                if v2 + i >= pj[2]:
-                    continue
-                dd = dst + ((v2 + i) * s2 + pj[5]) * st
-                tj = t + j * slot + (row + i) * C_out
-                if pj[7]:
-                    for co in range(C_out):
-                        dd[co] = tj[co] + bias[co]
-                else:
-                    for co in range(C_out):
-                        dd[co] = bias[co]
-        return
-    # channels first: per channel, the run's outputs in memory order (all phases of one
-    # position, then the next), so each line of y is completed by consecutive stores. The
-    # phase rows are copied to the stack first: no table reads in the store loop.
+                              real* dst, int64_t v0, int64_t v1, int64_t v2, int64_t run,
+                              const int64_t* d, const int64_t* ystr) noexcept nogil:
+    # Outputs (v0*s0 + c0, v1*s1 + c1, (v2 + i)*s2 + c2) of the phases j, for i < run where
+    # v < Q of phase j: tile row `row + i`, column of (j, co), plus the bias (the bias alone
+    # for a phase without taps). Stores go in memory order: for a channels-first y, per
+    # channel, all phases of one position and then the next, so the lines of y complete in
+    # consecutive stores; from a pixel-major tile 8 channels at a time (a blocked transpose,
+    # 8 output streams: within any L1's associativity).
+    cdef int64_t s2 = d[6], G = d[7], Mg = d[9], C_out = G * Mg
+    cdef int64_t cs = ystr[4], sx = d[6] * ystr[3], i, j, co, cb, ce, jj, ld, g, m
     cdef int64_t lim[_MAX_SET]
     cdef int64_t off[_MAX_SET]
+    cdef int64_t colj[_MAX_SET]
     cdef bint taps[_MAX_SET]
-    cdef int64_t k, cb, ce
-    cdef real* dc
-    cdef const real* tc
-    if pixel_major:
-        # channels first from a pixel-major tile: a blocked transpose, 8 channels (8 output
-        # streams, within any L1's associativity) at a time, stores in memory order
-        cb = 0
-        while cb < C_out:
-            ce = min(C_out, cb + 8)
-            for i in range(run):
-                for j in range(nset):
-                    pj = ph + 8 * j
-                    if v2 + i >= pj[2]:
-                        continue
-                    dd = dst + ((v2 + i) * s2 + pj[5]) * st
-                    tj = t + j * slot + (row + i) * C_out
-                    if pj[7]:
-                        for co in range(cb, ce):
-                            dd[co * cs] = tj[co] + bias[co]
-                    else:
-                        for co in range(cb, ce):
-                            dd[co * cs] = bias[co]
-            cb = ce
-        return
-    if nset > _MAX_SET:
-        for co in range(C_out):
-            for j in range(nset):
-                _write_one_phase(t + j * slot + co * R + row, bias[co], ph + 8 * j,
-                                 dst + co * cs, v2, run, s2 * st, st)
-        return
+    cdef const int64_t* pj
+    cdef real* dd
+    cdef const real* tr
+    cdef const real* tg
+    cdef real bc
+    jj = 0                      # the phases with outputs on this row, compacted
     for j in range(nset):
-        lim[j] = min(run, ph[8 * j + 2] - v2)
-        off[j] = ph[8 * j + 5] * st
-        taps[j] = ph[8 * j + 7] != 0
-    for co in range(C_out):
-        bc = bias[co]
-        dc = dst + co * cs + v2 * s2 * st
-        tc = t + co * R + row
+        pj = ph + 8 * j
+        if v0 >= pj[0] or v1 >= pj[1] or v2 >= pj[2]:
+            continue
+        lim[jj] = min(run, pj[2] - v2)
+        off[jj] = pj[3] * ystr[1] + pj[4] * ystr[2] + (v2 * s2 + pj[5]) * ystr[3]
+        colj[jj] = j * Mg
+        taps[jj] = pj[7] != 0
+        jj += 1
+    ld = nset * C_out
+    if cs == 1:
         for i in range(run):
-            dd = dc + i * s2 * st
-            for j in range(nset):
-                if i < lim[j]:
-                    dd[off[j]] = tc[j * slot + i] + bc if taps[j] else bc
-
-
-cdef inline void _write_one_phase(const real* t, real bc, const int64_t* pj, real* dst,
-                                  int64_t v2, int64_t run, int64_t step,
-                                  int64_t st) noexcept nogil:
-    cdef int64_t i, cnt = min(run, pj[2] - v2)
-    cdef real* dd = dst + (v2 * (step // st) + pj[5]) * st
-    for i in range(cnt):
-        dd[i * step] = t[i] + bc if pj[7] else bc
+            tr = t + (row + i) * ld
+            for j in range(jj):
+                if i >= lim[j]:
+                    continue
+                dd = dst + off[j] + i * sx
+                if not taps[j]:
+                    for co in range(C_out):
+                        dd[co] = bias[co]
+                    continue
+                for g in range(G):
+                    tg = tr + g * nset * Mg + colj[j]
+                    for m in range(Mg):
+                        dd[g * Mg + m] = tg[m] + bias[g * Mg + m]
+        return
+    if pixel_major:
+        for g in range(G):
+            cb = 0
+            while cb < Mg:
+                ce = min(Mg, cb + 8)
+                for i in range(run):
+                    tr = t + (row + i) * ld + g * nset * Mg
+                    for j in range(jj):
+                        if i >= lim[j]:
+                            continue
+                        dd = dst + off[j] + i * sx + g * Mg * cs
+                        if taps[j]:
+                            for m in range(cb, ce):
+                                dd[m * cs] = tr[colj[j] + m] + bias[g * Mg + m]
+                        else:
+                            for m in range(cb, ce):
+                                dd[m * cs] = bias[g * Mg + m]
+                cb = ce
+        return
+    for g in range(G):
+        for m in range(Mg):
+            co = g * Mg + m
+            bc = bias[co]
+            tr = t + (g * nset * Mg + m) * R + row
+            dd = dst + co * cs
+            for i in range(run):
+                for j in range(jj):
+                    if i < lim[j]:
+                        dd[off[j] + i * sx] = tr[colj[j] * R + i] + bc if taps[j] else bc
 
 
 cdef void _bias_task(const real* bias, real* y, const int64_t* ph, int64_t r0, int64_t m,
@@ -292,18 +279,22 @@ cdef void _batch_task(const real* xp, const real* w, const real* bias, real* y, 
 
 def phase_gemm(const real[::1] xp,            # IN  padded input, flat (N, P0, P1, P2, C_in)
                const real[::1] w,             # IN  packed weights, flat (G, K0, K1, K2, Cg, Mg)
+               const real[::1] wm,            # IN  per op, its phases' taps side by side
                const real[::1] bias,          # IN  (C_out,), zeros when there is none
                real[::1] scratch,             # OUT per-thread tiles, nthreads * tile values
                real[::1] y,                   # OUT output, flat, addressed through ystr
                const int64_t[:, ::1] phases,  # IN  per phase: Q0..2, c0..2, first tap, ntaps
-               const int64_t[:, ::1] tasks,   # IN  per task: phase, first row, rows, kind
+               const int64_t[:, ::1] sets,    # IN  per set: first phase, nset, first op, nops
+               const int64_t[:, ::1] ops,     # IN  per op: xoff, woff, j1, nj, beta, rows
+               const int64_t[:, ::1] tasks,   # IN  per task: phase or set, first row, rows,
+                                              #     kind
                const int64_t[::1] xoff,       # IN  per tap: flat pixel offset in the grid
                const int64_t[::1] woff,       # IN  per tap: offset of W_tap in group 0
                const int64_t[::1] tap_e,      # IN  per tap: e + H per axis (3 values)
                const int64_t[::1] dims,       # IN  N, P0..2, s0..2, G, Cg, Mg, C_in, gstride,
-                                              #     H0..2, I0..2, batch_rows (0 / 1)
+                                              #     H0..2, I0..2, batch_rows, channel-major
                const int64_t[::1] ystr,       # IN  y element strides (n, o0, o1, o2, channel)
-               int64_t tile_rows,             # IN  rows of one phase's slot in a tile
+               int64_t tile_rows,             # IN  rows of a grid task's tile
                int64_t tile,                  # IN  scratch values per thread
                int num_threads):
     """Compute y; releases the GIL. See the module docstring."""
@@ -314,6 +305,10 @@ def phase_gemm(const real[::1] xp,            # IN  padded input, flat (N, P0, P
         return
     cdef const real* xptr = &xp[0]
     cdef const real* wptr = &w[0]
+    cdef const real* wmptr = &wm[0]
+    cdef const int64_t* sptr_ = &sets[0, 0] if sets.shape[0] else NULL
+    cdef const int64_t* optr = &ops[0, 0] if ops.shape[0] else NULL
+    cdef const int64_t* stk
     cdef const real* bptr = &bias[0]
     cdef real* sptr = &scratch[0]
     cdef real* yptr = &y[0]
@@ -327,12 +322,13 @@ def phase_gemm(const real[::1] xp,            # IN  padded input, flat (N, P0, P
     with nogil:
         for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
             tk = tptr + 4 * k
-            ph = pptr + 8 * tk[0]
+            ph = pptr + 8 * tk[0]      # (a set index for grid tasks: ph unused there)
             if tk[3] == _BIAS:
                 _bias_task(bptr, yptr, ph, tk[1], tk[2], dm, yst)
             elif tk[3] == _BATCH:
                 _batch_task(xptr, wptr, bptr, yptr, sptr + threadid() * tile, ph, tk[1],
                             xo, wo, te, dm, yst)
             else:
-                _grid_task(xptr, wptr, bptr, yptr, sptr + threadid() * tile, ph, dm[6],
-                           tk[1], tk[2], xo, wo, dm, yst, tile_rows)
+                stk = sptr_ + 4 * tk[0]
+                _grid_task(xptr, wmptr, bptr, yptr, sptr + threadid() * tile,
+                           pptr + 8 * stk[0], stk, optr, tk[1], tk[2], dm, yst, tile_rows)
