@@ -30,14 +30,16 @@ class GemmLayout:
     woff: np.ndarray     # per tap, element offset of its (Cg, Mg) block in group 0
     tap_e: np.ndarray    # per tap, e + H per axis (flat, 3 per tap)
     sets: np.ndarray     # (n_sets, 4): first phase, phases, first op, ops (grid mode)
-    ops: np.ndarray      # (n_ops, 6): xoff, woff in the merged weights, j1, nj, beta, rows
+    ops: np.ndarray      # (n_ops, 6): xoff, woff in the merged weights, j1, nj, beta, and
+                         # the grid rows of one image its phases need
     op_taps: tuple       # per op, the woff (in the packed weights) of each of its nj taps
     tasks: np.ndarray    # (n_tasks, 4): set or phase, first row (or position), rows, kind
     tile_rows: int       # rows of a grid task's tile
     tile: int            # scratch values per thread (grid mode)
     gemm_macs: int       # multiply-adds of grid mode (one GEMM per tap, halo rows included)
     exact_macs: int      # multiply-adds of batch-rows mode (taps inside the data only)
-    batch_rows: bool = False  # run each output position as GEMMs with M = batch
+    channels_first: bool = False  # grid mode on an NCX grid (else NXC), channel-major tiles
+    batch_rows: bool = False  # run each output position as GEMMs with M = batch (NXC grid)
 
 
 def _axes3(geom):
@@ -96,13 +98,17 @@ def gemm_layout(geom):
             gemm_macs += rows_of(qs) * len(taps) * per_group
     phases = np.array(phases, np.int64).reshape(-1, 8)
     size = _set_size(len(phases), strides[2], geom.c_out)
+    img = prod(grid)
     sets, ops, op_taps = _sets_and_ops(phases, xoff, woff, phase_rows, size, strides[2],
-                                      per_group)
+                                      per_group, n, img)
+    cf = geom.data_format == "NCX"
     tile_rows = max(_MIN_TILE_ROWS, _TILE_VALUES // max(geom.c_out * size, 1))
     return GemmLayout(halo=tuple(halo), grid=tuple(grid), phases=phases,
                       xoff=np.array(xoff, np.int64), woff=np.array(woff, np.int64),
                       tap_e=np.array(tap_e, np.int64), sets=sets, ops=ops, op_taps=op_taps,
-                      tasks=_grid_tasks(phases, sets, phase_rows, tile_rows, n),
+                      tasks=_grid_tasks(phases, sets, phase_rows, tile_rows, n,
+                                        img if cf else 0),
+                      channels_first=cf,
                       tile_rows=tile_rows, tile=tile_rows * size * geom.c_out,
                       gemm_macs=gemm_macs, exact_macs=exact_macs)
 
@@ -116,7 +122,7 @@ def _set_size(n_phases, s2, c_out):
     return max(1, min(s2, _MAX_SET, _SET_VALUES // max(c_out, 1)))
 
 
-def _sets_and_ops(phases, xoff, woff, phase_rows, size, s2, block):
+def _sets_and_ops(phases, xoff, woff, phase_rows, size, s2, block, n, img):
     """Sets of ``size`` consecutive phases (never across a (c0, c1) boundary unless a set is
     every phase) and their GEMM ops: per input offset, each run of consecutive phases with a
     tap reading it. beta = 0 for a run whose phases no earlier op touched, 1 otherwise (runs
@@ -138,7 +144,7 @@ def _sets_and_ops(phases, xoff, woff, phase_rows, size, s2, block):
         for off in sorted(by_off):
             for run in _runs(by_off[off], touched):
                 js = [j for j, _ in run]
-                rows = max(phase_rows[base + j] for j in js)
+                rows = max(phase_rows[base + j] for j in js) - (n - 1) * img
                 woff_m = sum(len(t) for t in op_taps) * block
                 ops.append((off, woff_m, js[0], len(js), int(js[0] in touched), rows))
                 op_taps.append(tuple(w for _, w in run))
@@ -160,13 +166,15 @@ def _runs(taps, touched):
 
 
 def merged_weights(layout, w_packed):
-    """Per op, the (Cg, nj*Mg) weights of its taps side by side, per group, flat."""
+    """Per op and group, the (Cg, nj*Mg) weights of its taps side by side, flat; stored
+    transposed, (nj*Mg, Cg), for a channels-first layout (the kernel's NN GEMM reads them
+    as a column-major Cg x N matrix)."""
     g, cg, mg = w_packed.shape[0], w_packed.shape[4], w_packed.shape[5]
     flat = w_packed.reshape(g, -1)
     blocks = []
     for taps in layout.op_taps:
-        ws = [flat[:, w:w + cg * mg].reshape(g, cg, mg) for w in taps]
-        blocks.append(np.concatenate(ws, axis=2).reshape(-1))
+        ws = np.concatenate([flat[:, w:w + cg * mg].reshape(g, cg, mg) for w in taps], axis=2)
+        blocks.append((ws.transpose(0, 2, 1) if layout.channels_first else ws).reshape(-1))
     if not blocks:
         return np.zeros(1, w_packed.dtype)
     return np.ascontiguousarray(np.concatenate(blocks))
@@ -195,18 +203,21 @@ def _bias_tasks(phases, ph, n):
     return [(ph, r, min(_BIAS_ROWS, rows - r), _BIAS) for r in range(0, rows, _BIAS_ROWS)]
 
 
-def _grid_tasks(phases, sets, phase_rows, tile_rows, n):
-    """Tasks of grid mode: row blocks of each set; sets that no tap reaches get bias tasks
-    per phase."""
+def _grid_tasks(phases, sets, phase_rows, tile_rows, n, img):
+    """Tasks of grid mode: row blocks of each set (never across images when ``img``, the
+    rows of one image, is given: channels-first tasks address one image); sets that no tap
+    reaches get bias tasks per phase."""
     tasks = []
     for k, (base, size, _, nops) in enumerate(sets):
         rows = max(phase_rows[base:base + size])
-        if nops:
-            tasks += [(k, r, min(tile_rows, rows - r), _GRID)
-                      for r in range(0, rows, tile_rows)]
-        else:
+        if not nops:
             for ph in range(base, base + size):
                 tasks += _bias_tasks(phases, ph, n)
+            continue
+        bounds = range(0, rows, img) if img else [0]
+        for lo in bounds:
+            hi = min(rows, lo + img) if img else rows
+            tasks += [(k, r, min(tile_rows, hi - r), _GRID) for r in range(lo, hi, tile_rows)]
     return np.array(tasks, np.int64).reshape(-1, 4)
 
 
@@ -219,39 +230,30 @@ def batch_rows_layout(layout, n):
             tasks += [(ph, pos, 1, _BATCH) for pos in range(int(np.prod(row[:3])))]
         else:
             tasks += _bias_tasks(layout.phases, ph, n)
-    return dataclasses.replace(layout, batch_rows=True,
+    return dataclasses.replace(layout, batch_rows=True, channels_first=False,
                                tasks=np.array(tasks, np.int64).reshape(-1, 4))
 
 
 def _padded_input(xa, layout, geom, ct, arena, workers):
-    """x as the zero-haloed channels-last grid (N, P0, P1, P2, C_in), in dtype ``ct``."""
+    """x as the zero-haloed grid in dtype ``ct``: (N, C_in, P0, P1, P2) for a channels-first
+    layout, else (N, P0, P1, P2, C_in) (the batch-rows mode always reads channels last)."""
     n, c_in, nxc = geom.batch, geom.c_in, geom.data_format == "NXC"
     in3 = pad3(geom.in_shape, 1)
-    if nxc and not any(layout.halo) and in3 == layout.grid:
-        x5 = xa.reshape(n, *in3, c_in)
-        if x5.dtype == ct and x5.flags.c_contiguous:
-            return x5          # already the grid: no copy
-    xp = arena.get("xp", (n, *layout.grid, c_in), ct, zero_key=(layout.halo, layout.grid))
-    if nxc:
+    cf = layout.channels_first
+    shape = (n, c_in, *layout.grid) if cf else (n, *layout.grid, c_in)
+    if nxc or cf:    # the data is in the grid's layout: no copy without a halo
+        x5 = xa.reshape((n, c_in, *in3) if cf else (n, *in3, c_in))
+        if (not any(layout.halo) and in3 == layout.grid and x5.dtype == ct
+                and x5.flags.c_contiguous):
+            return x5
+        xp = arena.get("xp", shape, ct, zero_key=(layout.halo, layout.grid, cf))
         inner = tuple(slice(h, h + i) for h, i in zip(layout.halo, in3))
-        xp[(slice(None), *inner)] = xa.reshape(n, *in3, c_in)
-    else:
-        x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
-        to_padded_nxc(x5, xp, np.array(layout.halo, np.int64), workers)
+        xp[(slice(None), slice(None), *inner) if cf else (slice(None), *inner)] = x5
+        return xp
+    xp = arena.get("xp", shape, ct, zero_key=(layout.halo, layout.grid, cf))
+    x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
+    to_padded_nxc(x5, xp, np.array(layout.halo, np.int64), workers)
     return xp
-
-
-def _channel_major(geom):
-    """Whether a task's tile is channel-major (for channels-first y: the write-out then never
-    transposes). BLAS runs that product as a transposed-operands GEMM, which measured up to
-    2x slower than the plain one on thin channel counts (16 x 16: 41 vs 83 GFLOP/s, one
-    thread) and 12% slower at 256 x 128; with 64 or more channels on both sides the saved
-    transpose pays for it (U-Net layers)."""
-    return (geom.data_format == "NCX" and geom.c_in // geom.groups >= _CM_MIN_CHANNELS
-            and geom.c_out // geom.groups >= _CM_MIN_CHANNELS)
-
-
-_CM_MIN_CHANNELS = 64
 
 
 def run_gemm(xa, layout, geom, w_packed, w_merged, bias, workers, arena):
@@ -271,7 +273,7 @@ def run_gemm(xa, layout, geom, w_packed, w_merged, bias, workers, arena):
     g = geom.groups
     dims = np.array([n, *layout.grid, *pad3(geom.strides, 1), g, c_in // g, c_out // g, c_in,
                      prod(w_packed.shape[1:]), *layout.halo, *pad3(geom.in_shape, 1),
-                     int(layout.batch_rows), int(_channel_major(geom))], np.int64)
+                     int(layout.batch_rows), int(layout.channels_first)], np.int64)
     # OpenMP threads run the tasks; each task's GEMMs run on one BLAS thread.
     with blas_threads(1):
         phase_gemm(xp.reshape(-1), w_packed.reshape(-1), w_merged, b, scratch, y.reshape(-1),

@@ -81,18 +81,18 @@ cdef inline void _write_bias(const real* bias, real* dst, int64_t count, int64_t
             dst[j * step + co * cs] = bias[co]
 
 
-cdef inline void _gemm_cm(int m, int n, int k, const real* a, int lda, const real* b,
+cdef inline void _gemm_cf(int m, int n, int k, const real* a, int lda, const real* b,
                           int ldb, real* c, int ldc, real beta) noexcept nogil:
-    # Channel-major tile: C[n, m] (row-major, ldc) (+)= (A[m, k] @ B[k, n])^T, i.e. the
-    # column-major m x n product of two row-major operands, both read transposed.
-    cdef char tr = b"T"
+    # Column-major C[m, n] (+)= A[m, k] @ B[k, n]: channels-first input (A's columns are
+    # channel planes, lda = one image of the grid), weights stored (n, k) row-major, and a
+    # channel-major tile (C's columns are channels): a plain NN GEMM, no transposes anywhere.
+    cdef char nt = b"N"
     cdef real one = 1
     if real is float:
-        sgemm(&tr, &tr, &m, &n, &k, &one, <float*> a, &lda, <float*> b, &ldb, &beta,
-              c, &ldc)
+        sgemm(&nt, &nt, &m, &n, &k, &one, <float*> a, &lda, <float*> b, &ldb, &beta, c, &ldc)
     else:
-        dgemm(&tr, &tr, &m, &n, &k, &one, <double*> a, &lda, <double*> b, &ldb, &beta,
-              c, &ldc)
+        dgemm(&nt, &nt, &m, &n, &k, &one, <double*> a, &lda, <double*> b, &ldb, &beta, c,
+              &ldc)
 
 
 cdef void _grid_task(const real* xp, const real* wm, const real* bias, real* y, real* t,
@@ -103,125 +103,141 @@ cdef void _grid_task(const real* xp, const real* wm, const real* bias, real* y, 
     # first op, nops). Each op is one GEMM per group over the phases j1..j1+nj-1, which all
     # have a tap reading input offset xoff: their weights sit side by side in wm, so an
     # upsampling layer with K = s (one tap per phase) runs ONE GEMM with N = phases x C_out.
-    # Tile column of (phase j, channel g*Mg + m): g*nset*Mg + j*Mg + m; pixel-major tile
-    # (row stride nset*C_out) for a channels-last y, channel-major (column stride R) for a
-    # channels-first one, so the write-out does not transpose (see _channel_major).
-    # d: N, P0, P1, P2, s0, s1, s2, G, Cg, Mg, C_in, gstride, H0..2, I0..2, batch, cm
-    cdef int64_t P0 = d[1], P1 = d[2], P2 = d[3]
+    # Tile column of (phase j, channel g*Mg + m): g*nset*Mg + j*Mg + m. Channels-last data:
+    # xp is (N, P0, P1, P2, C_in), the tile pixel-major (row stride nset*C_out). Channels-
+    # first data: xp is (N, C_in, P0, P1, P2), a task stays within one image, and the tile
+    # is channel-major (column stride R): the GEMM and the write-out then both run without
+    # a transpose in either layout.
+    # d: N, P0, P1, P2, s0, s1, s2, G, Cg, Mg, C_in, gstride, H0..2, I0..2, batch, cf
+    cdef int64_t P0 = d[1], P1 = d[2], P2 = d[3], img = P0 * P1 * P2
     cdef int64_t G = d[7], Cg = d[8], Mg = d[9], C_in = d[10]
     cdef int64_t nset = st[1], C_out = G * Mg, width = nset * Mg
-    cdef int64_t k, g, r, r_end = r0 + m, v2, v1, v0, n, run, nn, col
+    cdef int64_t k, g, run, nn, col, last
     cdef bint pixel_major = not d[19]
+    cdef int64_t n0 = r0 // img
     cdef const int64_t* op
     cdef const real* a
     cdef const real* b
     for k in range(st[3]):
-        op = ops + 6 * (st[2] + k)     # xoff, woff, j1, nj, beta, rows (this op's last row)
+        op = ops + 6 * (st[2] + k)     # xoff, woff, j1, nj, beta, rows in one image
         nn = op[3] * Mg
-        run = min(m, op[5] - r0)       # rows past the op's phases' last output: not needed
+        # rows past the last output of the op's phases are not needed (and could read
+        # past the grid): the last image's, or this task's image's (channels first)
+        last = op[5] + (n0 if not pixel_major else d[0] - 1) * img
+        run = min(m, last - r0)
         if run <= 0:
             continue
         for g in range(G):
-            a = xp + (op[0] + r0) * C_in + g * Cg
             b = wm + op[1] + g * Cg * nn
             col = g * width + op[2] * Mg
             if pixel_major:
+                a = xp + (op[0] + r0) * C_in + g * Cg
                 _gemm(<int> run, <int> nn, <int> Cg, a, <int> C_in, b, <int> nn, t + col,
                       <int> (G * width), <real> op[4])
             else:
-                _gemm_cm(<int> run, <int> nn, <int> Cg, a, <int> C_in, b, <int> nn,
+                a = xp + (n0 * C_in + g * Cg) * img + r0 - n0 * img + op[0]
+                _gemm_cf(<int> run, <int> nn, <int> Cg, a, <int> img, b, <int> Cg,
                          t + col * R, <int> R, <real> op[4])
-    # Grid row r = ((n*P0 + v0)*P1 + v1)*P2 + v2 is output q = v of a phase when v < Q.
-    r = r0
-    while r < r_end:
-        v2 = r % P2
-        v1 = (r // P2) % P1
-        v0 = (r // (P2 * P1)) % P0
-        n = r // (P2 * P1 * P0)
-        run = min(P2 - v2, r_end - r)
-        _write_lines(t, r - r0, R, bias, ph, nset, pixel_major,
-                     y + n * ystr[0] + v0 * d[4] * ystr[1] + v1 * d[5] * ystr[2],
-                     v0, v1, v2, run, d, ystr)
-        r += run
+    if pixel_major:
+        _write_nxc(t, r0, m, bias, ph, nset, y, d, ystr)
+    else:
+        _write_ncx(t, R, r0, m, bias, ph, nset, y, d, ystr)
 
 
-cdef inline void _write_lines(const real* t, int64_t row, int64_t R, const real* bias,
-                              const int64_t* ph, int64_t nset, bint pixel_major,
-                              real* dst, int64_t v0, int64_t v1, int64_t v2, int64_t run,
-                              const int64_t* d, const int64_t* ystr) noexcept nogil:
-    # Outputs (v0*s0 + c0, v1*s1 + c1, (v2 + i)*s2 + c2) of the phases j, for i < run where
-    # v < Q of phase j: tile row `row + i`, column of (j, co), plus the bias (the bias alone
-    # for a phase without taps). Stores go in memory order: for a channels-first y, per
-    # channel, all phases of one position and then the next, so the lines of y complete in
-    # consecutive stores; from a pixel-major tile 8 channels at a time (a blocked transpose,
-    # 8 output streams: within any L1's associativity).
-    cdef int64_t s2 = d[6], G = d[7], Mg = d[9], C_out = G * Mg
-    cdef int64_t cs = ystr[4], sx = d[6] * ystr[3], i, j, co, cb, ce, jj, ld, g, m
-    cdef int64_t lim[_MAX_SET]
-    cdef int64_t off[_MAX_SET]
-    cdef int64_t colj[_MAX_SET]
-    cdef bint taps[_MAX_SET]
+cdef inline int64_t _slots(const int64_t* ph, int64_t nset, int64_t r, int64_t r_end,
+                           const int64_t* d, const int64_t* ystr, int64_t* run,
+                           int64_t* lim, int64_t* off, int64_t* colj,
+                           bint* taps) noexcept nogil:
+    # Grid row r = ((n*P0 + v0)*P1 + v1)*P2 + v2 starts a run of grid positions along the
+    # last axis (returned in run). Per phase j with outputs on it (v < Q, compacted into the
+    # first jj slots, jj returned): how many (lim), where in y (off: the element of
+    # (n, v0*s0 + c0, v1*s1 + c1, v2*s2 + c2) at channel 0), its tile column (colj), taps.
+    cdef int64_t P0 = d[1], P1 = d[2], P2 = d[3]
+    cdef int64_t v2 = r % P2, v1 = (r // P2) % P1, v0 = (r // (P2 * P1)) % P0
+    cdef int64_t n = r // (P2 * P1 * P0), j, jj = 0
     cdef const int64_t* pj
-    cdef real* dd
-    cdef const real* tr
-    cdef const real* tg
-    cdef real bc
-    jj = 0                      # the phases with outputs on this row, compacted
+    run[0] = min(P2 - v2, r_end - r)
     for j in range(nset):
         pj = ph + 8 * j
         if v0 >= pj[0] or v1 >= pj[1] or v2 >= pj[2]:
             continue
-        lim[jj] = min(run, pj[2] - v2)
-        off[jj] = pj[3] * ystr[1] + pj[4] * ystr[2] + (v2 * s2 + pj[5]) * ystr[3]
-        colj[jj] = j * Mg
+        lim[jj] = min(run[0], pj[2] - v2)
+        off[jj] = (n * ystr[0] + (v0 * d[4] + pj[3]) * ystr[1] + (v1 * d[5] + pj[4]) * ystr[2]
+                   + (v2 * d[6] + pj[5]) * ystr[3])
+        colj[jj] = j * d[9]
         taps[jj] = pj[7] != 0
         jj += 1
-    ld = nset * C_out
-    if cs == 1:
+    return jj
+
+
+cdef void _write_nxc(const real* t, int64_t r0, int64_t m, const real* bias,
+                     const int64_t* ph, int64_t nset, real* y, const int64_t* d,
+                     const int64_t* ystr) noexcept nogil:
+    # Channels-last y from a pixel-major tile (row stride nset*C_out): per grid position,
+    # each phase's C_out values plus the bias, contiguous in both.
+    cdef int64_t G = d[7], Mg = d[9], C_out = G * Mg, sx = d[6] * ystr[3]
+    cdef int64_t ld = nset * C_out, r = r0, run, jj, i, j, g, mm, co
+    cdef int64_t lim[_MAX_SET]
+    cdef int64_t off[_MAX_SET]
+    cdef int64_t colj[_MAX_SET]
+    cdef bint taps[_MAX_SET]
+    cdef real* dd
+    cdef const real* tr
+    cdef const real* tg
+    while r < r0 + m:
+        jj = _slots(ph, nset, r, r0 + m, d, ystr, &run, lim, off, colj, taps)
         for i in range(run):
-            tr = t + (row + i) * ld
+            tr = t + (r - r0 + i) * ld
             for j in range(jj):
                 if i >= lim[j]:
                     continue
-                dd = dst + off[j] + i * sx
+                dd = y + off[j] + i * sx
                 if not taps[j]:
                     for co in range(C_out):
                         dd[co] = bias[co]
                     continue
                 for g in range(G):
                     tg = tr + g * nset * Mg + colj[j]
-                    for m in range(Mg):
-                        dd[g * Mg + m] = tg[m] + bias[g * Mg + m]
-        return
-    if pixel_major:
-        for g in range(G):
-            cb = 0
-            while cb < Mg:
-                ce = min(Mg, cb + 8)
-                for i in range(run):
-                    tr = t + (row + i) * ld + g * nset * Mg
-                    for j in range(jj):
-                        if i >= lim[j]:
-                            continue
-                        dd = dst + off[j] + i * sx + g * Mg * cs
-                        if taps[j]:
-                            for m in range(cb, ce):
-                                dd[m * cs] = tr[colj[j] + m] + bias[g * Mg + m]
-                        else:
-                            for m in range(cb, ce):
-                                dd[m * cs] = bias[g * Mg + m]
-                cb = ce
-        return
+                    for mm in range(Mg):
+                        dd[g * Mg + mm] = tg[mm] + bias[g * Mg + mm]
+        r += run
+
+
+cdef void _write_ncx(const real* t, int64_t R, int64_t r0, int64_t m, const real* bias,
+                     const int64_t* ph, int64_t nset, real* y, const int64_t* d,
+                     const int64_t* ystr) noexcept nogil:
+    # Channels-first y from a channel-major tile (column stride R): channel by channel, all
+    # of the task's rows, so each channel's writes sweep one region of its plane (the
+    # hardware prefetcher follows; going position by position over all channels stalled on
+    # store misses, one plane apart each). Per phase, a unit-stride tile read and a
+    # stride-s2 write; the s2 phases that interleave on one output line follow each other,
+    # so the line is completed while in L1.
+    cdef int64_t G = d[7], Mg = d[9], cs = ystr[4], sx = d[6] * ystr[3]
+    cdef int64_t r, run, jj, i, j, g, mm, co
+    cdef int64_t lim[_MAX_SET]
+    cdef int64_t off[_MAX_SET]
+    cdef int64_t colj[_MAX_SET]
+    cdef bint taps[_MAX_SET]
+    cdef real* dd
+    cdef const real* tg
+    cdef real bc
     for g in range(G):
-        for m in range(Mg):
-            co = g * Mg + m
+        for mm in range(Mg):
+            co = g * Mg + mm
             bc = bias[co]
-            tr = t + (g * nset * Mg + m) * R + row
-            dd = dst + co * cs
-            for i in range(run):
+            r = r0
+            while r < r0 + m:
+                jj = _slots(ph, nset, r, r0 + m, d, ystr, &run, lim, off, colj, taps)
                 for j in range(jj):
-                    if i < lim[j]:
-                        dd[off[j] + i * sx] = tr[colj[j] * R + i] + bc if taps[j] else bc
+                    dd = y + co * cs + off[j]
+                    if taps[j]:
+                        tg = t + (g * nset * Mg + colj[j] + mm) * R + r - r0
+                        for i in range(lim[j]):
+                            dd[i * sx] = tg[i] + bc
+                    else:
+                        for i in range(lim[j]):
+                            dd[i * sx] = bc
+                r += run
 
 
 cdef void _bias_task(const real* bias, real* y, const int64_t* ph, int64_t r0, int64_t m,
