@@ -16,7 +16,7 @@ import numpy as np
 from ._blas import blas_threads
 from ._direct import pad3
 from ._kernels._gemm import phase_gemm
-from ._kernels._layout import to_padded_nxc
+from ._kernels._layout import merge_taps, to_padded_nxc
 
 __all__ = ["GemmLayout", "batch_rows_layout", "gemm_layout", "merged_weights", "run_gemm"]
 
@@ -127,7 +127,7 @@ def _sets_and_ops(phases, xoff, woff, phase_rows, size, s2, block, n, img):
     every phase) and their GEMM ops: per input offset, each run of consecutive phases with a
     tap reading it. beta = 0 for a run whose phases no earlier op touched, 1 otherwise (runs
     are split where that changes), so each output's taps are summed in one planned order."""
-    sets, ops, op_taps = [], [], []
+    sets, ops, op_taps, woff_m = [], [], [], 0
     if size == len(phases):
         spans = [(0, size)]
     else:
@@ -145,8 +145,8 @@ def _sets_and_ops(phases, xoff, woff, phase_rows, size, s2, block, n, img):
             for run in _runs(by_off[off], touched):
                 js = [j for j, _ in run]
                 rows = max(phase_rows[base + j] for j in js) - (n - 1) * img
-                woff_m = sum(len(t) for t in op_taps) * block
                 ops.append((off, woff_m, js[0], len(js), int(js[0] in touched), rows))
+                woff_m += len(js) * block
                 op_taps.append(tuple(w for _, w in run))
             touched.update(j for j, _ in by_off[off])
         sets.append((base, stop - base, first_op, len(ops) - first_op))
@@ -166,18 +166,15 @@ def _runs(taps, touched):
 
 
 def merged_weights(layout, w_packed):
-    """Per op and group, the (Cg, nj*Mg) weights of its taps side by side, flat; stored
-    transposed, (nj*Mg, Cg), for a channels-first layout (the kernel's NN GEMM reads them
-    as a column-major Cg x N matrix)."""
+    """Per op and group, the (Cg, nj*Mg) weights of its taps side by side, flat."""
     g, cg, mg = w_packed.shape[0], w_packed.shape[4], w_packed.shape[5]
-    flat = w_packed.reshape(g, -1)
-    blocks = []
-    for taps in layout.op_taps:
-        ws = np.concatenate([flat[:, w:w + cg * mg].reshape(g, cg, mg) for w in taps], axis=2)
-        blocks.append((ws.transpose(0, 2, 1) if layout.channels_first else ws).reshape(-1))
-    if not blocks:
-        return np.zeros(1, w_packed.dtype)
-    return np.ascontiguousarray(np.concatenate(blocks))
+    kt = prod(w_packed.shape[1:4])
+    taps = np.array([w // max(cg * mg, 1) for t in layout.op_taps for w in t], np.int64)
+    nj = np.array([len(t) for t in layout.op_taps], np.int64)
+    out = np.empty(max(1, g * cg * mg * len(taps)), w_packed.dtype)
+    if len(taps) and cg * mg:
+        merge_taps(w_packed.reshape(-1), out, taps, nj, g, kt, cg, mg)
+    return out
 
 
 # A task's tile (rows x phases x C_out) stays in L2 while it is written out to y: 512 KiB

@@ -49,3 +49,47 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
             n = r // (I1 * I0)
             _row(xs + n * C * plane + (i0 * I1 + i1) * I2,
                  xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2) * C, C, I2, plane)
+
+
+def iox_to_kio(const real[:, :, ::1] w,     # IN  (C_in, Mg, Kt): IOX weights, taps flat
+               real[:, :, ::1] out,         # OUT (Kt, C_in, Mg)
+               int num_threads):
+    """out[k, c, m] = w[c, m, k] (the weight packing of the GEMM variant; per group its
+    (Cg, Mg) tap blocks are then contiguous). Per input channel, 16 output channels at a
+    time, so each store of a tap fills one 64-byte line; releases the GIL."""
+    cdef int64_t C = w.shape[0], M = w.shape[1], K = w.shape[2], c, m0, m, k, mend
+    if C == 0 or M == 0 or K == 0:
+        return
+    cdef const real* src = &w[0, 0, 0]
+    cdef real* dst = &out[0, 0, 0]
+    with nogil:
+        for c in prange(C, schedule="static", num_threads=num_threads):
+            m0 = 0
+            while m0 < M:
+                mend = min(M, m0 + _CBLOCK)
+                for k in range(K):
+                    for m in range(m0, mend):
+                        dst[(k * C + c) * M + m] = src[(c * M + m) * K + k]
+                m0 = mend
+
+
+def merge_taps(const real[::1] w,           # IN  packed weights, flat (G, Kt, Cg, Mg)
+               real[::1] out,               # OUT per op and group (Cg, nj*Mg), flat
+               const int64_t[::1] taps,     # IN  tap index (into Kt) of every op's taps
+               const int64_t[::1] nj,       # IN  taps per op
+               int64_t G, int64_t Kt, int64_t Cg, int64_t Mg):
+    """The GEMM ops' weights: each op's taps side by side along the output channels, so one
+    GEMM covers several phases reading the same input (convt._phase_gemm)."""
+    cdef int64_t op, g, c, j, m, t0 = 0, o = 0, n
+    cdef const real* s
+    with nogil:
+        for op in range(nj.shape[0]):
+            n = nj[op]
+            for g in range(G):
+                for c in range(Cg):
+                    for j in range(n):
+                        s = &w[((g * Kt + taps[t0 + j]) * Cg + c) * Mg]
+                        for m in range(Mg):
+                            out[o + j * Mg + m] = s[m]
+                    o += n * Mg
+            t0 += n
