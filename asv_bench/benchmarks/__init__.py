@@ -1,0 +1,1 @@
+"""asv benchmarks for convt, one module per concern (README.md, "Tracking performance")."""
