@@ -102,7 +102,7 @@ def run_depthwise(xa, layout, geom, plan):
     elif nxc:
         w = plan.packed("depthwise_nxc", _pack_nxc)
         depthwise_nxc(x.reshape(n, *i3, c_in), w, b, y.reshape(n, *o3, c_out), tabs[0],
-                      tabs[1], tabs[2], layout.steps, plan.workers)
+                      tabs[1], tabs[2], layout.steps, plan.threads(geom))
     else:
         _ncx(x, y, b, layout, geom, plan)
     return y
@@ -112,4 +112,4 @@ def _ncx(x, y, b, layout, geom, plan):
     i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
     depthwise_ncx(x.reshape(geom.batch, geom.c_in, *i3), plan.w_packed, b,
                   y.reshape(geom.batch, geom.c_out, *o3), layout.tabs[0], layout.tabs[1],
-                  layout.steps, layout.phases, layout.ptaps, layout.qblock, plan.workers)
+                  layout.steps, layout.phases, layout.ptaps, layout.qblock, plan.threads(geom))

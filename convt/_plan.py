@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+from math import prod
 import threading
 from typing import Any, Callable, NamedTuple
 
@@ -25,6 +26,10 @@ __all__ = ["Plan", "Planned", "METHODS", "resolve_workers"]
 
 METHODS = ("auto", "direct", "reference")
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
+# Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
+# run serially; results do not depend on the thread count either way.
+_PARALLEL_MIN_MACS = 1 << 22
+_PARALLEL_MIN_OUTPUTS = 1 << 18
 # Grid mode pays for its halo rows; above this ratio of GEMM multiply-adds to useful ones
 # (small images, large negative pads) batch-rows mode (M = batch, no halo work) is used when the
 # batch is large enough to make a GEMM, and the pixel kernel otherwise.
@@ -115,6 +120,14 @@ class Plan:
         self.workspace = Workspace()
         self._lock = threading.Lock()
 
+    def threads(self, geom):
+        """Threads for the direct kernels on ``geom``: ``workers``, or one for small work,
+        where starting a thread team costs more than it saves (a 4.6k-MAC call measured
+        22 us on one thread, 127 us on two; with the other core busy, milliseconds)."""
+        small = (geom.macs < _PARALLEL_MIN_MACS
+                 and prod(geom.array_shape("output")) < _PARALLEL_MIN_OUTPUTS)
+        return 1 if small else self.workers
+
     def packed(self, key, make):
         """Weights re-laid out for one backend (``make(plan)``), computed once per plan."""
         hit = self._packed.get(key)
@@ -167,14 +180,14 @@ def _run_gemm(xa, state, geom, plan):
     layout, w_merged = state
     with plan.workspace.borrow() as arena:
         return run_gemm(xa, layout, geom, plan.w_packed, w_merged, plan.bias_compute,
-                        plan.workers, arena)
+                        plan.threads(geom), arena)
 
 
 def _run_pixel(xa, taps, geom, plan):
     ct = plan.w_packed.dtype
     nxc = geom.data_format == "NXC"
     x_nxc = np.ascontiguousarray(xa if nxc else np.moveaxis(xa, 1, -1), dtype=ct)
-    y = run_direct(x_nxc, plan.w_packed, plan.bias_compute, geom, taps, plan.workers)
+    y = run_direct(x_nxc, plan.w_packed, plan.bias_compute, geom, taps, plan.threads(geom))
     return y if nxc else np.moveaxis(y, -1, 1)
 
 

@@ -53,3 +53,13 @@ def pytest_configure(config):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(autouse=True)
+def _parallel_even_when_small(monkeypatch):
+    """Test shapes are tiny; the direct kernels would run them serially (convt._plan's
+    small-work threshold). Lift it so every test also exercises the threaded paths."""
+    from convt import _plan
+
+    monkeypatch.setattr(_plan, "_PARALLEL_MIN_MACS", 0)
+    monkeypatch.setattr(_plan, "_PARALLEL_MIN_OUTPUTS", 0)

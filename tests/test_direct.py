@@ -172,3 +172,14 @@ def test_nan_and_inf_propagate():
         y = convt.conv_transpose(x, w, method=method)
         assert np.isnan(y[0, 0, 1]) and np.isnan(y[0, 0, 2]) and y[0, 0, 0] == 0
         assert np.isinf(y[0, 0, 4])
+
+
+def test_small_work_runs_serially(monkeypatch):
+    from convt import _plan
+
+    monkeypatch.setattr(_plan, "_PARALLEL_MIN_MACS", 1 << 22)
+    monkeypatch.setattr(_plan, "_PARALLEL_MIN_OUTPUTS", 1 << 18)
+    w = np.ones((8, 8, 3, 3), np.float32)
+    op = convt.ConvTranspose(w, strides=(2, 2), workers=2)
+    assert op._plan.threads(op.geometry((1, 8, 8, 8))) == 1
+    assert op._plan.threads(op.geometry((1, 8, 512, 512))) == 2
