@@ -4,11 +4,13 @@ The GEMM variant of the direct backend runs its threads inside BLAS, so ``worker
 the BLAS library. SciPy's wheels bundle OpenBLAS as libscipy_openblas (symbols prefixed
 ``scipy_openblas_``); a SciPy linked against a system OpenBLAS exports ``openblas_*``. Any other
 BLAS: the count cannot be set here and BLAS keeps its own default (results are unaffected:
-a GEMM never splits its summed dimension across threads).
+a GEMM never splits its summed dimension across threads). The FFT backend's per-bin GEMMs run
+in ``np.matmul``, on NumPy's own OpenBLAS: ``blas_threads(n, "numpy")`` sets that one.
 """
 from __future__ import annotations
 
 import ctypes
+import importlib
 import re
 import threading
 from contextlib import contextmanager
@@ -19,10 +21,20 @@ _LOCK = threading.Lock()
 _STATE = {}
 
 
-def _functions():
-    if "fns" in _STATE:
-        return _STATE["fns"]
-    import scipy.linalg.cython_blas  # noqa: F401  (loads the library we want to find)
+# (get, set) symbol names per library: SciPy's LP64 copy or a system OpenBLAS, and NumPy's
+# ILP64 copy (libscipy_openblas64_, symbols suffixed "64_"), which ``np.matmul`` calls.
+_SYMBOLS = {
+    "scipy": [(p + "get_num_threads", p + "set_num_threads")
+              for p in ("scipy_openblas_", "openblas_")],
+    "numpy": [("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+              ("openblas_get_num_threads64_", "openblas_set_num_threads64_")],
+}
+
+
+def _functions(library="scipy"):
+    if library in _STATE:
+        return _STATE[library]
+    importlib.import_module("scipy.linalg.cython_blas")  # loads the library we want to find
 
     fns = None
     try:  # the shared objects loaded in this process (Linux); elsewhere nothing is found
@@ -31,23 +43,23 @@ def _functions():
     except OSError:
         text = ""
     paths = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", text)))
-    # scipy's own copy first: it is the one cython_blas links (numpy bundles a second one).
-    paths.sort(key=lambda p: "scipy.libs" not in p and "scipy" not in p.rsplit("/", 1)[-1])
+    # the library's own copy first (numpy and scipy each bundle one).
+    paths.sort(key=lambda p: f"{library}.libs" not in p
+               and library not in p.rsplit("/", 1)[-1])
     for path in paths:
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix in ("scipy_openblas_", "openblas_"):
-            get = getattr(lib, prefix + "get_num_threads", None)
-            put = getattr(lib, prefix + "set_num_threads", None)
+        for get_name, put_name in _SYMBOLS[library]:
+            get, put = getattr(lib, get_name, None), getattr(lib, put_name, None)
             if get is not None and put is not None:
                 put.argtypes, get.restype = [ctypes.c_int], ctypes.c_int
                 fns = (get, put, path)
                 break
         if fns:
             break
-    _STATE["fns"] = fns
+    _STATE[library] = fns
     return fns
 
 
@@ -58,9 +70,13 @@ def blas_info():
 
 
 @contextmanager
-def blas_threads(n):
-    """Run the block with BLAS using ``n`` threads (no-op when the count cannot be set)."""
-    fns = _functions()
+def blas_threads(n, library="scipy"):
+    """Run the block with BLAS using ``n`` threads (no-op when the count cannot be set).
+
+    ``library``: "scipy", the BLAS behind ``scipy.linalg.cython_blas``, or "numpy", the one
+    ``np.matmul`` calls (NumPy's wheels bundle their own ILP64 OpenBLAS).
+    """
+    fns = _functions(library)
     if fns is None:
         yield
         return

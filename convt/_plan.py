@@ -15,6 +15,7 @@ import numpy as np
 
 from ._depthwise import depthwise_layout, run_depthwise
 from ._direct import pack_weights, run_direct, tables
+from ._fft import fft_cost, plan_fft
 from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace
 from ._dtypes import as_array, compute_dtype
@@ -24,12 +25,20 @@ from ._validate import choice, fail, int_scalar
 
 __all__ = ["Plan", "Planned", "METHODS", "resolve_workers"]
 
-METHODS = ("auto", "direct", "reference")
+METHODS = ("auto", "direct", "fft", "reference")
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
 # Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
 # run serially; results do not depend on the thread count either way.
 _PARALLEL_MIN_MACS = 1 << 22
 _PARALLEL_MIN_OUTPUTS = 1 << 18
+# Interim "auto" rule: "fft" when convt._fft.fft_cost (its fitted cost model) is below
+# fft_share x the direct backend's time at direct_macs_per_s useful multiply-adds per second.
+# The rate is the direct GEMM variant's best on the 2-core AMD EPYC development machine
+# (float32, 2 workers, 2026-11-22); the share keeps the 12 ordinary bench workloads on
+# "direct" (the closest, dilated_s1 and dcgan_g1, estimate FFT at 1.24x and 1.35x direct; the
+# large-kernel ones at 0.05x and 0.23x).
+# Measured crossovers: docs/fft.md.
+_AUTO_FFT = {"direct_macs_per_s": 40e9, "fft_share": 0.5}
 # Grid mode pays for its halo rows; above this ratio of GEMM multiply-adds to useful ones
 # (small images, large negative pads) batch-rows mode (M = batch, no halo work) is used when the
 # batch is large enough to make a GEMM, and the pixel kernel otherwise.
@@ -156,8 +165,13 @@ class Plan:
         return hit
 
     def choose(self, geom):
-        """The backend for ``geom``. For now the direct kernel is the only fast path."""
-        return "direct" if self.method == "auto" else self.method
+        """The backend for ``geom``: the method asked for, or for "auto" the interim rule of
+        ``_AUTO_FFT`` (a full cost model is a separate issue)."""
+        if self.method != "auto":
+            return self.method
+        direct = geom.macs / _AUTO_FFT["direct_macs_per_s"]
+        fft = fft_cost(geom, self.w_packed.dtype)
+        return "fft" if fft < _AUTO_FFT["fft_share"] * direct else "direct"
 
     def __call__(self, x):
         conv = self.spec.convention
@@ -210,5 +224,6 @@ def _direct_backend(geom, plan):
 # the runner then does the per-call work only.
 _BACKENDS = {
     "direct": _direct_backend,
+    "fft": plan_fft,
     "reference": lambda geom, plan: ("numpy", _run_reference, None),
 }

@@ -93,7 +93,8 @@ _PARAMS_DOC = """
     output_padding : sequence of int, optional
         Non-negative extra elements at the end of each axis (no upper bound in the spec).
     data_format : {"NCX", "NXC"}, default "NCX"
-    method : {"auto", "direct", "reference"}, default "auto"
+    method : {"auto", "direct", "fft", "reference"}, default "auto"
+        Backend, as for `convt.ConvTranspose`.
     workers : int, optional
         Threads, as in ``scipy.fft``.
 """

@@ -13,6 +13,8 @@ import convt
 import convt.onnx
 import convt.openvino
 
+from conftest import assert_close
+
 try:
     from ._spec_data import CASES
 except ImportError:  # tests/ is not a package: pytest put it on sys.path
@@ -77,6 +79,16 @@ def test_onnx_spec_example(case, front, dtype):
     _skip_inexact(case, dtype)
     x, w, b, y = _cast(case, dtype)
     _check(front, x, w, b, case["attrs"], y)
+
+
+# method="fft" is exact only to its tolerance (tests/conftest.py): the same examples, within it.
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_onnx_spec_example_fft(case, dtype):
+    _skip_inexact(case, dtype)
+    x, w, b, _ = _cast(case, dtype)
+    y = convt.conv_transpose(x, w, b, method="fft", **case["attrs"])
+    assert_close(y, case["y"].astype(np.float64), "fft", np.dtype(dtype).name)
 
 
 # Not in the spec: the same examples with a bias, whose expected value is y + B on every output

@@ -1,0 +1,340 @@
+"""The FFT backend (``method="fft"``): transposed convolution as a product of spectra.
+
+Per axis (stride s, dilation d, kernel K, extent E = (K-1)*d + 1) the full output is
+full[t] = sum_i x[i] wd[t - i*s], wd the kernel zero-inserted by d. Output phase r (t = q*s + r)
+is a stride-1 convolution: full[q*s + r] = sum_i x[i] h_r[q - i] with the polyphase component
+h_r[q] = wd[q*s + r] (Q = ceil(E/s) taps). So every phase shares the input spectrum at one
+length L >= I + Q - 1 (one rfftn of the small input), each phase has its own kernel spectrum,
+and the phases interleave into a frame of length N = L*s. This per-phase form was measured
+1.0-1.7x faster than the equivalent spectrum tiling of the zero-upsampled input (docs/fft.md).
+Stride 1 is the one-phase case: a full linear convolution with the unflipped kernel, cropped.
+
+The kernel spectra are computed once per geometry and kept in the plan's per-shape cache
+(``Planned.state``). Per bin the channel contraction is a small complex GEMM,
+Y[p, f, n, m] = sum_c X[f, n, c] W[p, f, c, m]: the phases p and bins f are the batch axes of
+one broadcasting ``np.matmul`` (bins split over ``workers`` threads, one BLAS thread each),
+with no Python loop over bins, phases or channels. Spatial axes lead in every array, so each
+transform runs over axes of one array holding every channel, tile and batch element: ``workers``
+has many 1-D transforms to share out (scipy.fft parallelises over those only).
+
+Memory: the kernel spectra hold C_in * C_out/G * N^D / 2 complex numbers, (N/K)^D / 2 times
+the weights. When they would exceed half of ``FFT_MEMORY_BUDGET`` bytes, the input is cut into
+tiles of B samples per axis (overlap-add): a tile's frame has N >= (B-1)*s + E with B*s >= E,
+so a tile only spills into its next neighbour along an axis. The batch runs in chunks of batch
+elements sized so that the working arrays fit the rest of the budget (at least one element).
+The tile length is also chosen for speed by the cost model below: short transforms whose
+small kernel spectra stay in cache can beat one long transform (measured 1.8 vs 4.2 ms for
+x (2, 16, 4096), w (16, 16, 63) with 5 tiles).
+
+Precision: float32 (and float16 / bfloat16, widened) transform in complex64, float64 in
+complex128. The error is normwise (relative to the largest |output|; measured in docs/fft.md),
+not elementwise: small outputs next to large ones lose relative accuracy.
+"""
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from math import ceil, log2, prod
+
+import numpy as np
+import scipy.fft as sfft
+
+from ._blas import blas_threads
+
+__all__ = ["FFT_MEMORY_BUDGET", "FftLayout", "fft_cost", "fft_layout", "plan_fft", "run_fft"]
+
+# Bytes the kernel spectrum plus one chunk's working spectra may take (half for the kernel
+# spectrum). Module constant: tests shrink it to force the overlap-add path.
+FFT_MEMORY_BUDGET = 256 * 2**20
+
+# Cost model: seconds per unit of each ``_features`` entry, fitted (non-negative least squares)
+# on the 2-core AMD EPYC development machine (2026-11-22, float32, 2 workers, scipy 1.17.1,
+# numpy 2.4.6; /work/shared/bench workloads plus kernel sweeps, docs/fft.md): transform
+# samples * log2(transform length), per-bin GEMM complex multiply-adds, values copied, 1-D
+# transforms started.
+_COST = (2.15e-10, 1.09e-10, 2.5e-9, 7.4e-9)
+# Below this many complex multiply-adds per call (~2 ms on one thread) the per-bin GEMM runs
+# on one thread: the pool's start-up and hand-off cost more than a second thread saves
+# (measured 0.5 ms alone vs 2.2 ms split for audio_k255_s1's 2.4 M).
+_MIN_THREADED_CMACS = 1 << 24
+
+
+@dataclass(frozen=True)
+class FftLayout:
+    """How one geometry is transformed; tuples hold one entry per spatial axis."""
+
+    lo: tuple        # first input index that reaches the output window
+    used: tuple      # input samples used from lo (0 on some axis: no input reaches)
+    block: tuple     # input samples per tile, B
+    tiles: tuple     # tiles, T = ceil(used / B)
+    small: tuple     # transform length, L >= B + ceil(E/s) - 1
+    length: tuple    # a tile's output frame (phases interleaved), N = L * s >= (B-1)*s + E
+    offset: tuple    # index of output position 0 in the frame of tile 0's output
+    chunk: int       # batch elements per transform pass
+    kernel_bytes: int
+    work_bytes: int  # working arrays of one batch element
+    cost: float      # estimated seconds per call (the cost model above)
+
+    @property
+    def blocked(self):
+        return any(t > 1 for t in self.tiles)
+
+    @property
+    def bins(self):
+        """Spectrum shape of a tile (rfft on the last axis)."""
+        return (*self.small[:-1], self.small[-1] // 2 + 1)
+
+
+def _reach(geom, a):
+    """(lo, hi): the inputs of axis ``a`` that reach the output window (lo > hi if none).
+
+    Input i lands on full-output positions [i*s, i*s + E - 1]; the window is [pb, pb + O - 1].
+    Dropping the others shrinks the transforms when pads crop (or output_shape truncates).
+    """
+    s, e = geom.strides[a], (geom.kernel[a] - 1) * geom.dilations[a] + 1
+    pb, o = geom.pads_begin[a], geom.out_shape[a]
+    lo = max(0, -((e - 1 - pb) // s))
+    hi = min(geom.in_shape[a] - 1, (pb + o - 1) // s)
+    return lo, hi
+
+
+def _axis_options(u, s, e):
+    """(L, B, T) candidates of one axis: one tile of all ``u`` inputs, then overlap-add tiles
+    of B = L - Q + 1 inputs (Q = ceil(E/s) polyphase taps) with B >= Q, so that B*s >= E and
+    a tile's frame spills only into its next neighbour. Besides the smallest such L (the least
+    memory), L doubles from 16 (shorter transforms are all per-call overhead)."""
+    q = -(-e // s)
+    whole = sfft.next_fast_len(u + q - 1, real=True)
+    cands = {sfft.next_fast_len(2 * q - 1, real=True)}
+    cand = sfft.next_fast_len(max(2 * q - 1, 16), real=True)
+    while cand < whole:
+        cands.add(cand)
+        cand = sfft.next_fast_len(2 * cand, real=True)
+    return [(whole, u, 1)] + [(c, c - q + 1, ceil(u / (c - q + 1))) for c in sorted(cands)
+                              if c - q + 1 < u]
+
+
+def _features(geom, opts):
+    """Per-call work of one (L, B, T) choice per axis, in the units of ``_COST``."""
+    small = [o[0] for o in opts]
+    pts = prod(small)
+    nbins = pts // small[-1] * (small[-1] // 2 + 1)
+    phases = prod(geom.strides)
+    passes = geom.batch * prod(o[2] for o in opts)   # tile transforms per channel
+    c_in, c_out = geom.c_in, geom.c_out
+    logn = log2(max(pts, 2))
+    # overlap-add writes every tile frame once more (zeroed sum, added, reshaped)
+    frames = 2 if passes > geom.batch else 1
+    return (passes * (c_in + phases * c_out) * pts * logn,
+            passes * phases * nbins * c_in * (c_out // geom.groups),
+            passes * (c_in * nbins + phases * c_out * (nbins + frames * pts)),
+            passes * (c_in + phases * c_out) * sum(pts // n for n in small))
+
+
+def _estimate(geom, opts, csize):
+    """(kernel bytes, work bytes per batch element, seconds) of one choice per axis."""
+    small = [o[0] for o in opts]
+    nbins = prod(small) // small[-1] * (small[-1] // 2 + 1)
+    phases, tiles = prod(geom.strides), prod(o[2] for o in opts)
+    kernel = phases * nbins * geom.c_in * (geom.c_out // geom.groups) * csize
+    work = tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out)
+    return kernel, work, sum(f * c for f, c in zip(_features(geom, opts), _COST))
+
+
+def fft_layout(geom, compute_dtype, budget=None, pick=None):
+    """The ``FftLayout`` of ``geom``: the cheapest tiling whose kernel spectrum fits half of
+    ``budget`` (default ``FFT_MEMORY_BUDGET``), else the one with the smallest spectrum.
+    ``pick(options)`` may choose the per-axis (L, B, T) instead (to fit the cost model)."""
+    budget = FFT_MEMORY_BUDGET if budget is None else budget
+    csize = 2 * np.dtype(compute_dtype).itemsize
+    nd = geom.ndim
+    reach = [_reach(geom, a) for a in range(nd)]
+    used = tuple(max(hi - lo + 1, 0) for lo, hi in reach)
+    if min(used) == 0:  # no input reaches the window: every output is the bias
+        one = (1,) * nd
+        return FftLayout((0,) * nd, used, one, one, one, one, (0,) * nd, 0, 0, 0, 0.0)
+    ext = [(k - 1) * d + 1 for k, d in zip(geom.kernel, geom.dilations)]
+    options = [_axis_options(u, s, e) for u, s, e in zip(used, geom.strides, ext)]
+    if pick is not None:
+        combo = pick(options)
+    else:
+        def key(combo):
+            kernel, _, cost = _estimate(geom, combo, csize)
+            return (kernel > budget // 2, kernel if kernel > budget // 2 else cost)
+        combo = min(itertools.product(*options), key=key)
+    kernel, work, cost = _estimate(geom, combo, csize)
+    chunk = int(min(max(geom.batch, 1), max(1, (budget - kernel) // max(work, 1))))
+    lo = tuple(r[0] for r in reach)
+    return FftLayout(
+        lo=lo, used=used, block=tuple(o[1] for o in combo), tiles=tuple(o[2] for o in combo),
+        small=tuple(o[0] for o in combo),
+        length=tuple(o[0] * s for o, s in zip(combo, geom.strides)),
+        offset=tuple(pb - a * s for pb, a, s in zip(geom.pads_begin, lo, geom.strides)),
+        chunk=chunk, kernel_bytes=kernel, work_bytes=work, cost=cost)
+
+
+def fft_cost(geom, compute_dtype=np.float32):
+    """Estimated seconds of one ``method="fft"`` call on ``geom`` (for the dispatcher)."""
+    return fft_layout(geom, compute_dtype).cost
+
+
+def kernel_spectrum(w_iox, geom, lay, ct, workers):
+    """(P, prod(bins) * G, C_in/G, C_out/G) complex, P = prod(strides): per output phase
+    r, the spectrum at L of the polyphase component h_r[q] = wd[q*s + r] of the kernel.
+
+    One axis at a time, last first, so each transform runs only over the Q-long extents of
+    the axes not yet transformed (an ``rfftn`` would pad to L first: 1.5x slower at K=31).
+    """
+    g, nd, st = geom.groups, geom.ndim, geom.strides
+    c_in, mg = w_iox.shape[:2]
+    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations, st)]
+    wd = np.zeros((*[q * s for q, s in zip(taps, st)], g, c_in // g, mg), ct)
+    wg = w_iox.reshape(g, c_in // g, mg, *geom.kernel)
+    wd[tuple(slice(0, (k - 1) * d + 1, d) for k, d in zip(geom.kernel, geom.dilations))] = \
+        wg.transpose(*range(3, 3 + nd), 0, 1, 2)
+    wd = wd.reshape(*[v for q, s in zip(taps, st) for v in (q, s)], g, c_in // g, mg)
+    wd = wd.transpose(*range(1, 2 * nd, 2), *range(0, 2 * nd, 2), *range(2 * nd, 2 * nd + 3))
+    spec = sfft.rfft(wd, n=lay.small[-1], axis=2 * nd - 1, workers=workers)
+    for a in reversed(range(nd - 1)):
+        spec = sfft.fft(spec, n=lay.small[a], axis=nd + a, workers=workers, overwrite_x=True)
+    return spec.reshape(prod(st), -1, c_in // g, mg)
+
+
+def plan_fft(geom, plan):
+    """Backend entry (convt._plan._BACKENDS): ("fft" or "fft-overlap-add", run_fft, state)."""
+    ct = plan.w_packed.dtype
+    lay = fft_layout(geom, ct)
+    live = lay.chunk > 0 and geom.batch > 0 and geom.c_in > 0 and geom.c_out > 0
+    spec = kernel_spectrum(plan.w_iox, geom, lay, ct, plan.workers) if live else None
+    return ("fft-overlap-add" if lay.blocked else "fft"), run_fft, (lay, spec)
+
+
+def _tiles(xa, geom, lay, ct):
+    """Input as (*B, G, N, *T, C_in/G) in ``ct``: spatial axes first, tiles as batch items."""
+    nd, g = geom.ndim, geom.groups
+    nxc = geom.data_format == "NXC"
+    sp0 = 1 if nxc else 2
+    crop = [slice(lo, lo + u) for lo, u in zip(lay.lo, lay.used)]
+    x = xa[(slice(None),) * sp0 + tuple(crop)]
+    padded = tuple(t * b for t, b in zip(lay.tiles, lay.block))
+    if padded != lay.used:
+        full = np.zeros(x.shape[:sp0] + padded + x.shape[sp0 + nd:], ct)
+        full[(slice(None),) * sp0 + tuple(slice(0, u) for u in lay.used)] = x
+        x = full
+    split = [v for t, b in zip(lay.tiles, lay.block) for v in (t, b)]
+    cg = geom.c_in // g
+    if nxc:   # (N, T0, B0, ..., G, Cg)
+        x = x.reshape(geom.batch, *split, g, cg)
+        perm = (*range(2, 2 * nd + 1, 2), 2 * nd + 1, 0, *range(1, 2 * nd, 2), 2 * nd + 2)
+    else:     # (N, G, Cg, T0, B0, ...)
+        x = x.reshape(geom.batch, g, cg, *split)
+        perm = (*range(4, 2 * nd + 3, 2), 1, 0, *range(3, 2 * nd + 3, 2), 2)
+    return np.ascontiguousarray(x.transpose(perm), dtype=ct)
+
+
+def _contract(spec, wspec, workers):
+    """Per phase, bin and group (items, Cg) @ (Cg, Mg); bins split over ``workers`` threads.
+
+    ``spec`` (*bins, G, items..., Cg) is shared by every phase: matmul broadcasts it.
+    """
+    phases, rows, cg, mg = wspec.shape
+    x = spec.reshape(1, rows, -1, cg)
+    out = np.empty((phases, rows, x.shape[2], mg), spec.dtype)
+
+    def part(lo, hi):
+        if cg == 1:  # depthwise-like: an outer product, not worth a GEMM call per bin
+            np.multiply(x[:, lo:hi], wspec[:, lo:hi], out=out[:, lo:hi])
+        else:
+            np.matmul(x[:, lo:hi], wspec[:, lo:hi], out=out[:, lo:hi])
+
+    threads = min(workers, rows)
+    if threads < 2 or out.size * cg < _MIN_THREADED_CMACS:
+        with blas_threads(1, "numpy"):
+            part(0, rows)
+        return out
+    cuts = [rows * i // threads for i in range(threads + 1)]
+    # One BLAS thread per caller: OpenBLAS threads inside concurrent calls contend (measured
+    # 10x slower than single-threaded calls); each bin is then computed by one thread, so the
+    # result does not depend on ``workers``.
+    with blas_threads(1, "numpy"), ThreadPoolExecutor(threads) as pool:
+        for f in [pool.submit(part, a, b) for a, b in zip(cuts, cuts[1:])]:
+            f.result()
+    return out
+
+
+def _inverse(spec, geom, lay, workers):
+    """Phase spectra (P, rows, items, Mg) -> tile frames (*N, G, nc, *T, Mg), phases
+    interleaved: frame[q*s + r] = phase r's output at q."""
+    nd, st = geom.ndim, geom.strides
+    spec = spec.reshape(*st, *lay.bins, geom.groups, -1, *lay.tiles, spec.shape[-1])
+    z = sfft.irfftn(spec, s=lay.small, axes=tuple(range(nd, 2 * nd)), workers=workers,
+                    overwrite_x=True)
+    if prod(st) == 1:
+        return z.reshape(z.shape[nd:])
+    z = z.transpose(*[v for a in range(nd) for v in (nd + a, a)], *range(2 * nd, z.ndim))
+    return z.reshape(*lay.length, *z.shape[2 * nd:])
+
+
+def _overlap_add(z, geom, lay, nc):
+    """Tile outputs (*N, G, nc, *T, Mg) summed into one frame (*A, G, nc, Mg)."""
+    nd, g, mg = geom.ndim, geom.groups, geom.c_out // geom.groups
+    if not lay.blocked:
+        return z.reshape(*lay.length, g, nc, mg)
+    # T == 1: the whole N is one span; else tile t starts at t*B*s and spills q-1 spans on
+    span = [n if t == 1 else b * s
+            for n, t, b, s in zip(lay.length, lay.tiles, lay.block, geom.strides)]
+    spill = [ceil(n / c) for n, c in zip(lay.length, span)]
+    acc = np.zeros([v for t, q, c in zip(lay.tiles, spill, span) for v in (t + q - 1, c)]
+                   + [g, nc, mg], z.dtype)
+    perm = [v for a in range(nd) for v in (nd + 2 + a, a)] + [nd, nd + 1, 2 * nd + 2]
+    for js in itertools.product(*map(range, spill)):
+        cut = [slice(j * c, min((j + 1) * c, n)) for j, c, n in zip(js, span, lay.length)]
+        src = z[tuple(cut)].transpose(perm)
+        dst = [v for j, t, c in zip(js, lay.tiles, cut) for v in
+               (slice(j, j + t), slice(0, c.stop - c.start))]
+        acc[tuple(dst)] += src
+    return acc.reshape(*[(t + q - 1) * c for t, q, c in zip(lay.tiles, spill, span)], g, nc, mg)
+
+
+def _place(y, acc, geom, lay, n0):
+    """y[n0:n0+nc] += the output window of ``acc`` (*A, G, nc, Mg), in y's layout."""
+    nd, g, mg = geom.ndim, geom.groups, geom.c_out // geom.groups
+    src, dst = [], []
+    for off, o, a in zip(lay.offset, geom.out_shape, acc.shape):
+        lo, hi = max(off, 0), min(off + o, a)
+        src.append(slice(lo, max(hi, lo)))
+        dst.append(slice(lo - off, max(hi, lo) - off))
+    part = acc[tuple(src)]
+    nc = acc.shape[nd + 1]
+    if geom.data_format == "NXC":
+        view = y.reshape(geom.batch, *geom.out_shape, g, mg)[(slice(n0, n0 + nc), *dst)]
+        view += part.transpose(nd + 1, *range(nd), nd, nd + 2)
+    else:
+        view = y.reshape(geom.batch, g, mg, *geom.out_shape)[(slice(n0, n0 + nc),
+                                                               slice(None), slice(None), *dst)]
+        view += part.transpose(nd + 1, nd, nd + 2, *range(nd))
+
+
+def _bias_filled(geom, bias, ct):
+    y = np.zeros(geom.array_shape("output"), ct)
+    if bias is not None:
+        y[...] = bias if geom.data_format == "NXC" else bias.reshape(-1, *[1] * geom.ndim)
+    return y
+
+
+def run_fft(xa, state, geom, plan):
+    """y in ``geom``'s layout and the compute dtype (``state`` from ``plan_fft``)."""
+    lay, wspec = state
+    ct = plan.w_packed.dtype
+    y = _bias_filled(geom, plan.bias_compute, ct)
+    if wspec is None or y.size == 0:
+        return y
+    xt = _tiles(xa, geom, lay, ct)
+    nd = geom.ndim
+    for n0 in range(0, geom.batch, lay.chunk):
+        part = xt[(slice(None),) * (nd + 1) + (slice(n0, n0 + lay.chunk),)]
+        spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=plan.workers)
+        z = _inverse(_contract(spec, wspec, plan.workers), geom, lay, plan.workers)
+        _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)
+    return y
