@@ -14,11 +14,16 @@
 #                      Threads: OpenMP prange over output pixels, each pixel (all of its
 #                      channels) written by exactly one thread, summed in a fixed order, so
 #                      results are bit-identical for any thread count.
-# _gemm.phase_gemm     the same sum for layers with >= 4 channels per group: per output phase,
-#                      one GEMM per tap (scipy.linalg.cython_blas) over a zero-haloed
-#                      channels-last input, accumulated with beta = 1, then a serial scatter
-#                      into y's layout. Threads: BLAS's own (no OpenMP region), GEMMs never
-#                      split the summed dimension, so results do not depend on the count.
+# _gemm.phase_gemm     the same sum for layers with >= 4 channels per group: per set of
+#                      output phases and block of rows, BLAS GEMMs (scipy.linalg.cython_blas)
+#                      over a zero-haloed copy of x in its own layout, one per input offset
+#                      (phases reading the same offset share it), accumulated with beta = 1
+#                      into a tile that is written, plus the bias, straight into y.
+#                      Threads: OpenMP prange over the tasks, each GEMM on one BLAS thread;
+#                      each output written by one task in a fixed order: bit-identical.
+# _layout              blocked, parallel layout changes: NCX -> zero-haloed NXC input grid
+#                      (batch-rows mode), IOX -> (K, C_in, C_out) weight packing, and the
+#                      merging of the GEMM ops' weights.
 # _depthwise.depthwise_ncx / depthwise_nxc
 #                      the same sum when min(C_in, C_out) per group is 1-3 (depthwise,
 #                      channel multipliers): memory-bound, so x is read and y written once

@@ -2,30 +2,34 @@
 
 Phase decomposition (DESIGN.md): output o = q*s + c. For phase c every tap k with
 (c + pb - k*d) divisible by s reads input i = q + e, e = (c + pb - k*d) / s, for all q of the
-phase at once. With the input stored channels-last and padded by a zero halo to a grid
-(P0, P1, P2), that is ONE matrix: the pixels of the grid from flat offset xoff(tap), rows of
-length C_in. So a block of a phase's rows is sum over its taps of
-    T[m, C_out] (+)= Xp[xoff + r0 + 0..m, :] @ W_tap,
-a plain GEMM (lda = C_in, ldc = C_out) accumulated in place with beta = 1: no column buffer,
-no multiply by an inserted zero. Rows whose grid position is not a real output of the phase
-(the halo part of each row) are computed and never read; the planner bounds that waste.
-Batch-rows mode (small images, large batch): a task is one output position q of a phase, its
-GEMMs have M = N (row stride one image of the grid) and skip the taps whose input q + e lies in
-the halo, so no multiply-add touches a zero.
+phase at once. With the input padded by a zero halo to a grid (P0, P1, P2), that is ONE
+matrix: the pixels of the grid from flat offset xoff(tap). So a block of a phase's rows is
+sum over its taps of  T[rows, C_out] (+)= Xp[xoff + r0 + 0..m, :] @ W_tap, a plain GEMM
+accumulated in place with beta = 1: no column buffer, no multiply by an inserted zero. Rows
+whose grid position is not a real output of the phase (the halo part of each row) are
+computed and never read; the planner bounds that waste.
 
-Tasks: (phase, first row, rows) blocks, planned in Python independently of the thread count.
-An OpenMP prange hands them out; each thread owns a tile T of at most max_rows * C_out values
-in its slice of the scratch, runs its GEMMs single-threaded (the caller sets BLAS to one
-thread, so the two thread pools never compete), and writes T + bias into y's own layout
-(channels first or last, through element strides): every output is written by exactly one
-task, with no scatter pass and no atomics. The sum of each output is taken in a fixed order
-(taps, then BLAS's fixed K blocking), so results are bit-identical for any thread count.
+A grid task covers a set of consecutive phases (all of them, or those sharing (c0, c1)) and
+runs "ops": one GEMM per group over the run of phases j1..j1+nj-1 whose taps read the same
+input offset, their weights side by side (merged per geometry by convt._phase_gemm), so a
+K = s upsampling layer is ONE GEMM with N = phases x C_out. Channels-last data: xp is
+(N, P0, P1, P2, C_in) and the tile pixel-major; channels-first data: xp is (N, C_in, P0, P1,
+P2), tasks stay within one image and the tile is channel-major, so neither layout is ever
+transposed. The tile plus the bias is then written into y's own layout (element strides).
+Batch-rows mode (small images, large batch, channels-last grid): a task is one output
+position q of a phase, its GEMMs have M = N (row stride one image of the grid) and skip the
+taps whose input q + e lies in the halo.
 
-Assumes: xp the padded input (N, P0, P1, P2, C_in) flattened; w the packed weights
-(G, K0, K1, K2, Cg, Mg) flattened; scratch holds nthreads * tile elements; task rows within
-their phase's rows (grid mode) or positions (batch mode); tap tables in range; y addressed
-with element strides ystr = (n, o0, o1, o2, channel); phases with no task hold only the bias,
-written by their own tasks (ntaps = 0).
+Threads: tasks are planned in Python independently of the thread count; an OpenMP prange
+hands them out; each thread owns one tile in its slice of the scratch and runs its GEMMs
+single-threaded (the caller sets BLAS to one thread, so the two thread pools never compete).
+Every output is written by exactly one task, with no scatter pass and no atomics, and summed
+in a fixed order (ops, then BLAS's fixed K blocking): bit-identical for any thread count.
+
+Assumes: xp, w (packed (G, K0, K1, K2, Cg, Mg)) and wm (merged) flat and in range of every
+op and tap; scratch holds nthreads * tile values; task rows within their set's rows (and one
+image when channels-first) or positions (batch mode); y addressed with element strides
+ystr = (n, o0, o1, o2, channel); phases no tap reaches are written (bias) by bias tasks.
 """
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
