@@ -49,7 +49,7 @@ __all__ = ["FFT_MEMORY_BUDGET", "FftLayout", "fft_cost", "fft_layout", "plan_fft
 FFT_MEMORY_BUDGET = 256 * 2**20
 
 # Cost model: seconds per unit of each ``_features`` entry, fitted (non-negative least squares)
-# on the 2-core AMD EPYC development machine (2026-11-22, float32, 2 workers, scipy 1.17.1,
+# on the 2-core AMD EPYC development machine (2026-11-21, float32, 2 workers, scipy 1.17.1,
 # numpy 2.4.6; /work/shared/bench workloads plus kernel sweeps, docs/fft.md): transform
 # samples * log2(transform length), per-bin GEMM complex multiply-adds, values copied, 1-D
 # transforms started.

@@ -34,7 +34,7 @@ _PARALLEL_MIN_OUTPUTS = 1 << 18
 # Interim "auto" rule: "fft" when convt._fft.fft_cost (its fitted cost model) is below
 # fft_share x the direct backend's time at direct_macs_per_s useful multiply-adds per second.
 # The rate is the direct GEMM variant's best on the 2-core AMD EPYC development machine
-# (float32, 2 workers, 2026-11-22); the share keeps the 12 ordinary bench workloads on
+# (float32, 2 workers, 2026-11-21); the share keeps the 12 ordinary bench workloads on
 # "direct" (the closest, dilated_s1 and dcgan_g1, estimate FFT at 1.24x and 1.35x direct; the
 # large-kernel ones at 0.05x and 0.23x).
 # Measured crossovers: docs/fft.md.
