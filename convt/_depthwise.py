@@ -82,8 +82,7 @@ def run_depthwise(xa, layout, geom, plan):
     n, c_in, c_out, nd = geom.batch, geom.c_in, geom.c_out, geom.ndim
     nxc = geom.data_format == "NXC"
     y = np.empty(geom.array_shape("output"), ct)
-    bias = plan.bias_compute
-    b = np.zeros(c_out, ct) if bias is None else np.ascontiguousarray(bias, ct)
+    b = plan.bias_compute
     if y.size == 0:
         return y
     if c_in == 0:  # nothing to contract: every position is the bias

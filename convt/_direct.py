@@ -84,15 +84,15 @@ def tables(geom):
 
 
 def run_direct(x_nxc, w_packed, bias, geom, taps, workers):
-    """y (N, *O, C_out) in the compute dtype of ``x_nxc`` (channels-last, contiguous)."""
+    """y (N, *O, C_out) in the compute dtype of ``x_nxc`` (channels-last, contiguous);
+    ``bias`` (C_out,) contiguous in that dtype (zeros for none)."""
     n, c_out = geom.batch, geom.c_out
     y = np.empty((n, *geom.out_shape, c_out), dtype=x_nxc.dtype)
-    b = np.zeros(c_out, x_nxc.dtype) if bias is None else np.ascontiguousarray(bias, x_nxc.dtype)
     if geom.c_in == 0 or y.size == 0:  # nothing to contract: every position is the bias
-        y[...] = b
+        y[...] = bias
         return y
     x5 = x_nxc.reshape(n, *pad3(geom.in_shape, 1), geom.c_in)
     y5 = y.reshape(n, *pad3(geom.out_shape, 1), c_out)
     tabs, steps = taps
-    direct_nxc(x5, w_packed, b, y5, tabs[0], tabs[1], tabs[2], steps, workers)
+    direct_nxc(x5, w_packed, bias, y5, tabs[0], tabs[1], tabs[2], steps, workers)
     return y

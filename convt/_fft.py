@@ -317,9 +317,9 @@ def _place(y, acc, geom, lay, n0):
 
 
 def _bias_filled(geom, bias, ct):
-    y = np.zeros(geom.array_shape("output"), ct)
-    if bias is not None:
-        y[...] = bias if geom.data_format == "NXC" else bias.reshape(-1, *[1] * geom.ndim)
+    """The output, every position holding the bias (the plan's: zeros when there is none)."""
+    y = np.empty(geom.array_shape("output"), ct)
+    y[...] = bias if geom.data_format == "NXC" else bias.reshape(-1, *[1] * geom.ndim)
     return y
 
 

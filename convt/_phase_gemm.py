@@ -1,8 +1,11 @@
 """Planning for the GEMM variant of the direct backend (kernel: convt._kernels._gemm).
 
-For a geometry this computes, once: the zero halo H and grid P of the padded channels-last
-input, the phases (per-axis output counts Q and residues c) and, per phase, its taps as (flat
-grid offset, weight offset) pairs. See the kernel module for the algorithm.
+For a geometry this computes, once: the zero halo H and grid P of the padded input (laid out
+like the data; channels last in batch-rows mode), the phases (per-axis output counts Q and
+residues c) and, per phase, its taps as (flat grid offset, weight offset) pairs; the sets of
+phases a task covers and their GEMM ops (taps reading one input offset, side by side); the
+tasks. Per plan and geometry, ``merged_weights`` lays the weights out for those ops. See the
+kernel module for the algorithm.
 """
 from __future__ import annotations
 
@@ -254,7 +257,8 @@ def _padded_input(xa, layout, geom, ct, arena, workers):
 
 
 def run_gemm(xa, layout, geom, w_packed, w_merged, bias, workers, arena):
-    """y in ``geom``'s data layout, in the dtype of ``w_packed``; ``xa`` in that layout too."""
+    """y in ``geom``'s data layout, in the dtype of ``w_packed``; ``xa`` in that layout too;
+    ``bias`` (C_out,) contiguous in that dtype (zeros for none)."""
     ct = w_packed.dtype
     nd, n, c_in, c_out = geom.ndim, geom.batch, geom.c_in, geom.c_out
     nxc = geom.data_format == "NXC"
@@ -264,7 +268,6 @@ def run_gemm(xa, layout, geom, w_packed, w_merged, bias, workers, arena):
     st = [v // item for v in y.strides]
     sp = st[1:-1] if nxc else st[2:]
     ystr = np.array([st[0], *(0,) * (3 - nd), *sp, st[-1] if nxc else st[1]], np.int64)
-    b = np.zeros(c_out, ct) if bias is None else np.ascontiguousarray(bias, ct)
     tile = n * c_out if layout.batch_rows else layout.tile
     scratch = arena.get("tiles", (workers * tile,), ct)
     g = geom.groups
@@ -273,7 +276,7 @@ def run_gemm(xa, layout, geom, w_packed, w_merged, bias, workers, arena):
                      int(layout.batch_rows), int(layout.channels_first)], np.int64)
     # OpenMP threads run the tasks; each task's GEMMs run on one BLAS thread.
     with blas_threads(1):
-        phase_gemm(xp.reshape(-1), w_packed.reshape(-1), w_merged, b, scratch, y.reshape(-1),
-                   layout.phases, layout.sets, layout.ops, layout.tasks, layout.xoff, layout.woff, layout.tap_e, dims,
-                   ystr, layout.tile_rows, tile, workers)
+        phase_gemm(xp.reshape(-1), w_packed.reshape(-1), w_merged, bias, scratch, y.reshape(-1),
+                   layout.phases, layout.sets, layout.ops, layout.tasks, layout.xoff,
+                   layout.woff, layout.tap_e, dims, ystr, layout.tile_rows, tile, workers)
     return y

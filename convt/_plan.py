@@ -76,19 +76,18 @@ def direct_variant(geom):
         # Measured (2-core EPYC, float32, 4x4 stride-2 layers): faster than the pixel kernel
         # for every few-channel layer tried, 3-15x in NCX; see convt/_depthwise.py.
         return "depthwise", depthwise_layout(geom)
-    if min(cg, mg) >= _MIN_GEMM_CHANNELS:
-        layout = gemm_layout(geom)
-        useful = max(layout.exact_macs, 1)
-        # Channels-first grid mode reads x and writes y in place (no transposes), which
-        # batch-rows mode cannot: there it pays up to _MAX_GEMM_WASTE (dcgan_g3, NCX, halo
-        # waste 1.27: grid 8.8 ms vs batch rows 13.6 ms, 2 threads).
-        ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
-        if layout.gemm_macs <= ok * useful:
-            return "gemm", layout
-        if geom.batch >= _MIN_BATCH_ROWS:
-            return "gemm", batch_rows_layout(layout, geom.batch)
-        if layout.gemm_macs <= _MAX_GEMM_WASTE * useful:
-            return "gemm", layout
+    layout = gemm_layout(geom)
+    useful = max(layout.exact_macs, 1)
+    # Channels-first grid mode reads x and writes y in place (no transposes), which
+    # batch-rows mode cannot: there it pays up to _MAX_GEMM_WASTE (dcgan_g3, NCX, halo
+    # waste 1.27: grid 8.8 ms vs batch rows 13.6 ms, 2 threads).
+    ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
+    if layout.gemm_macs <= ok * useful:
+        return "gemm", layout
+    if geom.batch >= _MIN_BATCH_ROWS:
+        return "gemm", batch_rows_layout(layout, geom.batch)
+    if layout.gemm_macs <= _MAX_GEMM_WASTE * useful:
+        return "gemm", layout
     return "pixel", tables(geom)
 
 
@@ -125,7 +124,9 @@ class Plan:
         # Storage dtype first (an explicit cast request rounds there), then the compute dtype.
         self.w_iox = np.array(w_iox, dtype=self.dtype, copy=True)
         self.bias = None if b is None else np.array(b, dtype=self.dtype, copy=True)
-        self.bias_compute = None if b is None else self.bias.astype(ct)
+        # The kernels always add a bias: zeros stand in for a missing one.
+        self.bias_compute = (np.zeros(spec.c_out, ct) if b is None
+                             else np.ascontiguousarray(self.bias, dtype=ct))
         self.w_packed = (pack_weights(self.w_iox, spec.groups, ct, self.workers)
                          if self.method != "reference" else None)
         self._geoms = {}

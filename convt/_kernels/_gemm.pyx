@@ -42,7 +42,7 @@ cdef enum:
     _GRID = 0    # grid rows of a set of consecutive phases (column 0: the set)
     _BIAS = 1    # output rows of one phase that no tap reaches
     _BATCH = 2   # one output position of one phase, all images (batch-rows mode)
-    _MAX_SET = 64  # phases per set handled by the interleaving channels-first write-out
+    _MAX_SET = 64  # phases per set: the write-outs keep per-phase tables on the stack
 
 
 cdef inline void _gemm(int m, int n, int k, const real* a, int lda, const real* b, int ldb,
