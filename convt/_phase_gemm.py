@@ -70,6 +70,10 @@ def gemm_layout(geom):
         lo = min((e for e, _ in es), default=0)
         h = max(0, -lo)
         top = max((q - 1 + e + h + 1 for e, q in es), default=0)
+        # Tile rows are output positions unravelled over the grid, for every phase of a set,
+        # tap-less ones included: the grid must hold each phase's Q (with s > E and negative
+        # pads, a tap-less residue can have more outputs than the data has rows).
+        top = max(top, max(q for q, _ in phases))
         halo.append(h)
         grid.append(max(h + i_len, top))
     n = geom.batch

@@ -128,3 +128,28 @@ def test_gemm_wide_channels(nd, s, k, pads, groups, data_format, mode, monkeypat
                              data_format=data_format, **kw)
     y = op(xl.astype(np.float32))
     assert_close(np.moveaxis(y, -1, 1) if data_format == "NXC" else y, ref, "direct", "float32")
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("nd,s,k,size,out", [
+    (1, 3, 1, 8, 26), (1, 2, 1, 8, 19), (1, 4, 2, 8, 34), (2, 3, 1, 5, 17), (3, 2, 1, 3, 8)])
+@pytest.mark.parametrize("mode", ["grid", "batch"])
+def test_gemm_negative_pads_both_sides_stride_above_kernel(nd, s, k, size, out, data_format,
+                                                           mode, monkeypatch):
+    """Stride > kernel extent with both pads negative: a residue without taps then has more
+    outputs than the data has rows, and the grid must still hold them (this wrote past the
+    output before; convt.dask's blocks produce such local geometries)."""
+    rng = np.random.default_rng(nd * 100 + s * 10 + k)
+    x = rng.standard_normal((2, 5, *(size,) * nd))
+    w = rng.standard_normal((5, 4, *(k,) * nd))
+    b = rng.standard_normal(4)
+    kw = dict(strides=(s,) * nd, output_shape=(out,) * nd)
+    ref = convt.conv_transpose(x, w, b, method="reference", **kw)
+    op = convt.ConvTranspose(w.astype(np.float32), b.astype(np.float32), method="direct",
+                             data_format=data_format, **kw)
+    xl = np.moveaxis(x, 1, -1) if data_format == "NXC" else x
+    geom = op.geometry(xl.shape)
+    assert min(geom.pads_begin) < 0 and min(geom.pads_end) < 0
+    _force(monkeypatch, mode == "batch")
+    y = op(xl.astype(np.float32))
+    assert_close(np.moveaxis(y, -1, 1) if data_format == "NXC" else y, ref, "direct", "float32")
