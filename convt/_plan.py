@@ -5,6 +5,7 @@ The plan never looks at the convention except to name it in error messages.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import os
 from math import prod
@@ -64,18 +65,14 @@ class Planned(NamedTuple):
     state: Any
 
 
-# Layouts and phase tables depend on the geometry only (never on array contents), so they are
-# shared by every plan, like scipy.fft's plan cache: a one-shot call on a shape seen before
-# plans in microseconds (fcn32s_k64's 4096-tap layout takes ~13 ms to build).
-@functools.lru_cache(maxsize=64)
-def direct_variant(geom):
-    """("depthwise", layout), ("gemm", layout) or ("pixel", phase tables): how the direct
-    backend runs ``geom``."""
+def variant_choice(geom):
+    """(name, batch_rows, grid-mode layout or None): which direct variant ``geom`` runs,
+    "depthwise", "gemm" (in batch-rows mode or not) or "pixel"."""
     cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
     if min(cg, mg) < _MIN_GEMM_CHANNELS:
         # Measured (2-core EPYC, float32, 4x4 stride-2 layers): faster than the pixel kernel
         # for every few-channel layer tried, 3-15x in NCX; see convt/_depthwise.py.
-        return "depthwise", depthwise_layout(geom)
+        return "depthwise", False, None
     layout = gemm_layout(geom)
     useful = max(layout.exact_macs, 1)
     # Channels-first grid mode reads x and writes y in place (no transposes), which
@@ -83,12 +80,30 @@ def direct_variant(geom):
     # waste 1.27: grid 8.8 ms vs batch rows 13.6 ms, 2 threads).
     ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
     if layout.gemm_macs <= ok * useful:
-        return "gemm", layout
+        return "gemm", False, layout
     if geom.batch >= _MIN_BATCH_ROWS:
-        return "gemm", batch_rows_layout(layout, geom.batch)
+        return "gemm", True, layout
     if layout.gemm_macs <= _MAX_GEMM_WASTE * useful:
-        return "gemm", layout
-    return "pixel", tables(geom)
+        return "gemm", False, layout
+    return "pixel", False, None
+
+
+# Layouts and phase tables depend on the geometry only (never on array contents), so they are
+# shared by every plan, like scipy.fft's plan cache: a one-shot call on a shape seen before
+# plans in microseconds (fcn32s_k64's 4096-tap layout takes ~13 ms to build).
+@functools.lru_cache(maxsize=64)
+def direct_variant(geom, pin=None):
+    """("depthwise", layout), ("gemm", layout) or ("pixel", phase tables): how the direct
+    backend runs ``geom``; ``pin`` = (name, batch_rows) imposes a variant (every variant
+    computes every geometry; convt.dask pins the whole array's on each of its blocks, so
+    each output's terms are summed in the same order)."""
+    name, batch_rows, layout = variant_choice(geom) if pin is None else (*pin, None)
+    if name == "depthwise":
+        return name, depthwise_layout(geom)
+    if name == "pixel":
+        return name, tables(geom)
+    layout = gemm_layout(geom) if layout is None else layout
+    return name, batch_rows_layout(layout, geom.batch) if batch_rows else layout
 
 
 def resolve_workers(conv, workers):
@@ -131,8 +146,18 @@ class Plan:
                          if self.method != "reference" else None)
         self._geoms = {}
         self._packed = {}
+        self.pin = None  # the direct variant to run, (name, batch_rows); None: choose
         self.workspace = Workspace()
         self._lock = threading.Lock()
+
+    def with_spec(self, spec, pin=None):
+        """This plan for ``spec``, another padding rule of the same weights, channels, groups
+        and layout, sharing the packed weights (convt.dask: one per block's local pads);
+        ``pin``: the direct variant to run, as for `direct_variant`."""
+        other = copy.copy(self)
+        other.spec, other._geoms, other.pin = spec, {}, pin
+        other.workspace, other._lock = Workspace(), threading.Lock()
+        return other
 
     def threads(self, geom):
         """Threads for the direct kernels on ``geom``: ``workers``, or one for small work,
@@ -214,7 +239,7 @@ _RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise}
 
 
 def _direct_backend(geom, plan):
-    variant, state = direct_variant(geom)
+    variant, state = direct_variant(geom) if plan.pin is None else direct_variant(geom, plan.pin)
     if variant == "gemm":   # the layout's weights, merged per GEMM op, once per geometry
         state = (state, merged_weights(state, plan.w_packed) if not state.batch_rows
                  else plan.w_packed.reshape(-1))

@@ -96,6 +96,17 @@ def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pa
     ...                             pads_end=[1, 1], dilations=[1, 1]).shape
     (1, 7, 7, 2)
     """
+    xa, plan = _prepare(src, weights, bias, strides=strides, pads_begin=pads_begin,
+                        pads_end=pads_end, dilations=dilations, auto_pad=auto_pad,
+                        output_padding=output_padding, groups=groups, data_format=data_format,
+                        filter_format=filter_format, output_shape=output_shape, method=method,
+                        workers=workers)
+    return plan(xa)
+
+
+def _prepare(src, weights, bias, *, strides, pads_begin, pads_end, dilations, auto_pad,
+             output_padding, groups, data_format, filter_format, output_shape, method, workers):
+    """(validated src, Plan) of `conv_transpose`'s arguments; convt.dask plans with it too."""
     conv = "onednn"
     xa, w_iox, ba, dt, data_format, _ = intake(
         conv, src, weights, bias, allowed=TYPES, names=("src", "weights", "bias"),
@@ -107,4 +118,4 @@ def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pa
                        pads_end=pads_end, output_padding=output_padding,
                        output_shape=output_shape)
     spec = make_spec(conv, attrs, rule, data_format, "src")
-    return Plan(spec, w_iox, ba, dt, allowed=TYPES, method=method, workers=workers)(xa)
+    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES, method=method, workers=workers)

@@ -140,6 +140,17 @@ def conv_transpose(X, W, B=None, *, opset=11, auto_pad="NOTSET", dilations=None,
     >>> bool((y1 == full[..., :6, :6]).all()), bool((y11 == full[..., 1:, 1:]).all())
     (True, True)
     """
+    xa, plan = _prepare(X, W, B, opset=opset, auto_pad=auto_pad, dilations=dilations,
+                        group=group, kernel_shape=kernel_shape, output_padding=output_padding,
+                        output_shape=output_shape, pads=pads, strides=strides,
+                        data_format=data_format, filter_format=filter_format, method=method,
+                        workers=workers)
+    return plan(xa)
+
+
+def _prepare(X, W, B, *, opset, auto_pad, dilations, group, kernel_shape, output_padding,
+             output_shape, pads, strides, data_format, filter_format, method, workers):
+    """(validated X, Plan) of `conv_transpose`'s arguments; convt.dask plans with it too."""
     conv = f"onnx (opset {opset})"
     version = operator_version("onnx", opset)
     xa, w_iox, ba, dt, data_format, _ = intake(conv, X, W, B, allowed=TYPES[version],
@@ -149,4 +160,4 @@ def conv_transpose(X, W, B=None, *, opset=11, auto_pad="NOTSET", dilations=None,
                      group=group, kernel_shape=kernel_shape, output_padding=output_padding,
                      output_shape=output_shape, pads=pads, strides=strides,
                      data_format=data_format)
-    return Plan(spec, w_iox, ba, dt, allowed=TYPES[version], method=method, workers=workers)(xa)
+    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES[version], method=method, workers=workers)

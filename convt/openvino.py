@@ -77,7 +77,19 @@ def _backprop(conv, data, filt, groups, *, output_shape, strides, pads_begin, pa
                          pads_end=pads_end, output_padding=output_padding,
                          output_shape=output_shape)
     spec = make_spec(conv, attrs, rule, data_format, "data")
-    return Plan(spec, w_iox, None, dt, allowed=ALL_FLOATS, method=method, workers=workers)(xa)
+    return xa, Plan(spec, w_iox, None, dt, allowed=ALL_FLOATS, method=method, workers=workers)
+
+
+def _prepare(data, filter, output_shape, *, grouped, filter_format, **attrs):
+    """(validated data, Plan) of either public function's arguments (``grouped``: the
+    GroupConvolutionBackpropData filter layout); convt.dask plans with it too."""
+    if not grouped:
+        return _backprop("openvino", data, filter, 1, output_shape=output_shape,
+                         filter_format=filter_format, **attrs)
+    conv = "openvino (grouped)"
+    w_iox, groups = _ungroup(conv, filter, filter_format)
+    return _backprop(conv, data, w_iox, groups, output_shape=output_shape,
+                     filter_format="IOX", **attrs)
 
 
 _PARAMS_DOC = """
@@ -133,11 +145,12 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
     >>> y.shape
     (1, 10, 447, 447)
     """
-    return _backprop("openvino", data, filter, 1, output_shape=output_shape, strides=strides,
-                     pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
-                     auto_pad=auto_pad, output_padding=output_padding,
-                     data_format=data_format, filter_format=filter_format, method=method,
-                     workers=workers)
+    xa, plan = _prepare(data, filter, output_shape, grouped=False, strides=strides,
+                        pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+                        auto_pad=auto_pad, output_padding=output_padding,
+                        data_format=data_format, filter_format=filter_format, method=method,
+                        workers=workers)
+    return plan(xa)
 
 
 def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
@@ -169,13 +182,12 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
     ...     dilations=[1, 1]).shape
     (1, 4, 16, 16)
     """
-    conv = "openvino (grouped)"
-    w_iox, groups = _ungroup(conv, filter, filter_format)
-    return _backprop(conv, data, w_iox, groups, output_shape=output_shape, strides=strides,
-                     pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
-                     auto_pad=auto_pad, output_padding=output_padding,
-                     data_format=data_format, filter_format="IOX", method=method,
-                     workers=workers)
+    xa, plan = _prepare(data, filter, output_shape, grouped=True, strides=strides,
+                        pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
+                        auto_pad=auto_pad, output_padding=output_padding,
+                        data_format=data_format, filter_format=filter_format, method=method,
+                        workers=workers)
+    return plan(xa)
 
 
 for _f in (convolution_backprop_data, group_convolution_backprop_data):
