@@ -92,23 +92,22 @@ def _plan_for(weights, block):
     method, workers = block.method, block.workers
     key = (weights.token, block.spec, method, block.pin, workers)
     base_key = (weights.token, None, method, None, workers)
+    # One lock for lookups and builds: concurrent blocks of a new array wait for the one
+    # thread packing the weights instead of packing them again.
     with _cache_lock:
         hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
-        base = _cache.get(base_key)
-    if base is None:
-        base = Plan(weights.spec, weights.w_iox, weights.bias, weights.dtype,
-                    allowed=weights.allowed, method=method, workers=workers,
-                    cast=weights.cast)
-    plan = base.with_spec(block.spec, block.pin)
-    with _cache_lock:
-        _cache[base_key] = base
-        _cache[key] = plan
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return plan
+        if hit is None:
+            base = _cache.get(base_key)
+            if base is None:
+                base = Plan(weights.spec, weights.w_iox, weights.bias, weights.dtype,
+                            allowed=weights.allowed, method=method, workers=workers,
+                            cast=weights.cast)
+            hit = _cache[key] = base.with_spec(block.spec, block.pin)
+            _cache[base_key] = base
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+        _cache.move_to_end(key)
+    return hit
 
 
 def _assemble(blocks, cuts, axes):
