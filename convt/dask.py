@@ -111,17 +111,26 @@ def _plan_for(weights, block):
 
 
 def _assemble(blocks, cuts, axes):
-    """Concatenate the needed part of each input chunk (C order over the spatial grid)."""
-    if not cuts:
-        return blocks[0]
-    n = len(blocks) // len(cuts[0])
-    parts = []
-    for j, (start, stop) in enumerate(cuts[0]):
-        part = _assemble(blocks[j * n:(j + 1) * n], cuts[1:], axes[1:])
-        index = [slice(None)] * part.ndim
-        index[axes[0]] = slice(start, stop)
-        parts.append(part[tuple(index)])
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axes[0])
+    """The block's input: the needed part of each input chunk (C order over the spatial grid
+    of ``cuts``), copied once into one array (a view when one chunk holds it all)."""
+    grid = [range(len(c)) for c in cuts]
+    if len(blocks) == 1:
+        index = [slice(None)] * blocks[0].ndim
+        for ax, ((lo, hi),) in zip(axes, cuts):
+            index[ax] = slice(lo, hi)
+        return blocks[0][tuple(index)]
+    shape = list(blocks[0].shape)
+    for ax, c in zip(axes, cuts):
+        shape[ax] = sum(hi - lo for lo, hi in c)
+    out = np.empty(shape, blocks[0].dtype)
+    for block, pos in zip(blocks, itertools.product(*grid)):
+        src, dst = [slice(None)] * out.ndim, [slice(None)] * out.ndim
+        for ax, c, j in zip(axes, cuts, pos):
+            start = sum(hi - lo for lo, hi in c[:j])
+            lo, hi = c[j]
+            src[ax], dst[ax] = slice(lo, hi), slice(start, start + hi - lo)
+        out[tuple(dst)] = block[tuple(src)]
+    return out
 
 
 def _run_block(blocks, block, weights):
