@@ -261,6 +261,11 @@ def test_import_convt_without_dask_and_clear_error_for_convt_dask():
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
+    import cloudpickle
+
+    # client.run ships functions of this module by value, so workers never import it (its
+    # "from conftest import" would depend on the workers' sys.path).
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as cl:
@@ -278,7 +283,7 @@ def test_distributed_equals_in_memory(client, c):
     np.testing.assert_array_equal(got, ref)
 
 
-def _base_plans(token):
+def _base_plans(token):  # runs on the workers (pickled by value: see the fixture)
     from convt import dask as worker_dask
     return sum(1 for k in list(worker_dask._cache) if k[0] == token and k[1] is None)
 
@@ -292,4 +297,5 @@ def test_distributed_workers_prepare_weights_once(client):
     client.compute(y).result()
     token = cdask._weights(convt.ConvTranspose(w, strides=(2, 2), workers=1)._plan).token
     counts = client.run(_base_plans, token)
-    assert sorted(counts.values()) == [1, 1]  # 64 blocks over 2 workers: one plan each
+    # one packed-weights plan per worker that ran blocks (64 blocks: usually both do)
+    assert len(counts) == 2 and set(counts.values()) <= {0, 1} and sum(counts.values()) >= 1
