@@ -138,7 +138,7 @@ def _run_block(blocks, block, weights):
     return _plan_for(weights, block)(x)
 
 
-def _plan(conv, convention, x_dtype, x_ndim, w, b, keywords):
+def _front_end_plan(conv, convention, x_dtype, x_ndim, w, b, keywords):
     public, n_arrays, prepare = _FRONT_ENDS[convention]
     sig = inspect.signature(public)
     accepted = list(sig.parameters)[n_arrays:]
@@ -216,7 +216,7 @@ def conv_transpose(x, w, b=None, *, convention="canonical", **keywords):
     if not isinstance(x, da.Array):
         x = da.asarray(x)
     keywords.setdefault("workers", 1)
-    plan = _plan(conv, convention, x.dtype, x.ndim, w, b, keywords)
+    plan = _front_end_plan(conv, convention, x.dtype, x.ndim, w, b, keywords)
     spec = plan.spec
     if x.dtype != plan.dtype and not plan.cast:
         raise fail(spec.convention, spec.input_name, "must have the weights' dtype "
@@ -226,11 +226,18 @@ def conv_transpose(x, w, b=None, *, convention="canonical", **keywords):
     geom = resolve(spec, x.shape)
     method = plan.method if plan.method != "auto" else plan.choose(geom)
     pin = variant_choice(geom)[:2] if method == "direct" else None
-    nd, nxc = geom.ndim, geom.data_format == "NXC"
+    nxc = geom.data_format == "NXC"
     c_axis = x.ndim - 1 if nxc else 1
-    spatial_axes = tuple(range(1, nd + 1)) if nxc else tuple(range(2, nd + 2))
     if len(x.chunks[c_axis]) > 1:
         x = x.rechunk({c_axis: -1})
+    return _graph(x, plan, geom, method, pin)
+
+
+def _graph(x, plan, geom, method, pin):
+    """The lazy result: one task per output block (per batch chunk x spatial blocks), each
+    depending on the input chunks its block reads and on the one weights key."""
+    spec, nd, nxc = plan.spec, geom.ndim, geom.data_format == "NXC"
+    spatial_axes = tuple(range(1, nd + 1)) if nxc else tuple(range(2, nd + 2))
     axes = [axis_blocks(x.chunks[ax], stride=geom.strides[a], dilation=geom.dilations[a],
                         kernel=geom.kernel[a], pads_begin=geom.pads_begin[a],
                         out_len=geom.out_shape[a])
