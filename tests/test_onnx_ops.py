@@ -152,6 +152,20 @@ def test_plan_built_once_for_initializers():
     assert len(plans) == 1
 
 
+def test_initializers_skip_the_bit_comparison(monkeypatch):
+    # Initializers are read-only views of immutable bytes: the same objects cannot change.
+    w, b = _weights()
+    sess = ReferenceEvaluator(conv_transpose_model(w, b, strides=[2, 2]),
+                              new_ops=[convt.onnx.ConvTransposeOp])
+    x = np.ones((1, 4, 5, 5), np.float32)
+    sess.run(None, {"X": x})
+    from convt import _onnx_ops
+
+    assert _onnx_ops._immutable(sess.rt_inits_["W"]) and not _onnx_ops._immutable(w)
+    monkeypatch.setattr(_onnx_ops, "_same_bits", None)   # any call would fail
+    _close(sess.run(None, {"X": x})[0], _expected(x, w, b), "float32")
+
+
 @pytest.mark.parametrize("check_weights", [True, False])
 def test_new_weight_arrays_are_never_stale(check_weights):
     w, b = _weights()
