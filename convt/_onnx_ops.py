@@ -107,8 +107,10 @@ class ConvTranspose(OpRun):
         super().__init__(onnx_node, run_params, schema)
         self.opset = int(run_params["opsets"][onnx_node.domain])
         self.version = operator_version("onnx", self.opset)
-        self.convention = (f"onnx {onnx_node.op_type} node {onnx_node.name!r} "
-                           f"(opset {self.opset})")
+        # Exporters often leave names empty: then the node's first output identifies it.
+        label = (repr(onnx_node.name) if onnx_node.name
+                 else f"with output {onnx_node.output[0]!r}")
+        self.convention = f"onnx {onnx_node.op_type} node {label} (opset {self.opset})"
         unknown = sorted(self.attributes_names_ - set(_ATTRIBUTES))
         if unknown:
             raise fail(self.convention, unknown[0], "is not a ConvTranspose attribute (known: "

@@ -1,7 +1,7 @@
 """One-node ConvTranspose models built with onnx.helper, for the tests of convt.onnx's
 evaluator op and backend (callers importorskip onnx first)."""
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 
 def conv_transpose_model(w, b=None, *, opset=11, x_shape=None, x_dtype=None, name="up",

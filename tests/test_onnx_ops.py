@@ -136,6 +136,27 @@ def test_operator_version_follows_the_model_opset(opset, version):
     assert not np.array_equal(y, convt.onnx.conv_transpose(x, w, opset=other, **attrs))
 
 
+def test_control_flow_subgraphs_run_on_convt():
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    vi = lambda name, shape=None: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+    branch = lambda node, out: helper.make_graph([node], out, [], [vi(out)])
+    node = helper.make_node("If", ["C"], ["Y"], then_branch=branch(helper.make_node(
+        "ConvTranspose", ["X", "W"], ["T"], name="inner", strides=[2], output_shape=[6]), "T"),
+        else_branch=branch(helper.make_node("Identity", ["X"], ["E"]), "E"))
+    graph = helper.make_graph([node], "g", [vi("X", [1, 1, 3]), helper.make_tensor_value_info(
+        "C", TensorProto.BOOL, [])], [vi("Y")], [numpy_helper.from_array(w, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    sess = ReferenceEvaluator(model, new_ops=[convt.onnx.ConvTransposeOp])
+    x = np.array([[[1, 2, 3]]], np.float32)
+    y = sess.run(None, {"X": x, "C": np.array(True)})[0]
+    inner = sess.rt_nodes_[0].then_branch.rt_nodes_[0]
+    assert isinstance(inner, convt.onnx.ConvTransposeOp) and inner.version == 1
+    np.testing.assert_array_equal(y, convt.onnx.conv_transpose(x, w, opset=10, strides=[2],
+                                                               output_shape=[6]))
+
+
 # The prepared operator, per node ---------------------------------------------------------
 
 def _weights():
@@ -261,6 +282,22 @@ def test_run_errors_name_the_node(attrs, exc, match):
                               new_ops=[convt.onnx.ConvTransposeOp])
     with pytest.raises(exc, match=match):
         sess.run(None, {"X": X})
+
+
+def test_unnamed_node_is_named_by_its_output():
+    model = conv_transpose_model(W, name="", pads=[0, 0, -1, 0])
+    sess = ReferenceEvaluator(model, new_ops=[convt.onnx.ConvTransposeOp])
+    with pytest.raises(ValueError, match=r"onnx ConvTranspose node with output 'Y' "
+                       r"\(opset 11\): 'pads' must be non-negative"):
+        sess.run(None, {"X": X})
+
+
+def test_omitted_optional_bias():
+    model = conv_transpose_model(W, strides=[2, 2])
+    model.graph.node[0].input.append("")   # B given as the empty name: absent
+    sess = ReferenceEvaluator(model, new_ops=[convt.onnx.ConvTransposeOp])
+    y = sess.run(None, {"X": X})[0]
+    _close(y, convt.onnx.conv_transpose(X, W, strides=[2, 2], method="reference"), "float32")
 
 
 def test_type_errors_are_not_buried():
