@@ -78,7 +78,7 @@ def _pack_nxc(plan):
 
 def run_depthwise(xa, layout, geom, plan):
     """y in ``geom``'s data layout and the compute dtype; ``xa`` in that layout too."""
-    ct = plan.w_packed.dtype
+    ct = plan.compute_dtype
     n, c_in, c_out, nd = geom.batch, geom.c_in, geom.c_out, geom.ndim
     nxc = geom.data_format == "NXC"
     y = np.empty(geom.array_shape("output"), ct)

@@ -203,7 +203,7 @@ def kernel_spectrum(w_iox, geom, lay, ct, workers):
 
 def plan_fft(geom, plan):
     """Backend entry (convt._plan._BACKENDS): ("fft" or "fft-overlap-add", run_fft, state)."""
-    ct = plan.w_packed.dtype
+    ct = plan.compute_dtype
     lay = fft_layout(geom, ct)
     live = lay.chunk > 0 and geom.batch > 0 and geom.c_in > 0 and geom.c_out > 0
     spec = kernel_spectrum(plan.w_iox, geom, lay, ct, plan.workers) if live else None
@@ -326,7 +326,7 @@ def _bias_filled(geom, bias, ct):
 def run_fft(xa, state, geom, plan):
     """y in ``geom``'s layout and the compute dtype (``state`` from ``plan_fft``)."""
     lay, wspec = state
-    ct = plan.w_packed.dtype
+    ct = plan.compute_dtype
     y = _bias_filled(geom, plan.bias_compute, ct)
     if wspec is None or y.size == 0:
         return y

@@ -19,7 +19,7 @@ import numpy as np
 from ._blas import blas_threads
 from ._direct import pad3
 from ._kernels._gemm import phase_gemm
-from ._kernels._layout import merge_taps, to_padded_nxc
+from ._kernels._layout import merge_iox, to_padded_nxc
 
 __all__ = ["GemmLayout", "batch_rows_layout", "gemm_layout", "merged_weights", "run_gemm"]
 
@@ -36,6 +36,9 @@ class GemmLayout:
     ops: np.ndarray      # (n_ops, 6): xoff, woff in the merged weights, j1, nj, beta, and
                          # the grid rows of one image its phases need
     op_taps: tuple       # per op, the woff (in the packed weights) of each of its nj taps
+    merge_dst: np.ndarray   # per tap (flat kernel index): offset of its (Cg, Mg) column
+                            # block in the merged weights (row 0), -1 if no op uses it
+    merge_step: np.ndarray  # per tap: row length of its op in the merged weights (nj * Mg)
     tasks: np.ndarray    # (n_tasks, 4): set or phase, first row (or position), rows, kind
     tile_rows: int       # rows of a grid task's tile
     tile: int            # scratch values per thread (grid mode)
@@ -108,16 +111,33 @@ def gemm_layout(geom):
     img = prod(grid)
     sets, ops, op_taps = _sets_and_ops(phases, xoff, woff, phase_rows, size, strides[2],
                                       per_group, n, img)
+    merge_dst, merge_step = _merge_tables(ops, op_taps, prod(kernel), cg * mg, mg)
     cf = geom.data_format == "NCX"
     tile_rows = max(_MIN_TILE_ROWS, _TILE_VALUES // max(geom.c_out * size, 1))
     return GemmLayout(halo=tuple(halo), grid=tuple(grid), phases=phases,
                       xoff=np.array(xoff, np.int64), woff=np.array(woff, np.int64),
                       tap_e=np.array(tap_e, np.int64), sets=sets, ops=ops, op_taps=op_taps,
+                      merge_dst=merge_dst, merge_step=merge_step,
                       tasks=_grid_tasks(phases, sets, phase_rows, tile_rows, n,
                                         img if cf else 0),
                       channels_first=cf,
                       tile_rows=tile_rows, tile=tile_rows * size * geom.c_out,
                       gemm_macs=gemm_macs, exact_macs=exact_macs)
+
+
+def _merge_tables(ops, op_taps, kt, block, mg):
+    """``GemmLayout.merge_dst`` / ``merge_step``: where ``merged_weights`` puts each tap."""
+    nj = ops[:, 3]
+    k = np.fromiter(itertools.chain.from_iterable(op_taps), np.int64, int(nj.sum()))
+    k //= max(block, 1)
+    if len(np.unique(k)) != len(k):
+        raise RuntimeError("a GEMM layout uses a tap twice; this is a bug in convt")
+    j = np.arange(len(k)) - np.repeat(np.cumsum(nj) - nj, nj)
+    dst = np.full(kt, -1, np.int64)
+    step = np.zeros(kt, np.int64)
+    dst[k] = np.repeat(ops[:, 1], nj) + j * mg
+    step[k] = np.repeat(nj * mg, nj)
+    return dst, step
 
 
 def _set_size(n_phases, s2, c_out):
@@ -172,16 +192,20 @@ def _runs(taps, touched):
     return runs
 
 
-def merged_weights(layout, w_packed):
-    """Per op and group, the (Cg, nj*Mg) weights of its taps side by side, flat."""
-    g, cg, mg = w_packed.shape[0], w_packed.shape[4], w_packed.shape[5]
-    kt = prod(w_packed.shape[1:4])
-    taps = np.array([w // max(cg * mg, 1) for t in layout.op_taps for w in t], np.int64)
-    nj = np.array([len(t) for t in layout.op_taps], np.int64)
-    out = np.empty(max(1, g * cg * mg * len(taps)), w_packed.dtype)
-    if len(taps) and cg * mg:
-        merge_taps(w_packed.reshape(-1), out, taps, nj, g, kt, cg, mg)
+def merged_weights(layout, w_iox, workers):
+    """Per op and group, the (Cg, nj*Mg) weights of its taps side by side, flat, made in one
+    pass from the IOX filter ``w_iox`` (C_in, Mg, *K), C-contiguous in the compute dtype."""
+    c_in, mg = w_iox.shape[:2]
+    size = c_in * mg * int(layout.ops[:, 3].sum())
+    out = np.empty(max(1, size), w_iox.dtype)
+    if size:
+        threads = workers if size >= _PARALLEL_MERGE_VALUES else 1
+        merge_iox(w_iox.reshape(-1), out, layout.merge_dst, layout.merge_step, mg, threads)
     return out
+
+
+# Smaller weights merge faster than a thread team starts (~0.5 ms of copying at this size).
+_PARALLEL_MERGE_VALUES = 1 << 19
 
 
 # A task's tile (rows x phases x C_out) stays in L2 while it is written out to y: 512 KiB
@@ -260,10 +284,11 @@ def _padded_input(xa, layout, geom, ct, arena, workers):
     return xp
 
 
-def run_gemm(xa, layout, geom, w_packed, w_merged, bias, workers, arena):
-    """y in ``geom``'s data layout, in the dtype of ``w_packed``; ``xa`` in that layout too;
-    ``bias`` (C_out,) contiguous in that dtype (zeros for none)."""
-    ct = w_packed.dtype
+def run_gemm(xa, layout, geom, w_merged, bias, workers, arena):
+    """y in ``geom``'s data layout, in the dtype of ``w_merged`` (``merged_weights``, or in
+    batch-rows mode the packed weights flat); ``xa`` in that layout too; ``bias`` (C_out,)
+    contiguous in that dtype (zeros for none)."""
+    ct = w_merged.dtype
     nd, n, c_in, c_out = geom.ndim, geom.batch, geom.c_in, geom.c_out
     nxc = geom.data_format == "NXC"
     xp = _padded_input(xa, layout, geom, ct, arena, workers)
@@ -276,11 +301,11 @@ def run_gemm(xa, layout, geom, w_packed, w_merged, bias, workers, arena):
     scratch = arena.get("tiles", (workers * tile,), ct)
     g = geom.groups
     dims = np.array([n, *layout.grid, *pad3(geom.strides, 1), g, c_in // g, c_out // g, c_in,
-                     prod(w_packed.shape[1:]), *layout.halo, *pad3(geom.in_shape, 1),
+                     prod(geom.kernel) * (c_in // g) * (c_out // g), *layout.halo, *pad3(geom.in_shape, 1),
                      int(layout.batch_rows), int(layout.channels_first)], np.int64)
     # OpenMP threads run the tasks; each task's GEMMs run on one BLAS thread.
     with blas_threads(1):
-        phase_gemm(xp.reshape(-1), w_packed.reshape(-1), w_merged, bias, scratch, y.reshape(-1),
+        phase_gemm(xp.reshape(-1), w_merged, w_merged, bias, scratch, y.reshape(-1),
                    layout.phases, layout.sets, layout.ops, layout.tasks, layout.xoff,
                    layout.woff, layout.tap_e, dims, ystr, layout.tile_rows, tile, workers)
     return y

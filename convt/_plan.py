@@ -142,8 +142,7 @@ class Plan:
         # The kernels always add a bias: zeros stand in for a missing one.
         self.bias_compute = (np.zeros(spec.c_out, ct) if b is None
                              else np.ascontiguousarray(self.bias, dtype=ct))
-        self.w_packed = (pack_weights(self.w_iox, spec.groups, ct, self.workers)
-                         if self.method != "reference" else None)
+        self.compute_dtype = ct
         self._geoms = {}
         self._packed = {}
         self.pin = None  # the direct variant to run, (name, batch_rows); None: choose
@@ -158,6 +157,17 @@ class Plan:
         other.spec, other._geoms, other.pin = spec, {}, pin
         other.workspace, other._lock = Workspace(), threading.Lock()
         return other
+
+    @functools.cached_property
+    def w_packed(self):
+        """Weights (G, K0, K1, K2, Cg, Mg) in the compute dtype, for the direct kernels that
+        read them so; packed on first use (the GEMM grid mode and FFT never need them)."""
+        return pack_weights(self.w_iox, self.spec.groups, self.compute_dtype, self.workers)
+
+    @functools.cached_property
+    def w_iox_compute(self):
+        """The IOX weights, C-contiguous in the compute dtype (a view when they already are)."""
+        return np.ascontiguousarray(self.w_iox, dtype=self.compute_dtype)
 
     def threads(self, geom):
         """Threads for the direct kernels on ``geom``: ``workers``, or one for small work,
@@ -196,7 +206,7 @@ class Plan:
         if self.method != "auto":
             return self.method
         direct = geom.macs / _AUTO_FFT["direct_macs_per_s"]
-        fft = fft_cost(geom, self.w_packed.dtype)
+        fft = fft_cost(geom, self.compute_dtype)
         return "fft" if fft < _AUTO_FFT["fft_share"] * direct else "direct"
 
     def __call__(self, x):
@@ -223,7 +233,7 @@ def _run_reference(xa, state, geom, plan):
 def _run_gemm(xa, state, geom, plan):
     layout, w_merged = state
     with plan.workspace.borrow() as arena:
-        return run_gemm(xa, layout, geom, plan.w_packed, w_merged, plan.bias_compute,
+        return run_gemm(xa, layout, geom, w_merged, plan.bias_compute,
                         plan.threads(geom), arena)
 
 
@@ -241,8 +251,8 @@ _RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise}
 def _direct_backend(geom, plan):
     variant, state = direct_variant(geom) if plan.pin is None else direct_variant(geom, plan.pin)
     if variant == "gemm":   # the layout's weights, merged per GEMM op, once per geometry
-        state = (state, merged_weights(state, plan.w_packed) if not state.batch_rows
-                 else plan.w_packed.reshape(-1))
+        state = (state, plan.w_packed.reshape(-1) if state.batch_rows
+                 else merged_weights(state, plan.w_iox_compute, plan.workers))
     return variant, _RUNNERS[variant], state
 
 

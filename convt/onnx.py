@@ -161,3 +161,25 @@ def _prepare(X, W, B, *, opset, auto_pad, dilations, group, kernel_shape, output
                      output_shape=output_shape, pads=pads, strides=strides,
                      data_format=data_format)
     return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES[version], method=method, workers=workers)
+
+
+# Running ONNX models (needs the ``onnx`` package, ``pip install convt[onnx]``): loaded on
+# first access (PEP 562), so ``import convt`` never imports onnx. docs/onnx.md.
+_LAZY = {"ConvTransposeOp": ("_onnx_ops", "ConvTranspose"), "backend": ("_onnx_backend", None),
+         "Backend": ("_onnx_backend", "Backend"), "BackendRep": ("_onnx_backend", "BackendRep")}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, attr = _LAZY[name]
+    try:
+        mod = importlib.import_module(f"{__package__}.{module}")
+    except ModuleNotFoundError as e:
+        if e.name != "onnx" and not (e.name or "").startswith("onnx."):
+            raise
+        raise ImportError(f"convt.onnx.{name} needs the 'onnx' package: "
+                          "pip install 'convt[onnx]'") from e
+    return mod if attr is None else getattr(mod, attr)

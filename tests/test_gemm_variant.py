@@ -153,3 +153,25 @@ def test_gemm_negative_pads_both_sides_stride_above_kernel(nd, s, k, size, out, 
     _force(monkeypatch, mode == "batch")
     y = op(xl.astype(np.float32))
     assert_close(np.moveaxis(y, -1, 1) if data_format == "NXC" else y, ref, "direct", "float32")
+
+
+@pytest.mark.parametrize("method, variant, packs", [
+    ("direct", "gemm", False),    # grid mode merges straight from the IOX weights
+    ("fft", None, False),
+    ("direct", "pixel", True),
+])
+def test_weights_packed_only_for_kernels_that_read_them(method, variant, packs, rng,
+                                                         monkeypatch):
+    x = rng.standard_normal((1, 8, 16, 16)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 4, 4)).astype(np.float32)
+    if variant == "pixel":   # grid mode never acceptable, batch too small for batch rows
+        monkeypatch.setattr(_plan, "direct_variant", _plan.direct_variant.__wrapped__)
+        monkeypatch.setattr(_plan, "_MAX_GEMM_WASTE", 0.0)
+        monkeypatch.setattr(_plan, "_GRID_WASTE_OK", 0.0)
+    op = convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), method=method)
+    y = op(x)
+    if variant is not None:
+        assert op._plan.geometry(x.shape).variant == variant
+    assert ("w_packed" in vars(op._plan)) == packs
+    ref = convt.conv_transpose(x, w, strides=(2, 2), pads=(1, 1, 1, 1), method="reference")
+    assert_close(y, ref.astype(np.float64), method, "float32")
