@@ -61,7 +61,7 @@ _cache = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq=False: hashed by identity, never by its arrays
 class _Weights:
     """The one graph value every block task depends on (shipped once per worker)."""
 
