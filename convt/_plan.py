@@ -153,6 +153,8 @@ class Plan:
         """This plan for ``spec``, another padding rule of the same weights, channels, groups
         and layout, sharing the packed weights (convt.dask: one per block's local pads);
         ``pin``: the direct variant to run, as for `direct_variant`."""
+        if pin is not None and (pin[0] != "gemm" or pin[1]):
+            self.w_packed  # noqa: B018 -- packed here once, then shared by every copy
         other = copy.copy(self)
         other.spec, other._geoms, other.pin = spec, {}, pin
         other.workspace, other._lock = Workspace(), threading.Lock()
