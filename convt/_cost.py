@@ -24,7 +24,7 @@ import numpy as np
 from ._phase_gemm import _axis_phases
 
 __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
-           "estimate", "calibration_path", "load_calibration", "save_calibration"]
+           "estimate", "seconds", "calibration_path", "load_calibration", "save_calibration"]
 
 # Fitted (scipy.optimize.least_squares on log time) to docs/scripts/dispatch_sweep.py's
 # forced-backend timings: 78 geometries, 2-core AMD EPYC development machine, 2026-11-21,
@@ -36,6 +36,7 @@ DEFAULTS = {
     "gemm_channel_half": 6.0,    # GEMM efficiency c / (c + half) per channel dimension
     "pixel_macs_per_s": 3e9,     # generic gather kernel
     "depthwise_macs_per_s": 4e9,  # depthwise variant, taps in the data
+    "depthwise_row_s": 20e-9,    # depthwise variant, per (output row, tap): loop set-up
     "bytes_per_s": 8e9,          # copies and writes of x and y
     "thread_efficiency": 0.85,   # second and later threads
     "direct_f64": 2.0,
@@ -154,6 +155,9 @@ def _direct_seconds(geom, kind, f64, threads, c):
     if f64:
         rate /= c["direct_f64"]
     work = kind.macs / rate + moved / c["bytes_per_s"]
+    if kind.variant == "depthwise":
+        rows = geom.batch * geom.c_out * prod(geom.out_shape[:-1]) * prod(geom.kernel)
+        work += rows * c["depthwise_row_s"]
     return c["call_s"] + work / _parallel(threads, c)
 
 
@@ -164,6 +168,16 @@ def _fft_seconds(geom, compute_dtype, f64, workers, c):
     # fft_cost was fitted at 2 workers: rescale its parallel part to ``workers``.
     scale *= _parallel(2, c) / _parallel(workers, c)
     return c["call_s"] + scale * fft_cost(geom, compute_dtype)
+
+
+def seconds(geom, compute_dtype, workers, method, constants=None):
+    """Estimated seconds of ``method`` ("direct" or "fft") on ``geom``, always computed
+    (`estimate` skips hopeless FFTs); for fitting the constants."""
+    c = CONSTANTS if constants is None else constants
+    f64 = np.dtype(compute_dtype) == np.float64
+    if method == "fft":
+        return _fft_seconds(geom, compute_dtype, f64, workers, c)
+    return _direct_seconds(geom, direct_kind(geom), f64, direct_threads(geom, workers), c)
 
 
 def estimate(geom, compute_dtype, workers, constants=None):

@@ -136,7 +136,7 @@ class Plan:
 
     def estimate(self, geom):
         """``convt._cost.estimate`` for this plan's compute dtype and workers."""
-        return estimate(geom, self.w_packed.dtype, self.workers)
+        return estimate(geom, compute_dtype(self.dtype), self.workers)
 
     def choose(self, geom, x=None):
         """The backend for ``geom``: the method asked for; for "auto" the cost model's
