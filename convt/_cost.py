@@ -13,6 +13,7 @@ and can save them to ``calibration_path()``, which is loaded (if present) on imp
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import warnings
@@ -26,23 +27,33 @@ from ._phase_gemm import _axis_phases
 __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
            "estimate", "seconds", "calibration_path", "load_calibration", "save_calibration"]
 
-# Fitted (scipy.optimize.least_squares on log time) to docs/scripts/dispatch_sweep.py's
-# forced-backend timings: 78 geometries, 2-core AMD EPYC development machine, 2026-11-21,
-# 2 workers, numpy 2.4 / scipy 1.17 (`python docs/scripts/dispatch_sweep.py --fit`).
-# Rates are per thread, for float32; ``*_f64`` are float64's slowdowns.
+# Fitted by convt._calibrate.fit_constants (least squares on log time, soft L1) to the
+# forced-backend timings of two runs of the dispatch sweep, 78 geometries each (2 x 156
+# samples), on the 2-core AMD EPYC development machine, 2026-11-21, 2 workers, numpy 2.4.6 /
+# scipy 1.17.1, with the machine shared (load average 8-11 on 2 cores: the thread efficiency
+# sits at its lower bound): `python docs/scripts/dispatch_sweep.py --runs 1 --json a.json`
+# (twice), then `python docs/scripts/dispatch_sweep.py --fit a.json b.json`. call_s and
+# fft_min_s are set by hand from the smallest calls measured. Rates are per thread, float32;
+# ``*_f64`` are float64's slowdowns. `convt.calibrate()` refits them on the running machine.
 DEFAULTS = {
-    "call_s": 15e-6,             # fixed cost of one call (Python, output allocation)
-    "gemm_macs_per_s": 30e9,     # GEMM variant, thick channels
-    "gemm_channel_half": 6.0,    # GEMM efficiency c / (c + half) per channel dimension
-    "pixel_macs_per_s": 3e9,     # generic gather kernel
-    "depthwise_macs_per_s": 4e9,  # depthwise variant, taps in the data
-    "depthwise_row_s": 20e-9,    # depthwise variant, per (output row, tap): loop set-up
-    "bytes_per_s": 8e9,          # copies and writes of x and y
-    "thread_efficiency": 0.85,   # second and later threads
-    "direct_f64": 2.0,
-    "fft_scale": 1.0,            # x convt._fft.fft_cost (fitted at 2 workers)
-    "fft_f64": 1.4,
-    "fft_min_s": 60e-6,          # no FFT call is faster: smaller direct work skips the estimate
+    "call_s": 15e-6,               # fixed cost of one call (Python, output allocation)
+    "gemm_macs_per_s": 12.6e9,     # GEMM variant, thick channels
+    "gemm_channel_half": 4.45,     # GEMM efficiency c / (c + half) per channel dimension
+    "pixel_macs_per_s": 0.98e9,    # generic gather kernel
+    "depthwise_macs_per_s": 12.5e9,  # depthwise variant, taps in the data
+    "depthwise_row_s": 62e-9,      # depthwise variant, per (output row, tap): loop set-up
+    "bytes_per_s": 5.1e9,          # copies and writes of x and y
+    "thread_efficiency": 0.3,      # second and later threads
+    "direct_f64": 1.38,
+    # FFT backend at 2 workers, per unit of each convt._fft._features entry of the tiling
+    # fft_layout picks: transform samples x log2(length), per-bin GEMM complex multiply-adds,
+    # values copied, 1-D transforms started.
+    "fft_sample_log_s": 4.0e-10,
+    "fft_cmac_s": 1.12e-9,
+    "fft_copy_s": 3.1e-9,
+    "fft_transform_s": 4.7e-9,
+    "fft_f64": 2.55,
+    "fft_min_s": 60e-6,            # no FFT call is faster: smaller direct work skips the estimate
 }
 CONSTANTS = dict(DEFAULTS)
 
@@ -115,6 +126,9 @@ def gemm_counts(geom):
     return gemm, n * i0 * i1 * i2 * per_group
 
 
+# Geometries are frozen and the rule is pure: one-shot calls on a shape seen before skip the
+# per-axis counts (~20 us of the one-shot overhead budget).
+@functools.lru_cache(maxsize=256)
 def direct_kind(geom):
     """The direct backend's variant for ``geom`` (a ``DirectKind``)."""
     cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
@@ -161,13 +175,20 @@ def _direct_seconds(geom, kind, f64, threads, c):
     return c["call_s"] + work / _parallel(threads, c)
 
 
-def _fft_seconds(geom, compute_dtype, f64, workers, c):
-    from ._fft import fft_cost
+_FFT_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s")
 
-    scale = c["fft_scale"] * (c["fft_f64"] if f64 else 1.0)
-    # fft_cost was fitted at 2 workers: rescale its parallel part to ``workers``.
-    scale *= _parallel(2, c) / _parallel(workers, c)
-    return c["call_s"] + scale * fft_cost(geom, compute_dtype)
+
+def _fft_seconds(geom, compute_dtype, f64, workers, c):
+    from ._fft import _features, fft_layout
+
+    lay = fft_layout(geom, compute_dtype)
+    if lay.chunk == 0:
+        return c["call_s"]
+    feats = _features(geom, list(zip(lay.small, lay.block, lay.tiles)))
+    t = sum(f * c[k] for f, k in zip(feats, _FFT_UNITS))
+    # fitted at 2 workers: rescale to ``workers``
+    scale = (c["fft_f64"] if f64 else 1.0) * _parallel(2, c) / _parallel(workers, c)
+    return c["call_s"] + scale * t
 
 
 def seconds(geom, compute_dtype, workers, method, constants=None):

@@ -196,7 +196,7 @@ def test_missing_calibration_file_is_silent(tmp_path, recwarn):
 
 def test_fit_recovers_known_constants():
     """Timings made by the model with known constants are fitted back to the same estimates."""
-    truth = dict(_cost.DEFAULTS, gemm_macs_per_s=12e9, fft_scale=2.0, pixel_macs_per_s=1e9,
+    truth = dict(_cost.DEFAULTS, gemm_macs_per_s=12e9, fft_cmac_s=2e-9, pixel_macs_per_s=1e9,
                  depthwise_macs_per_s=3e9)
     shapes = [((1, 64, 32, 32), (64, 64, 3, 3), {}), ((1, 8, 6, 6), (8, 8, 9, 9),
               dict(pads=(6,) * 4)), ((1, 16, 64, 64), (16, 16, 15, 15), {}),
