@@ -24,7 +24,7 @@ _PROBES = (
     ((1, 1, 64), (1, 1, 3), {}, ("direct", "fft")),                      # fixed costs
 )
 _F64_PROBES = (0, 5)       # also timed in float64
-_FIXED = ("call_s", "fft_min_s")  # measured directly, not fitted
+_FIXED = ("call_s",)  # measured directly, not fitted
 # Physical limits of the dimensionless constants (a loaded machine can push a fit past them:
 # a second thread never slows a kernel down in the model, float64 is never faster).
 _BOUNDS = {"thread_efficiency": (0.3, 1.0), "direct_f64": (1.0, 3.0), "fft_f64": (1.0, 3.0),
@@ -113,8 +113,7 @@ def calibrate(workers=None, save=False, path=None):
     if n > 1:
         samples += _samples(1, np.float32, _PROBES[:1], timer)
     tiny = [s for s in samples if s[0].macs < 1000]
-    fixed = {"call_s": min(t for g, ct, w, m, t in tiny if m == "direct"),
-             "fft_min_s": min(t for g, ct, w, m, t in tiny if m == "fft")}
+    fixed = {"call_s": min(t for g, ct, w, m, t in tiny if m == "direct")}
     consts = fit_constants(samples, dict(_cost.CONSTANTS, **fixed))
     _cost.CONSTANTS.clear()
     _cost.CONSTANTS.update(consts)

@@ -28,32 +28,33 @@ __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "di
            "estimate", "seconds", "calibration_path", "load_calibration", "save_calibration"]
 
 # Fitted by convt._calibrate.fit_constants (least squares on log time, soft L1) to the
-# forced-backend timings of two runs of the dispatch sweep, 78 geometries each (2 x 156
-# samples), on the 2-core AMD EPYC development machine, 2026-11-21, 2 workers, numpy 2.4.6 /
-# scipy 1.17.1, with the machine shared (load average 8-11 on 2 cores: the thread efficiency
-# sits at its lower bound): `python docs/scripts/dispatch_sweep.py --runs 1 --json a.json`
-# (twice), then `python docs/scripts/dispatch_sweep.py --fit a.json b.json`. call_s and
-# fft_min_s are set by hand from the smallest calls measured. Rates are per thread, float32;
+# forced-backend timings of two runs of the dispatch sweep (78 geometries, 2 x 156 samples)
+# and one of its 5 tiny layers, on the 2-core AMD EPYC development machine, 2026-11-21,
+# 2 workers, numpy 2.4.6 / scipy 1.17.1, with the machine shared (load average 8-11 on 2
+# cores: the thread efficiency sits at its lower bound, the rates below a quiet machine's):
+# `python docs/scripts/dispatch_sweep.py --runs 1 --json a.json` (twice, and once with
+# --cases ^tiny), then `python docs/scripts/dispatch_sweep.py --fit a.json b.json c.json`.
+# call_s is set by hand from the smallest calls measured. Rates are per thread, float32;
 # ``*_f64`` are float64's slowdowns. `convt.calibrate()` refits them on the running machine.
 DEFAULTS = {
     "call_s": 15e-6,               # fixed cost of one call (Python, output allocation)
-    "gemm_macs_per_s": 12.6e9,     # GEMM variant, thick channels
-    "gemm_channel_half": 4.45,     # GEMM efficiency c / (c + half) per channel dimension
-    "pixel_macs_per_s": 0.98e9,    # generic gather kernel
-    "depthwise_macs_per_s": 12.5e9,  # depthwise variant, taps in the data
-    "depthwise_row_s": 62e-9,      # depthwise variant, per (output row, tap): loop set-up
-    "bytes_per_s": 5.1e9,          # copies and writes of x and y
+    "gemm_macs_per_s": 12.5e9,     # GEMM variant, thick channels
+    "gemm_channel_half": 4.05,     # GEMM efficiency c / (c + half) per channel dimension
+    "pixel_macs_per_s": 0.99e9,    # generic gather kernel
+    "depthwise_macs_per_s": 12.1e9,  # depthwise variant, taps in the data
+    "depthwise_row_s": 53e-9,      # depthwise variant, per (output row, tap): loop set-up
+    "bytes_per_s": 5.2e9,          # copies and writes of x and y
     "thread_efficiency": 0.3,      # second and later threads
-    "direct_f64": 1.38,
+    "direct_f64": 1.39,
     # FFT backend at 2 workers, per unit of each convt._fft._features entry of the tiling
     # fft_layout picks: transform samples x log2(length), per-bin GEMM complex multiply-adds,
     # values copied, 1-D transforms started.
-    "fft_sample_log_s": 4.0e-10,
-    "fft_cmac_s": 1.12e-9,
-    "fft_copy_s": 3.1e-9,
-    "fft_transform_s": 4.7e-9,
-    "fft_f64": 2.55,
-    "fft_min_s": 60e-6,            # no FFT call is faster: smaller direct work skips the estimate
+    "fft_sample_log_s": 2.9e-10,
+    "fft_cmac_s": 1.13e-9,
+    "fft_copy_s": 3.9e-9,
+    "fft_transform_s": 5.1e-9,
+    "fft_f64": 2.64,
+    "fft_axis_call_s": 39e-6,      # FFT backend's fixed cost per call and spatial axis
 }
 CONSTANTS = dict(DEFAULTS)
 
@@ -183,12 +184,17 @@ def _fft_seconds(geom, compute_dtype, f64, workers, c):
 
     lay = fft_layout(geom, compute_dtype)
     if lay.chunk == 0:
-        return c["call_s"]
+        return _fft_fixed(geom, c)
     feats = _features(geom, list(zip(lay.small, lay.block, lay.tiles)))
     t = sum(f * c[k] for f, k in zip(feats, _FFT_UNITS))
     # fitted at 2 workers: rescale to ``workers``
     scale = (c["fft_f64"] if f64 else 1.0) * _parallel(2, c) / _parallel(workers, c)
-    return c["call_s"] + scale * t
+    return _fft_fixed(geom, c) + scale * t
+
+
+def _fft_fixed(geom, c):
+    """The FFT backend's per-call cost before any work (transform plans, Python)."""
+    return c["call_s"] + geom.ndim * c["fft_axis_call_s"]
 
 
 def seconds(geom, compute_dtype, workers, method, constants=None):
@@ -206,16 +212,16 @@ def estimate(geom, compute_dtype, workers, constants=None):
 
     ``compute_dtype`` is float32 or float64 (16-bit types compute in float32); ``workers``
     is the plan's thread count. The FFT is not estimated (None) when the direct estimate is
-    below the fastest FFT call (``fft_min_s``) or when no output position has an input.
+    below the FFT's fixed cost alone or when no output position has an input.
     """
     c = CONSTANTS if constants is None else constants
     f64 = np.dtype(compute_dtype) == np.float64
     kind = direct_kind(geom)
     threads = direct_threads(geom, workers)
     seconds = {"direct": _direct_seconds(geom, kind, f64, threads, c), "fft": None}
-    if seconds["direct"] < c["fft_min_s"]:
-        note = (f"direct estimate below the fastest FFT call ({c['fft_min_s'] * 1e6:.0f} us): "
-                "FFT not estimated")
+    if seconds["direct"] < _fft_fixed(geom, c):
+        note = (f"direct estimate below the FFT's fixed cost ({_fft_fixed(geom, c) * 1e6:.0f} "
+                "us): FFT not estimated")
     elif kind.useful == 0 or geom.batch == 0:
         note = "no input reaches the output: FFT not estimated"
     else:

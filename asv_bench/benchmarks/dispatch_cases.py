@@ -20,6 +20,12 @@ def _s1(n, c, sp, k, m=None, **kw):
 
 
 _BASE = {
+    # tiny layers (one-shot calls on small shapes: fixed costs decide)
+    "tiny_1d_c1_k3": _s1(1, 1, (64,), 3),
+    "tiny_1d_c8_k15": _s1(2, 8, (100,), 15),
+    "tiny_2d_c2_k5": _s1(1, 2, (16, 16), 5),
+    "tiny_2d_c4_k9": _s1(1, 4, (32, 32), 9),
+    "tiny_3d_c1_k3": _c((1, 1, 3, 4, 5), (1, 2, 3, 3, 3)),
     # 1-D: audio-like signals, kernels 1..63 (and beyond), strides 1..4
     "1d_c1_k15": _s1(1, 1, (16000,), 15),
     "1d_c1_k63": _s1(1, 1, (16000,), 63),
