@@ -115,8 +115,7 @@ def calibrate(workers=None, save=False, path=None):
     tiny = [s for s in samples if s[0].macs < 1000]
     fixed = {"call_s": min(t for g, ct, w, m, t in tiny if m == "direct")}
     consts = fit_constants(samples, dict(_cost.CONSTANTS, **fixed))
-    _cost.CONSTANTS.clear()
-    _cost.CONSTANTS.update(consts)
+    _cost.set_constants(consts)
     if save:
         stamp = dict(_tune.stamp(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         _cost.save_calibration(consts, stamp, path)

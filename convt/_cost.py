@@ -25,7 +25,7 @@ import numpy as np
 from ._phase_gemm import _axis_phases
 
 __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
-           "estimate", "seconds", "calibration_path", "load_calibration", "save_calibration"]
+           "estimate", "seconds", "set_constants", "calibration_path", "load_calibration", "save_calibration"]
 
 # Fitted by convt._calibrate.fit_constants (least squares on log time, soft L1) to the
 # forced-backend timings of two runs of the dispatch sweep (78 geometries, 2 x 156 samples)
@@ -127,8 +127,9 @@ def gemm_counts(geom):
     return gemm, n * i0 * i1 * i2 * per_group
 
 
-# Geometries are frozen and the rule is pure: one-shot calls on a shape seen before skip the
-# per-axis counts (~20 us of the one-shot overhead budget).
+# Geometries are frozen and the rule is pure (given CONSTANTS; ``set_constants`` clears the
+# cache): one-shot calls on a shape seen before skip the per-axis counts (~20 us of the
+# one-shot overhead budget).
 @functools.lru_cache(maxsize=256)
 def direct_kind(geom):
     """The direct backend's variant for ``geom`` (a ``DirectKind``)."""
@@ -142,9 +143,16 @@ def direct_kind(geom):
         return DirectKind("gemm", "grid", gemm, exact)
     if geom.batch >= _MIN_BATCH_ROWS:
         return DirectKind("gemm", "batch-rows", exact, exact)
+    grid = DirectKind("gemm", "grid", gemm, exact)
     if gemm <= _MAX_GEMM_WASTE * useful:
-        return DirectKind("gemm", "grid", gemm, exact)
-    return DirectKind("pixel", "", exact, exact)
+        return grid
+    # Mostly halo, small batch: grid-mode GEMMs on the halo, or the pixel kernel (no wasted
+    # work, ~10x slower per multiply-add), whichever the model prices lower. Measured under
+    # load (2 workers, float32): grid 1.1-7.5x faster on six stride-1 layers with waste
+    # 1.6-3.7 (e.g. 3-D 8 channels K=5: 15 vs 39 ms).
+    pixel = DirectKind("pixel", "", exact, exact)
+    cost = lambda k: _direct_seconds(geom, k, False, 1, CONSTANTS)
+    return grid if cost(grid) <= cost(pixel) else pixel
 
 
 def direct_threads(geom, workers):
@@ -282,6 +290,15 @@ def load_calibration(path=None, stamp=None):
                       f"{data.get('cpu')!r}, this is {stamp['cpu']!r}", RuntimeWarning,
                       stacklevel=2)
         return False
+    set_constants(consts)
+    return True
+
+
+def set_constants(consts):
+    """Replace ``CONSTANTS`` (and forget variant choices made with the old ones)."""
     CONSTANTS.clear()
     CONSTANTS.update(consts)
-    return True
+    direct_kind.cache_clear()
+    from ._plan import direct_variant
+
+    direct_variant.cache_clear()

@@ -157,8 +157,7 @@ def test_front_ends_accept_tune(rng):
 def constants():
     saved = dict(_cost.CONSTANTS)
     yield _cost.CONSTANTS
-    _cost.CONSTANTS.clear()
-    _cost.CONSTANTS.update(saved)
+    _cost.set_constants(saved)
 
 
 STAMP = {"convt": convt.__version__, "cpu": "test cpu"}
@@ -223,5 +222,5 @@ def test_calibrate_fits_and_saves(tmp_path, monkeypatch, constants):
     assert set(got) == set(_cost.DEFAULTS)
     assert all(v > 0 and math.isfinite(v) for v in got.values())
     assert constants == got and got["call_s"] == 1e-3
-    _cost.CONSTANTS.update(_cost.DEFAULTS)
+    _cost.set_constants(_cost.DEFAULTS)
     assert _cost.load_calibration(path, _tune.stamp()) and constants == got
