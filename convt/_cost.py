@@ -71,6 +71,7 @@ _MIN_BATCH_ROWS = 8
 # kernel; the depthwise kernel (memory-bound, DESIGN.md) was faster than the pixel kernel for
 # every few-channel layer tried (2-core EPYC, float32, 4x4 stride 2: 3-15x in NCX).
 _MIN_GEMM_CHANNELS = 4
+_PIXEL_MARGIN = 1.5
 # Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
 # run serially: a 4.6k-MAC call measured 22 us on one thread, 127 us on two.
 _PARALLEL_MIN_MACS = 1 << 22
@@ -146,13 +147,14 @@ def direct_kind(geom):
     grid = DirectKind("gemm", "grid", gemm, exact)
     if gemm <= _MAX_GEMM_WASTE * useful:
         return grid
-    # Mostly halo, small batch: grid-mode GEMMs on the halo, or the pixel kernel (no wasted
-    # work, ~10x slower per multiply-add), whichever the model prices lower. Measured under
-    # load (2 workers, float32): grid 1.1-7.5x faster on six stride-1 layers with waste
-    # 1.6-3.7 (e.g. 3-D 8 channels K=5: 15 vs 39 ms).
+    # Mostly halo, small batch: grid-mode GEMMs on the halo when the model prices them
+    # _PIXEL_MARGIN x below the pixel kernel (no wasted work, ~30x slower per multiply-add).
+    # Measured (2 workers, float32): grid 1.1-7.5x faster on six stride-1 layers with waste
+    # 1.6-3.7 (e.g. 3-D 8 channels K=5: 15 vs 39 ms); near a tie, tiny layers with 4-10x
+    # waste ran 1.1-1.35x faster on the pixel kernel (e.g. 8 channels 10 -> 200: 42 vs 57 us).
     pixel = DirectKind("pixel", "", exact, exact)
     cost = lambda k: _direct_seconds(geom, k, False, 1, CONSTANTS)
-    return grid if cost(grid) <= cost(pixel) else pixel
+    return grid if _PIXEL_MARGIN * cost(grid) <= cost(pixel) else pixel
 
 
 def direct_threads(geom, workers):
