@@ -17,7 +17,7 @@ _PROBES = (
     ((1, 8, 64, 64), (8, 8, 3, 3), {}, ("direct",)),                     # GEMM, thin
     ((1, 64, 64, 64), (64, 1, 4, 4), dict(strides=(2, 2), pads=(1,) * 4, group=64),
      ("direct",)),                                                       # depthwise
-    ((1, 8, 6, 6), (8, 8, 9, 9), dict(pads=(6,) * 4), ("direct",)),     # pixel
+    ((1, 16, 20), (16, 16, 5), dict(strides=(3,), output_shape=(900,)), ("direct",)),  # pixel
     ((1, 16, 256, 256), (16, 16, 1, 1), {}, ("direct",)),               # memory-bound
     ((1, 16, 64, 64), (16, 16, 15, 15), {}, ("direct", "fft")),          # FFT, 2-D
     ((4, 8, 8000), (8, 8, 63), {}, ("direct", "fft")),                   # FFT, 1-D
@@ -25,6 +25,7 @@ _PROBES = (
 )
 _F64_PROBES = (0, 5)       # also timed in float64
 _FIXED = ("call_s",)  # measured directly, not fitted
+_PRIOR = 0.5          # pull towards the current constants (fit_constants)
 # Physical limits of the dimensionless constants (a loaded machine can push a fit past them:
 # a second thread never slows a kernel down in the model, float64 is never faster).
 _BOUNDS = {"thread_efficiency": (0.3, 1.0), "direct_f64": (1.0, 3.0), "fft_f64": (1.0, 3.0),
@@ -47,24 +48,28 @@ def _samples(workers, dtype, probes, timer):
     return out
 
 
-def fit_constants(samples, start=None):
+def fit_constants(samples, start=None, prior=0.0):
     """Constants (dict) fitted to ``samples`` [(geom, compute dtype, workers, method,
-    seconds)]: least squares on log(estimate / measured), robust (soft L1) loss."""
+    seconds)]: least squares on log(estimate / measured), robust (soft L1) loss. ``prior``
+    > 0 adds prior x log(constant / start) per constant, so that constants the samples do
+    not determine stay near ``start`` (calibrate's few probes cannot pin all of them)."""
     from scipy.optimize import least_squares
 
     start = dict(_cost.DEFAULTS if start is None else start)
     names = [k for k in start if k not in _FIXED]
 
+    log0 = np.log([start[k] for k in names])
+
     def resid(logv):
         c = dict(start, **dict(zip(names, np.exp(logv))))
-        res = []
+        res = list(prior * (logv - log0)) if prior else []
         for geom, ct, workers, m, t in samples:
             res.append(math.log(_cost.seconds(geom, ct, workers, m, c) / t))
         return res
 
     lo = [_BOUNDS.get(k, (start[k] / 30, 0))[0] for k in names]
     hi = [_BOUNDS.get(k, (0, start[k] * 30))[1] for k in names]
-    x0 = np.clip(np.log([start[k] for k in names]), np.log(lo) + 1e-9, np.log(hi) - 1e-9)
+    x0 = np.clip(log0, np.log(lo) + 1e-9, np.log(hi) - 1e-9)
     fit = least_squares(resid, x0, loss="soft_l1", bounds=(np.log(lo), np.log(hi)))
     return dict(start, **{k: float(v) for k, v in zip(names, np.exp(fit.x))})
 
@@ -114,7 +119,7 @@ def calibrate(workers=None, save=False, path=None):
         samples += _samples(1, np.float32, _PROBES[:1], timer)
     tiny = [s for s in samples if s[0].macs < 1000]
     fixed = {"call_s": min(t for g, ct, w, m, t in tiny if m == "direct")}
-    consts = fit_constants(samples, dict(_cost.CONSTANTS, **fixed))
+    consts = fit_constants(samples, dict(_cost.CONSTANTS, **fixed), prior=_PRIOR)
     _cost.set_constants(consts)
     if save:
         stamp = dict(_tune.stamp(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))

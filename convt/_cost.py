@@ -189,13 +189,23 @@ def _direct_seconds(geom, kind, f64, threads, c):
 _FFT_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s")
 
 
-def _fft_seconds(geom, compute_dtype, f64, workers, c):
+@functools.lru_cache(maxsize=256)
+def _fft_features(geom, compute_dtype):
+    """The FFT backend's work (``convt._fft._features``) for the tiling it would pick, or None
+    when no input reaches the output. Cached (the tiling search dominates an estimate), so a
+    changed ``convt._fft.FFT_MEMORY_BUDGET`` reaches only geometries not seen before."""
     from ._fft import _features, fft_layout
 
     lay = fft_layout(geom, compute_dtype)
     if lay.chunk == 0:
+        return None
+    return _features(geom, list(zip(lay.small, lay.block, lay.tiles)))
+
+
+def _fft_seconds(geom, compute_dtype, f64, workers, c):
+    feats = _fft_features(geom, np.dtype(compute_dtype))
+    if feats is None:
         return _fft_fixed(geom, c)
-    feats = _features(geom, list(zip(lay.small, lay.block, lay.tiles)))
     t = sum(f * c[k] for f, k in zip(feats, _FFT_UNITS))
     # fitted at 2 workers: rescale to ``workers``
     scale = (c["fft_f64"] if f64 else 1.0) * _parallel(2, c) / _parallel(workers, c)
