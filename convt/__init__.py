@@ -13,11 +13,34 @@ convt.onednn.conv_transpose
     oneDNN Graph ConvTranspose-1.
 show_config
     Build and runtime configuration (OpenMP, threads, compiler flags, versions).
+explain, calibrate, export_tuning, import_tuning, forget_tuning, use_tuning_store
+    The dispatcher: why a backend runs, refitting its cost model, tuned winners
+    (docs/dispatch.md).
 """
 from . import onednn, onnx, openvino
 from ._api import ConvTranspose, conv_transpose
+from ._calibrate import calibrate
 from ._config import show_config
+from ._explain import Explanation, explain
+from ._tune import export_tuning, forget_tuning, import_tuning, use_tuning_store
 
 __version__ = "0.1.0"
 __all__ = ["conv_transpose", "ConvTranspose", "show_config", "onnx", "openvino", "onednn",
-           "__version__"]
+           "__version__", "explain", "Explanation", "calibrate", "export_tuning",
+           "import_tuning", "forget_tuning", "use_tuning_store"]
+
+
+def _load_calibration():
+    # A saved calibration (convt.calibrate(save=True)) replaces the cost model's defaults;
+    # a missing file costs one stat, a bad one a warning (convt._cost.load_calibration).
+    from . import _cost, _tune
+
+    try:
+        _cost.load_calibration(stamp=_tune.stamp())
+    except Exception as e:  # never let a calibration file break the import
+        import warnings
+
+        warnings.warn(f"convt: cost-model calibration not loaded: {e}", RuntimeWarning)
+
+
+_load_calibration()

@@ -1,4 +1,9 @@
-"""``python -m convt info`` | ``python -m convt demo``."""
+"""``python -m convt info`` | ``demo`` | ``explain LAYER`` | ``tune LAYER [LAYER ...]``.
+
+A LAYER is one quoted string of key=value pairs: x (input shape, NCX unless
+data_format=NXC), w (filter shape, IOX), and optionally strides, pads, dilations,
+output_padding, group, dtype, data_format, e.g. "x=1,16,64,64 w=16,16,31,31 pads=15,15,15,15".
+"""
 from __future__ import annotations
 
 import argparse
@@ -38,6 +43,57 @@ def _demo(args):
     return 0 if err < 1e-4 else 1
 
 
+_INT_TUPLES = ("x", "w", "strides", "pads", "dilations", "output_padding")
+
+
+def _layer(text):
+    """(x shape, keywords for ConvTranspose, dtype) of one LAYER string."""
+    kv = {}
+    for item in text.split():
+        key, sep, value = item.partition("=")
+        if not sep or key not in _INT_TUPLES + ("group", "dtype", "data_format"):
+            raise SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} (expected "
+                             f"key=value with key in {_INT_TUPLES + ('group', 'dtype', 'data_format')})")
+        kv[key] = tuple(int(v) for v in value.split(",")) if key in _INT_TUPLES else value
+    if "x" not in kv or "w" not in kv:
+        raise SystemExit(f"python -m convt: LAYER {text!r} needs x=... and w=...")
+    x, w = kv.pop("x"), kv.pop("w")
+    dtype = np.dtype(kv.pop("dtype", "float32"))
+    if "group" in kv:
+        kv["group"] = int(kv["group"])
+    if kv.get("data_format") == "NXC":
+        x = (x[0], *x[2:], x[1])
+    return x, w, kv, dtype
+
+
+def _explain(args):
+    import convt
+
+    x, w, kw, dtype = _layer(args.layer)
+    print(convt.explain(x, np.zeros(w, dtype), method=args.method, workers=args.workers, **kw))
+    return 0
+
+
+def _tune(args):
+    import convt
+
+    if args.store is not None or not args.no_store:
+        print(f"tuning store: {convt.use_tuning_store(args.store)}")
+    for text in args.layers:
+        x, w, kw, dtype = _layer(text)
+        rng = np.random.default_rng(0)
+        op = convt.ConvTranspose(rng.standard_normal(w).astype(dtype), method="tune",
+                                 workers=args.workers, **kw)
+        op(rng.standard_normal(x).astype(dtype))
+        e = op.explain(x)
+        times = ", ".join(f"{m} {t * 1e3:.3f} ms" for m, t in (e.measured or {}).items())
+        print(f"{text}: {e.choice}" + (f" ({times})" if times else f" ({e.reason})"))
+    if args.export:
+        convt.export_tuning(args.export)
+        print(f"exported to {args.export}")
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m convt", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -45,7 +101,22 @@ def main(argv=None):
     d = sub.add_parser("demo", help="run a real layer, print the method, shape and time")
     d.add_argument("--workers", type=int, default=None)
     d.add_argument("--repeat", type=int, default=5)
+    e = sub.add_parser("explain", help="print what conv_transpose would run on LAYER, and why")
+    e.add_argument("layer", help='e.g. "x=1,16,64,64 w=16,16,31,31 strides=1,1"')
+    e.add_argument("--method", default="auto")
+    e.add_argument("--workers", type=int, default=None)
+    t = sub.add_parser("tune", help="tune LAYERs (method='tune') and store the winners")
+    t.add_argument("layers", nargs="+", metavar="LAYER")
+    t.add_argument("--workers", type=int, default=None)
+    t.add_argument("--store", default=None,
+                   help="tuning store directory (default: $CONVT_TUNING_DIR or the user cache)")
+    t.add_argument("--no-store", action="store_true", help="keep the winners in memory only")
+    t.add_argument("--export", default=None, help="also write the winners to this JSON file")
     args = p.parse_args(argv)
+    if args.cmd == "explain":
+        return _explain(args)
+    if args.cmd == "tune":
+        return _tune(args)
     if args.cmd == "info":
         import convt
 

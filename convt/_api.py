@@ -1,9 +1,12 @@
 """The canonical API: ONNX opset-11 attribute semantics plus layouts, one-shot or prepared."""
 from __future__ import annotations
 
+import numpy as np
+
 from ._dtypes import ALL_FLOATS
 from ._frontend import intake
 from ._plan import Plan
+from ._validate import bad_type, fail
 from .onnx import onnx_spec
 
 __all__ = ["conv_transpose", "ConvTranspose"]
@@ -26,12 +29,16 @@ class ConvTranspose:
     data_format : {"NCX", "NXC"}, default "NCX"
         Layout of the input and the output: (N, C, *spatial) or (N, *spatial, C).
     filter_format : {"IOX", "XOI"}, default "IOX"
-    method : {"auto", "direct", "fft", "reference"}, default "auto"
+    method : {"auto", "direct", "fft", "reference", "tune"}, default "auto"
         Backend. "direct" is the compiled kernel; "fft" multiplies spectra (``scipy.fft``),
         fast for large kernels at stride 1, with a normwise error (about 3e-7 of the largest
         |output| in float32, 1e-15 in float64; small outputs next to large ones lose relative
         accuracy, docs/fft.md); "reference" is the plain NumPy oracle (slow, float64 inside).
-        "auto" picks "direct" or "fft" per input shape from a cost estimate (`method_for`).
+        "auto" picks "direct" or "fft" per input shape from a cost model (`explain` says
+        why); "tune" times the candidates on the first call of a shape signature and reuses
+        the winner (`convt.export_tuning`, docs/dispatch.md).
+    tune : bool, default False
+        Same as ``method="tune"``.
     workers : int, optional
         Threads, as in ``scipy.fft``: None uses OpenMP's default (OMP_NUM_THREADS or all
         cores), a negative value counts back from ``os.cpu_count()``.
@@ -58,7 +65,8 @@ class ConvTranspose:
     def __init__(self, w, b=None, *, strides=None, pads=None, dilations=None,
                  output_padding=None, output_shape=None, auto_pad="NOTSET", group=1,
                  kernel_shape=None, data_format="NCX", filter_format="IOX", method="auto",
-                 workers=None, dtype=None):
+                 workers=None, dtype=None, tune=False):
+        method = _tune_method(method, tune)
         _, w_iox, ba, dt, data_format, _ = intake(
             _CONV, None, w, b, allowed=ALL_FLOATS, dtype=dtype, names=("x", "w", "b"),
             data_format=data_format, filter_format=filter_format)
@@ -84,6 +92,13 @@ class ConvTranspose:
         """The backend ``method="auto"`` picks for inputs of ``x_shape`` (str)."""
         return self._plan.geometry(x_shape).method
 
+    def explain(self, x_shape):
+        """What runs on inputs of ``x_shape`` and why: a printable ``convt.Explanation``
+        (geometry, estimated time per backend, choice, reason). Tunes and runs nothing."""
+        from ._explain import explain_plan
+
+        return explain_plan(self._plan, x_shape)
+
     def geometry(self, x_shape):
         """The canonical ``Geometry`` (resolved pads, output shape) for inputs of ``x_shape``."""
         return self._plan.geometry(x_shape).geom
@@ -98,6 +113,18 @@ class ConvTranspose:
                 f"strides={s.strides}, dilations={s.dilations}, groups={s.groups}, "
                 f"dtype={self.dtype.name}, data_format={s.data_format!r}, "
                 f"method={self._plan.method!r}, workers={self._plan.workers})")
+
+
+def _tune_method(method, tune):
+    """``method`` with ``tune=True`` folded in ("tune"); a conflicting pair is an error."""
+    if not isinstance(tune, (bool, np.bool_)):
+        raise bad_type(_CONV, "tune", "must be True or False", tune)
+    if not tune:
+        return method
+    if isinstance(method, str) and method.lower() in ("auto", "tune"):
+        return "tune"
+    raise fail(_CONV, "tune", f"conflicts with method={method!r} (tuning chooses the method)",
+               tune)
 
 
 def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import functools
 import os
-from math import prod
 import threading
 from typing import Any, Callable, NamedTuple
 
@@ -16,7 +15,9 @@ import numpy as np
 
 from ._depthwise import depthwise_layout, run_depthwise
 from ._direct import pack_weights, run_direct, tables
-from ._fft import fft_cost, plan_fft
+from . import _tune
+from ._cost import direct_kind, direct_threads, estimate
+from ._fft import plan_fft
 from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace
 from ._dtypes import as_array, compute_dtype
@@ -24,31 +25,10 @@ from ._geometry import Geometry, resolve
 from ._reference import conv_transpose_reference
 from ._validate import choice, fail, int_scalar
 
-__all__ = ["Plan", "Planned", "METHODS", "resolve_workers"]
+__all__ = ["Plan", "Planned", "METHODS", "pick", "resolve_workers", "tune_candidates"]
 
-METHODS = ("auto", "direct", "fft", "reference")
+METHODS = ("auto", "direct", "fft", "reference", "tune")
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
-# Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
-# run serially; results do not depend on the thread count either way.
-_PARALLEL_MIN_MACS = 1 << 22
-_PARALLEL_MIN_OUTPUTS = 1 << 18
-# Interim "auto" rule: "fft" when convt._fft.fft_cost (its fitted cost model) is below
-# fft_share x the direct backend's time at direct_macs_per_s useful multiply-adds per second.
-# The rate is the direct GEMM variant's best on the 2-core AMD EPYC development machine
-# (float32, 2 workers, 2026-11-21); the share keeps the 12 ordinary bench workloads on
-# "direct" (the closest, dilated_s1 and dcgan_g1, estimate FFT at 1.24x and 1.35x direct; the
-# large-kernel ones at 0.05x and 0.23x).
-# Measured crossovers: docs/fft.md.
-_AUTO_FFT = {"direct_macs_per_s": 40e9, "fft_share": 0.5}
-# Grid mode pays for its halo rows; above this ratio of GEMM multiply-adds to useful ones
-# (small images, large negative pads) batch-rows mode (M = batch, no halo work) is used when the
-# batch is large enough to make a GEMM, and the pixel kernel otherwise.
-_GRID_WASTE_OK = 1.25
-_MAX_GEMM_WASTE = 1.5
-_MIN_BATCH_ROWS = 8
-# Below this many input x output channels per group, a GEMM is too thin to beat the pixel
-# kernel (depthwise, 1-4 channels per group: memory-bound, DESIGN.md).
-_MIN_GEMM_CHANNELS = 4
 
 
 class Planned(NamedTuple):
@@ -66,26 +46,10 @@ class Planned(NamedTuple):
 
 
 def variant_choice(geom):
-    """(name, batch_rows, grid-mode layout or None): which direct variant ``geom`` runs,
-    "depthwise", "gemm" (in batch-rows mode or not) or "pixel"."""
-    cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
-    if min(cg, mg) < _MIN_GEMM_CHANNELS:
-        # Measured (2-core EPYC, float32, 4x4 stride-2 layers): faster than the pixel kernel
-        # for every few-channel layer tried, 3-15x in NCX; see convt/_depthwise.py.
-        return "depthwise", False, None
-    layout = gemm_layout(geom)
-    useful = max(layout.exact_macs, 1)
-    # Channels-first grid mode reads x and writes y in place (no transposes), which
-    # batch-rows mode cannot: there it pays up to _MAX_GEMM_WASTE (dcgan_g3, NCX, halo
-    # waste 1.27: grid 8.8 ms vs batch rows 13.6 ms, 2 threads).
-    ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
-    if layout.gemm_macs <= ok * useful:
-        return "gemm", False, layout
-    if geom.batch >= _MIN_BATCH_ROWS:
-        return "gemm", True, layout
-    if layout.gemm_macs <= _MAX_GEMM_WASTE * useful:
-        return "gemm", False, layout
-    return "pixel", False, None
+    """(name, batch_rows): the direct variant ``geom`` runs, "depthwise", "gemm" (in
+    batch-rows mode or not) or "pixel" (the rule is ``convt._cost.direct_kind``)."""
+    kind = direct_kind(geom)
+    return kind.variant, kind.mode == "batch-rows"
 
 
 # Layouts and phase tables depend on the geometry only (never on array contents), so they are
@@ -97,12 +61,12 @@ def direct_variant(geom, pin=None):
     backend runs ``geom``; ``pin`` = (name, batch_rows) imposes a variant (every variant
     computes every geometry; convt.dask pins the whole array's on each of its blocks, so
     each output's terms are summed in the same order)."""
-    name, batch_rows, layout = variant_choice(geom) if pin is None else (*pin, None)
+    name, batch_rows = variant_choice(geom) if pin is None else pin
     if name == "depthwise":
         return name, depthwise_layout(geom)
     if name == "pixel":
         return name, tables(geom)
-    layout = gemm_layout(geom) if layout is None else layout
+    layout = gemm_layout(geom)
     return name, batch_rows_layout(layout, geom.batch) if batch_rows else layout
 
 
@@ -173,11 +137,8 @@ class Plan:
 
     def threads(self, geom):
         """Threads for the direct kernels on ``geom``: ``workers``, or one for small work,
-        where starting a thread team costs more than it saves (a 4.6k-MAC call measured
-        22 us on one thread, 127 us on two; with the other core busy, milliseconds)."""
-        small = (geom.macs < _PARALLEL_MIN_MACS
-                 and prod(geom.array_shape("output")) < _PARALLEL_MIN_OUTPUTS)
-        return 1 if small else self.workers
+        where starting a thread team costs more than it saves (``convt._cost``)."""
+        return direct_threads(geom, self.workers)
 
     def packed(self, key, make):
         """Weights re-laid out for one backend (``make(plan)``), computed once per plan."""
@@ -188,13 +149,14 @@ class Plan:
                 self._packed[key] = hit
         return hit
 
-    def geometry(self, x_shape):
-        """The ``Planned`` entry for inputs of ``x_shape`` (cached for a few shapes)."""
+    def geometry(self, x_shape, x=None):
+        """The ``Planned`` entry for inputs of ``x_shape`` (cached for a few shapes); ``x``
+        (optional) is the input that "tune" times the candidates on."""
         key = tuple(x_shape)
         hit = self._geoms.get(key)
         if hit is None:
             geom = resolve(self.spec, key)
-            method = self.choose(geom)
+            method = self.choose(geom, x)
             hit = Planned(geom, method, *_BACKENDS[method](geom, self))
             with self._lock:
                 if len(self._geoms) >= _GEOMETRY_CACHE_SIZE:
@@ -202,14 +164,34 @@ class Plan:
                 self._geoms[key] = hit
         return hit
 
-    def choose(self, geom):
-        """The backend for ``geom``: the method asked for, or for "auto" the interim rule of
-        ``_AUTO_FFT`` (a full cost model is a separate issue)."""
-        if self.method != "auto":
+    def estimate(self, geom):
+        """``convt._cost.estimate`` for this plan's compute dtype and workers."""
+        return estimate(geom, compute_dtype(self.dtype), self.workers)
+
+    def choose(self, geom, x=None):
+        """The backend for ``geom``: the method asked for; for "auto" the cost model's
+        fastest; for "tune" the measured fastest of the candidates (``tune_candidates``)."""
+        if self.method not in ("auto", "tune"):
             return self.method
-        direct = geom.macs / _AUTO_FFT["direct_macs_per_s"]
-        fft = fft_cost(geom, self.compute_dtype)
-        return "fft" if fft < _AUTO_FFT["fft_share"] * direct else "direct"
+        est = self.estimate(geom)
+        if self.method == "auto":
+            return pick(est)
+        key = _tune.signature(geom, compute_dtype(self.dtype), self.workers)
+        cands = tune_candidates(est)
+        if len(cands) == 1:
+            return cands[0]
+        return _tune.tune(key, lambda: self._measure(geom, cands, x))["method"]
+
+    def _measure(self, geom, cands, x):
+        """Best-of seconds of each candidate backend on ``geom`` (on ``x``, or seeded data)."""
+        if x is None:
+            rng = np.random.default_rng(0)
+            x = rng.standard_normal(geom.array_shape("input")).astype(self.dtype)
+        runs = {}
+        for m in cands:
+            _, runner, state = _BACKENDS[m](geom, self)
+            runs[m] = functools.partial(runner, x, state, geom, self)
+        return _tune.time_candidates(runs)
 
     def __call__(self, x):
         conv = self.spec.convention
@@ -220,9 +202,28 @@ class Plan:
                            f"{self.dtype.name} (pass dtype=... to cast)", xa.dtype.name,
                            exc=TypeError)
             xa = xa.astype(self.dtype)
-        p = self.geometry(xa.shape)
+        p = self.geometry(xa.shape, xa)
         y = p.runner(xa, p.state, p.geom, self)
         return np.ascontiguousarray(y, dtype=self.dtype)
+
+
+# "tune" times every backend whose estimate is within this factor of the best one; a backend
+# estimated far slower is not worth seconds of timing. On the dispatch sweep
+# (docs/dispatch.md) the model's largest misjudgement of the two backends' ratio was about
+# 6x, on a geometry where their estimates were within 1.3x of each other.
+_TUNE_WITHIN = 8.0
+
+
+def pick(est):
+    """The backend "auto" runs for a ``convt._cost.Estimate``: the lower estimate."""
+    fft, direct = est.seconds["fft"], est.seconds["direct"]
+    return "fft" if fft is not None and fft < direct else "direct"
+
+
+def tune_candidates(est):
+    """Backends "tune" times, estimated fastest first."""
+    known = sorted((t, m) for m, t in est.seconds.items() if t is not None)
+    return [m for t, m in known if t <= _TUNE_WITHIN * known[0][0]]
 
 
 def _run_reference(xa, state, geom, plan):

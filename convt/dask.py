@@ -225,7 +225,7 @@ def conv_transpose(x, w, b=None, *, convention="canonical", **keywords):
         raise fail(conv, "x", "must have known chunk sizes (x.compute_chunk_sizes())", x.shape)
     geom = resolve(spec, x.shape)
     method = plan.method if plan.method != "auto" else plan.choose(geom)
-    pin = variant_choice(geom)[:2] if method == "direct" else None
+    pin = variant_choice(geom) if method == "direct" else None
     nxc = geom.data_format == "NXC"
     c_axis = x.ndim - 1 if nxc else 1
     if len(x.chunks[c_axis]) > 1:

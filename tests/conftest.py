@@ -62,9 +62,9 @@ def rng():
 
 @pytest.fixture(autouse=True)
 def _parallel_even_when_small(monkeypatch):
-    """Test shapes are tiny; the direct kernels would run them serially (convt._plan's
+    """Test shapes are tiny; the direct kernels would run them serially (convt._cost's
     small-work threshold). Lift it so every test also exercises the threaded paths."""
-    from convt import _plan
+    from convt import _cost
 
-    monkeypatch.setattr(_plan, "_PARALLEL_MIN_MACS", 0)
-    monkeypatch.setattr(_plan, "_PARALLEL_MIN_OUTPUTS", 0)
+    monkeypatch.setattr(_cost, "_PARALLEL_MIN_MACS", 0)
+    monkeypatch.setattr(_cost, "_PARALLEL_MIN_OUTPUTS", 0)

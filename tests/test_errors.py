@@ -76,7 +76,7 @@ CANONICAL = [
     (dict(b=np.zeros(5, np.float32)), ValueError, "conv_transpose: 'b' must be a 1-D array of "
      "length C_out = 3; got (5,)"),
     (dict(method="fast"), ValueError, "conv_transpose: 'method' must be one of ('auto', "
-     "'direct', 'fft', 'reference'); got 'fast'"),
+     "'direct', 'fft', 'reference', 'tune'); got 'fast'"),
     (dict(workers=0), ValueError, "conv_transpose: 'workers' must be a non-zero integer; got 0"),
     (dict(workers=-1000), ValueError, "conv_transpose: 'workers' must not be below"),
     (dict(dtype="int8"), TypeError, "conv_transpose: 'dtype' must be one of"),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _plan
+from convt import _cost, _plan
 from convt._phase_gemm import batch_rows_layout, gemm_layout
 
 from conftest import assert_close
@@ -166,8 +166,10 @@ def test_weights_packed_only_for_kernels_that_read_them(method, variant, packs, 
     w = rng.standard_normal((8, 8, 4, 4)).astype(np.float32)
     if variant == "pixel":   # grid mode never acceptable, batch too small for batch rows
         monkeypatch.setattr(_plan, "direct_variant", _plan.direct_variant.__wrapped__)
-        monkeypatch.setattr(_plan, "_MAX_GEMM_WASTE", 0.0)
-        monkeypatch.setattr(_plan, "_GRID_WASTE_OK", 0.0)
+        monkeypatch.setattr(_plan, "direct_kind", _cost.direct_kind.__wrapped__)
+        monkeypatch.setattr(_cost, "_MAX_GEMM_WASTE", 0.0)
+        monkeypatch.setattr(_cost, "_GRID_WASTE_OK", 0.0)
+        monkeypatch.setattr(_cost, "_PIXEL_MARGIN", float("inf"))
     op = convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), method=method)
     y = op(x)
     if variant is not None:

@@ -3,16 +3,11 @@
 ``KernelSweep2D`` (x (1, 16, 128, 128), K x K kernels, 16 -> 16 channels, stride 1) and
 ``KernelSweep1D`` (x (4, 8, 16000), 8 -> 8 channels, stride 1) time both methods per kernel size,
 so the crossover shows as two crossing lines in one asv graph; ``LargeKernel`` times the two
-large-kernel workloads of the peer harness. ``AutoRegret`` tracks the dispatcher (STYLE.md):
-time(the method "auto" picks) / time(fastest of "direct", "fft"), 1.0 when it picks right.
+large-kernel workloads of the peer harness. The dispatcher's regret is tracked in
+``bench_dispatch.py``.
 
 Where convt has no ``method="fft"`` (commits before the FFT backend) the fft cases are skipped.
 """
-import time
-from functools import partial
-
-import numpy as np
-
 import convt
 
 from .common import LARGE_KERNEL, WORKLOADS, attrs, make_inputs
@@ -71,41 +66,3 @@ class KernelSweep1D(_Methods):
 
 class LargeKernel(_Methods):
     params = [list(LARGE_KERNEL), METHODS]
-
-
-def _best_interleaved(calls, rounds=7, budget=1.0):
-    """Best time of each call, over rounds that run every call once (so that load from the
-    shared machine hits all of them alike), stopping after ``budget`` seconds."""
-    best = dict.fromkeys(calls, np.inf)
-    start = time.perf_counter()
-    for _ in range(rounds):
-        for name, f in calls.items():
-            t = time.perf_counter()
-            f()
-            best[name] = min(best[name], time.perf_counter() - t)
-        if time.perf_counter() - start > budget:
-            break
-    return best
-
-
-class AutoRegret:
-    """time(method auto picks) / time(fastest method): 1.0 when "auto" picks the faster one.
-
-    Both methods are timed interleaved; the "auto" operator is only asked which method it
-    picks (``method_for``), so noise between two runs of the same backend cannot read as regret.
-    """
-
-    params = [list(CASES)]
-    param_names = ["case"]
-    unit = "time(auto's method) / time(fastest)"
-    timeout = 180
-
-    def setup(self, case):
-        shapes = CASES[case]
-        self.calls = {m: partial(*prepared(shapes, m)) for m in METHODS}
-        x, w, b = make_inputs(shapes)
-        self.choice = convt.ConvTranspose(w, b, **attrs(shapes)).method_for(x.shape)
-
-    def track_auto_regret(self, case):
-        t = _best_interleaved(self.calls)
-        return t[self.choice] / min(t.values())

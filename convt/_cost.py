@@ -1,0 +1,316 @@
+"""The cost model behind ``method="auto"``: estimated seconds of each backend on a geometry.
+
+A pure function of (canonical geometry, compute dtype, threads); the layout is part of the
+geometry. It needs no layouts or spectra: the direct backend's multiply-adds (with the GEMM
+variant's halo rows) are counted per axis in O(sum of strides x kernel) time, and the FFT
+estimate is ``convt._fft.fft_cost`` (its own fitted model of transforms and per-bin GEMMs)
+times a machine factor. ``direct_kind`` is also the direct backend's variant rule
+(``convt._plan.direct_variant`` builds the layout of the kind it names), so the estimate
+always prices the code that will run.
+
+The constants are in ``CONSTANTS``; ``convt.calibrate()`` refits them on the running machine
+and can save them to ``calibration_path()``, which is loaded (if present) on import.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import warnings
+from math import prod
+from typing import NamedTuple
+
+import numpy as np
+
+from ._phase_gemm import _axis_phases
+
+__all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
+           "estimate", "seconds", "set_constants", "calibration_path", "load_calibration", "save_calibration"]
+
+# Fitted by convt._calibrate.fit_constants (least squares on log time, soft L1) to the
+# dispatch sweep's forced-backend timings (83 geometries x 2 backends), each the best of four
+# runs of `python docs/scripts/dispatch_sweep.py --runs 2 --json run.json` (twice; load only
+# ever adds time, and the machine was shared: load average 6-11 on 2 cores), then
+# `python docs/scripts/dispatch_sweep.py --fit pooled.json`: 2-core AMD EPYC development
+# machine, 2026-11-21, 2 workers, numpy 2.4.6, scipy 1.17.1. log(estimate / measured): rms
+# 0.49. call_s is set by hand from the smallest calls measured. Rates are per thread,
+# float32; ``*_f64`` are float64's slowdowns; the thread efficiency sat at its lower bound
+# (a loaded machine). `convt.calibrate()` refits them on the running machine.
+DEFAULTS = {
+    "call_s": 15e-6,               # fixed cost of one call (Python, output allocation)
+    "gemm_macs_per_s": 23.2e9,     # GEMM variant, thick channels
+    "gemm_channel_half": 1.43,     # GEMM efficiency c / (c + half) per channel dimension
+    "pixel_macs_per_s": 0.68e9,    # generic gather kernel
+    "depthwise_macs_per_s": 17.7e9,  # depthwise variant, taps in the data
+    "depthwise_row_s": 24e-9,      # depthwise variant, per (output row, tap): loop set-up
+    "bytes_per_s": 15.6e9,          # copies and writes of x and y
+    "thread_efficiency": 0.3,      # second and later threads
+    "direct_f64": 1.73,
+    # FFT backend at 2 workers, per unit of each convt._fft._features entry of the tiling
+    # fft_layout picks: transform samples x log2(length), per-bin GEMM complex multiply-adds,
+    # values copied, 1-D transforms started.
+    "fft_sample_log_s": 2.6e-10,
+    "fft_cmac_s": 5.2e-10,
+    "fft_copy_s": 1.7e-9,
+    "fft_transform_s": 0.17e-9,
+    "fft_f64": 2.17,
+    "fft_axis_call_s": 44e-6,      # FFT backend's fixed cost per call and spatial axis
+}
+CONSTANTS = dict(DEFAULTS)
+
+# Variant rule (formerly in convt._plan). The GEMM variant's grid mode pays for its halo rows;
+# above _GRID_WASTE_OK GEMM multiply-adds per useful one (small images, large negative pads),
+# batch-rows mode (M = batch, no halo work) runs when the batch is large enough to make a GEMM,
+# and the pixel kernel otherwise. Channels-first grid mode reads x and writes y in place (no
+# transposes), which batch-rows mode cannot: there it may pay up to _MAX_GEMM_WASTE (dcgan_g3,
+# NCX, halo waste 1.27: grid 8.8 ms vs batch rows 13.6 ms, 2 threads).
+_GRID_WASTE_OK = 1.25
+_MAX_GEMM_WASTE = 1.5
+_MIN_BATCH_ROWS = 8
+# Below this many input x output channels per group, a GEMM is too thin to beat the pixel
+# kernel; the depthwise kernel (memory-bound, DESIGN.md) was faster than the pixel kernel for
+# every few-channel layer tried (2-core EPYC, float32, 4x4 stride 2: 3-15x in NCX).
+_MIN_GEMM_CHANNELS = 4
+_PIXEL_MARGIN = 1.5
+# Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
+# run serially: a 4.6k-MAC call measured 22 us on one thread, 127 us on two.
+_PARALLEL_MIN_MACS = 1 << 22
+_PARALLEL_MIN_OUTPUTS = 1 << 18
+
+
+class DirectKind(NamedTuple):
+    """How the direct backend runs a geometry: ``variant`` "depthwise", "gemm" or "pixel";
+    ``mode`` "grid" or "batch-rows" (gemm); multiply-adds it performs and useful ones."""
+    variant: str
+    mode: str
+    macs: int
+    useful: int
+
+
+class Estimate(NamedTuple):
+    """Estimated seconds per backend (None: not estimated) and what the direct one runs."""
+    seconds: dict
+    direct: DirectKind
+    threads: int
+    note: str
+
+
+def _axis_sums(s, d, k_len, i_len, pb, o_len):
+    """Per axis: grid length P, taps T and sum of q*taps over phases with outputs, and the
+    taps' in-data positions (mirrors convt._phase_gemm.gemm_layout, without its tap lists)."""
+    phases = _axis_phases(s, d, k_len, pb, o_len)
+    es = [(e, q) for q, taps in phases if q for _, e in taps]
+    h = max(0, -min((e for e, _ in es), default=0))
+    grid = max(h + i_len, max((q + e + h for e, q in es), default=0))
+    taps = sum(len(t) for q, t in phases if q)
+    qtaps = sum(q * len(t) for q, t in phases if q)
+    inside = sum(max(0, min(q, i_len - e) - max(0, -e)) for q, t in phases for _, e in t)
+    empty = any(q == 0 for q, _ in phases)
+    return grid, taps, qtaps, inside, empty
+
+
+def gemm_counts(geom):
+    """(grid-mode GEMM multiply-adds, multiply-adds of taps inside the data): the
+    ``gemm_macs`` and ``exact_macs`` of ``gemm_layout(geom)``, computed per axis."""
+    nd = geom.ndim
+    pad = (1,) * (3 - nd)
+    axes = [_axis_sums(*a) for a in zip(pad + geom.strides, pad + geom.dilations,
+                                         pad + geom.kernel, pad + geom.in_shape,
+                                         (0,) * (3 - nd) + geom.pads_begin,
+                                         pad + geom.out_shape)]
+    n, g = geom.batch, geom.groups
+    per_group = (geom.c_in // g) * (geom.c_out // g) * g
+    (p0, t0, s0, i0, _), (p1, t1, s1, i1, _), (p2, t2, s2, i2, _) = axes
+    # sum over phase combos of rows(q) * taps, rows(q) = (n-1)P + (q0-1)P1P2 + (q1-1)P2 + q2
+    rows_taps = ((n - 1) * p0 * p1 * p2 * t0 * t1 * t2 + (s0 - t0) * p1 * p2 * t1 * t2
+                 + t0 * (s1 - t1) * p2 * t2 + t0 * t1 * s2)
+    gemm = max(0, rows_taps) * per_group if n else 0
+    return gemm, n * i0 * i1 * i2 * per_group
+
+
+# Geometries are frozen and the rule is pure (given CONSTANTS; ``set_constants`` clears the
+# cache): one-shot calls on a shape seen before skip the per-axis counts (~20 us of the
+# one-shot overhead budget).
+@functools.lru_cache(maxsize=256)
+def direct_kind(geom):
+    """The direct backend's variant for ``geom`` (a ``DirectKind``)."""
+    cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
+    gemm, exact = gemm_counts(geom)
+    if min(cg, mg) < _MIN_GEMM_CHANNELS:
+        return DirectKind("depthwise", "", exact, exact)
+    useful = max(exact, 1)
+    ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
+    if gemm <= ok * useful:
+        return DirectKind("gemm", "grid", gemm, exact)
+    if geom.batch >= _MIN_BATCH_ROWS:
+        return DirectKind("gemm", "batch-rows", exact, exact)
+    grid = DirectKind("gemm", "grid", gemm, exact)
+    if gemm <= _MAX_GEMM_WASTE * useful:
+        return grid
+    # Mostly halo, small batch: grid-mode GEMMs on the halo when the model prices them
+    # _PIXEL_MARGIN x below the pixel kernel (no wasted work, ~30x slower per multiply-add).
+    # Measured (2 workers, float32): grid 1.1-7.5x faster on six stride-1 layers with waste
+    # 1.6-3.7 (e.g. 3-D 8 channels K=5: 15 vs 39 ms); near a tie, tiny layers with 4-10x
+    # waste ran 1.1-1.35x faster on the pixel kernel (e.g. 8 channels 10 -> 200: 42 vs 57 us).
+    pixel = DirectKind("pixel", "", exact, exact)
+    cost = lambda k: _direct_seconds(geom, k, False, 1, CONSTANTS)
+    return grid if _PIXEL_MARGIN * cost(grid) <= cost(pixel) else pixel
+
+
+def direct_threads(geom, workers):
+    """Threads the direct kernels use: ``workers``, or one for work too small for a team."""
+    small = (geom.macs < _PARALLEL_MIN_MACS
+             and prod(geom.array_shape("output")) < _PARALLEL_MIN_OUTPUTS)
+    return 1 if small else workers
+
+
+def _parallel(threads, c):
+    return 1 + (threads - 1) * c["thread_efficiency"]
+
+
+def _direct_seconds(geom, kind, f64, threads, c):
+    itemsize = 8 if f64 else 4
+    moved = itemsize * (prod(geom.array_shape("input")) + prod(geom.array_shape("output")))
+    if kind.variant == "gemm":
+        cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
+        h = c["gemm_channel_half"]
+        rate = c["gemm_macs_per_s"] * cg / (cg + h) * mg / (mg + h)
+    else:
+        rate = c[f"{kind.variant}_macs_per_s"]
+    if f64:
+        rate /= c["direct_f64"]
+    work = kind.macs / rate + moved / c["bytes_per_s"]
+    if kind.variant == "depthwise":
+        rows = geom.batch * geom.c_out * prod(geom.out_shape[:-1]) * prod(geom.kernel)
+        work += rows * c["depthwise_row_s"]
+    return c["call_s"] + work / _parallel(threads, c)
+
+
+_FFT_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s")
+
+
+@functools.lru_cache(maxsize=256)
+def _fft_features(geom, compute_dtype):
+    """The FFT backend's work (``convt._fft._features``) for the tiling it would pick, or None
+    when no input reaches the output. Cached (the tiling search dominates an estimate), so a
+    changed ``convt._fft.FFT_MEMORY_BUDGET`` reaches only geometries not seen before."""
+    from ._fft import _features, fft_layout
+
+    lay = fft_layout(geom, compute_dtype)
+    if lay.chunk == 0:
+        return None
+    return _features(geom, list(zip(lay.small, lay.block, lay.tiles)))
+
+
+def _fft_seconds(geom, compute_dtype, f64, workers, c):
+    feats = _fft_features(geom, np.dtype(compute_dtype))
+    if feats is None:
+        return _fft_fixed(geom, c)
+    t = sum(f * c[k] for f, k in zip(feats, _FFT_UNITS))
+    # fitted at 2 workers: rescale to ``workers``
+    scale = (c["fft_f64"] if f64 else 1.0) * _parallel(2, c) / _parallel(workers, c)
+    return _fft_fixed(geom, c) + scale * t
+
+
+def _fft_fixed(geom, c):
+    """The FFT backend's per-call cost before any work (transform plans, Python)."""
+    return c["call_s"] + geom.ndim * c["fft_axis_call_s"]
+
+
+def seconds(geom, compute_dtype, workers, method, constants=None):
+    """Estimated seconds of ``method`` ("direct" or "fft") on ``geom``, always computed
+    (`estimate` skips hopeless FFTs); for fitting the constants."""
+    c = CONSTANTS if constants is None else constants
+    f64 = np.dtype(compute_dtype) == np.float64
+    if method == "fft":
+        return _fft_seconds(geom, compute_dtype, f64, workers, c)
+    return _direct_seconds(geom, direct_kind(geom), f64, direct_threads(geom, workers), c)
+
+
+def estimate(geom, compute_dtype, workers, constants=None):
+    """Estimated seconds of each eligible backend ("direct", "fft") on ``geom``.
+
+    ``compute_dtype`` is float32 or float64 (16-bit types compute in float32); ``workers``
+    is the plan's thread count. The FFT is not estimated (None) when the direct estimate is
+    below the FFT's fixed cost alone or when no output position has an input.
+    """
+    c = CONSTANTS if constants is None else constants
+    f64 = np.dtype(compute_dtype) == np.float64
+    kind = direct_kind(geom)
+    threads = direct_threads(geom, workers)
+    seconds = {"direct": _direct_seconds(geom, kind, f64, threads, c), "fft": None}
+    if seconds["direct"] < _fft_fixed(geom, c):
+        note = (f"direct estimate below the FFT's fixed cost ({_fft_fixed(geom, c) * 1e6:.0f} "
+                "us): FFT not estimated")
+    elif kind.useful == 0 or geom.batch == 0:
+        note = "no input reaches the output: FFT not estimated"
+    else:
+        seconds["fft"] = _fft_seconds(geom, compute_dtype, f64, workers, c)
+        note = ""
+    return Estimate(seconds, kind, threads, note)
+
+
+# ----------------------------------------------------------------- calibration file
+
+_FORMAT = 1
+
+
+def calibration_path():
+    """Where ``calibrate(save=True)`` writes the fitted constants: ``$CONVT_CALIBRATION``
+    if set, else ``cost_model.json`` in convt's cache directory (``convt._tune.cache_dir``)."""
+    env = os.environ.get("CONVT_CALIBRATION")
+    if env:
+        return env
+    from ._tune import cache_dir
+
+    return os.path.join(cache_dir(), "cost_model.json")
+
+
+def save_calibration(constants, stamp, path=None):
+    """Write ``constants`` (with ``stamp``: CPU, version, date) atomically to ``path``."""
+    from ._tune import atomic_write_json
+
+    path = path or calibration_path()
+    atomic_write_json(path, {"format": _FORMAT, **stamp, "constants": constants})
+    return path
+
+
+def load_calibration(path=None, stamp=None):
+    """Replace ``CONSTANTS`` by the file's (when present and valid): True if loaded.
+
+    A missing file is silent; an unreadable, malformed or foreign (other CPU) file warns
+    and leaves the defaults in place: a stale calibration must never break ``import convt``.
+    """
+    path = path or calibration_path()
+    if not os.path.exists(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        consts = data["constants"]
+        if data.get("format") != _FORMAT or set(consts) != set(DEFAULTS):
+            raise ValueError("unknown format or constants")
+        consts = {k: float(v) for k, v in consts.items()}
+        if not all(np.isfinite(v) and v > 0 for v in consts.values()):
+            raise ValueError("constants must be positive and finite")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        warnings.warn(f"convt: ignoring the cost-model calibration {path!r}: {e}",
+                      RuntimeWarning, stacklevel=2)
+        return False
+    if stamp is not None and data.get("cpu") != stamp["cpu"]:
+        warnings.warn(f"convt: ignoring the cost-model calibration {path!r}: measured on "
+                      f"{data.get('cpu')!r}, this is {stamp['cpu']!r}", RuntimeWarning,
+                      stacklevel=2)
+        return False
+    set_constants(consts)
+    return True
+
+
+def set_constants(consts):
+    """Replace ``CONSTANTS`` (and forget variant choices made with the old ones)."""
+    CONSTANTS.clear()
+    CONSTANTS.update(consts)
+    direct_kind.cache_clear()
+    from ._plan import direct_variant
+
+    direct_variant.cache_clear()

@@ -1,0 +1,164 @@
+"""``convt.explain``: what the dispatcher decides for one call, and why (printable)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import _tune
+from ._dtypes import compute_dtype
+from ._geometry import resolve
+from ._plan import pick, tune_candidates
+
+__all__ = ["Explanation", "explain", "explain_plan"]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The dispatcher's decision for one input shape; ``str()`` formats it.
+
+    Attributes
+    ----------
+    geometry : Geometry
+        The resolved canonical geometry (pads, output shape, layout).
+    method : str
+        The method asked for ("auto", "tune", "direct", "fft" or "reference").
+    choice : str
+        The backend that runs.
+    reason : str
+        Why that backend.
+    estimates : dict
+        Estimated seconds per backend ("direct", "fft"; None where not estimated).
+    direct : str
+        What the direct backend runs on this geometry (variant and mode).
+    threads : int
+        Threads of the direct kernels (workers, or one for small work).
+    workers : int
+    dtype : str
+        Storage dtype (float16 and bfloat16 compute in float32).
+    measured : dict or None
+        Seconds per backend that tuning measured, when this shape's signature is tuned.
+    """
+    geometry: object
+    method: str
+    choice: str
+    reason: str
+    estimates: dict
+    direct: str
+    threads: int
+    workers: int
+    dtype: str
+    measured: dict | None = None
+
+    def __str__(self):
+        g = self.geometry
+        lines = [
+            f"geometry: batch {g.batch}, {g.c_in} -> {g.c_out} channels, groups {g.groups}, "
+            f"{g.data_format}, input {g.in_shape} -> output {g.out_shape}",
+            f"  kernel {g.kernel}, strides {g.strides}, dilations {g.dilations}, "
+            f"pads_begin {g.pads_begin}, pads_end {g.pads_end}",
+            f"dtype {self.dtype}, workers {self.workers} (direct kernels: {self.threads} "
+            f"thread{'s' if self.threads > 1 else ''})",
+            "estimated time per backend (cost model):"]
+        for m, t in self.estimates.items():
+            what = f"  [{self.direct}]" if m == "direct" else ""
+            lines.append(f"  {m:8s} " + ("not estimated" if t is None else _ms(t)) + what)
+        if self.measured:
+            lines.append("measured by tuning (best of):")
+            lines += [f"  {m:8s} {_ms(t)}" for m, t in self.measured.items()]
+        lines.append(f"method={self.method!r} -> {self.choice}: {self.reason}")
+        return "\n".join(lines)
+
+
+def _ms(t):
+    return f"{t * 1e3:.3f} ms"
+
+
+def explain_plan(plan, x_shape):
+    """The ``Explanation`` of ``plan`` on inputs of ``x_shape`` (tunes nothing, runs nothing)."""
+    geom = resolve(plan.spec, tuple(x_shape))
+    est = plan.estimate(geom)
+    kind = est.direct
+    direct = kind.variant + (f", {kind.mode} mode" if kind.mode else "")
+    if kind.variant == "gemm" and kind.macs > kind.useful:
+        direct += f", GEMM work {kind.macs / max(kind.useful, 1):.2f}x the useful"
+    measured = None
+    if plan.method in ("direct", "fft", "reference"):
+        choice, reason = plan.method, "forced by the caller"
+    else:
+        choice = pick(est)
+        reason = _auto_reason(est, choice)
+        if plan.method == "tune":
+            cands = tune_candidates(est)
+            key = _tune.signature(geom, compute_dtype(plan.dtype), plan.workers)
+            entry = _tune.lookup(key) if len(cands) > 1 else None
+            if len(cands) == 1:
+                reason = (f"the only candidate within the tuning window (the other estimates "
+                          f"are over {_tune_within()}x slower); " + reason)
+            elif entry is not None:
+                measured = entry["seconds"]
+                choice = entry["method"]
+                reason = "measured fastest when this shape signature was tuned"
+            else:
+                reason = (f"not tuned yet: the first call times {', '.join(cands)}; "
+                          f"until then the cost model says: {reason}")
+    return Explanation(geometry=geom, method=plan.method, choice=choice, reason=reason,
+                       estimates=dict(est.seconds), direct=direct, threads=est.threads,
+                       workers=plan.workers, dtype=plan.dtype.name, measured=measured)
+
+
+def _tune_within():
+    from . import _plan
+
+    return f"{_plan._TUNE_WITHIN:g}"
+
+
+def _auto_reason(est, choice):
+    d, f = est.seconds["direct"], est.seconds["fft"]
+    if f is None:
+        return est.note
+    if choice == "fft":
+        return f"the FFT estimate is {d / f:.2f}x faster than the direct one"
+    return f"the direct estimate is {f / d:.2f}x faster than the FFT one" if d <= f else \
+        "the FFT is not enough faster to leave the exact direct kernel"
+
+
+def explain(x, w, b=None, **keywords):
+    """Explain what ``conv_transpose(x, w, b, **keywords)`` would run, without running it.
+
+    Parameters
+    ----------
+    x : ndarray or tuple of int
+        The input, or just its shape (then it takes ``w``'s dtype).
+    w, b, **keywords
+        As for `conv_transpose` (including ``method`` and ``workers``).
+
+    Returns
+    -------
+    Explanation
+        The resolved geometry, each backend's estimated time, the choice and why; print it.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As `conv_transpose` raises them for the same arguments.
+
+    Examples
+    --------
+    >>> import numpy as np, convt
+    >>> w = np.ones((16, 16, 31, 31), np.float32)
+    >>> e = convt.explain((1, 16, 64, 64), w)
+    >>> e.choice, e.geometry.out_shape
+    ('fft', (94, 94))
+    >>> print(e)  # doctest: +ELLIPSIS
+    geometry: batch 1, 16 -> 16 channels, groups 1, NCX, input (64, 64) -> output (94, 94)
+    ...
+    method='auto' -> fft: the FFT estimate is ...x faster than the direct one
+    """
+    from ._api import ConvTranspose
+
+    shape = tuple(x) if isinstance(x, tuple) else None
+    op = ConvTranspose(w, b, **keywords)
+    if shape is None:
+        from ._dtypes import as_array
+
+        shape = as_array("explain", "x", x, op._plan.allowed).shape
+    return op.explain(shape)

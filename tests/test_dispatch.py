@@ -1,0 +1,226 @@
+"""The cost model (convt._cost), method="auto", convt.explain and the calibration file."""
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+
+import convt
+from convt import _calibrate, _cost
+from convt._geometry import OpSpec, PadRule, resolve
+from convt._phase_gemm import gemm_layout
+from convt._plan import direct_variant
+
+from conftest import assert_close
+
+
+def _geom(x, w, **kw):
+    return convt.ConvTranspose(np.zeros(w, np.float32), **kw).geometry(x)
+
+
+def _random_geoms(n, seed=5):
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        nd = int(rng.integers(1, 4))
+        ints = lambda lo, hi: tuple(int(v) for v in rng.integers(lo, hi, nd))
+        rule = PadRule("explicit", (0,) * nd, ints(-2, 5), ints(-2, 5))
+        spec = OpSpec("t", ints(1, 5), ints(1, 4), ints(1, 7), 1, 4, 4, rule,
+                      data_format=("NCX", "NXC")[len(out) % 2])
+        try:
+            out.append(resolve(spec, (int(rng.integers(1, 4)), 4, *ints(1, 10))))
+        except ValueError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("geom", _random_geoms(40), ids=lambda g: "")
+def test_counts_match_the_gemm_layout(geom):
+    """The per-axis counts the model prices equal the layout the kernel runs."""
+    layout = gemm_layout(geom)
+    assert _cost.gemm_counts(geom) == (layout.gemm_macs, layout.exact_macs)
+    kind = _cost.direct_kind(geom)
+    variant, state = direct_variant(geom)
+    assert variant == kind.variant
+    if variant == "gemm":
+        assert state.batch_rows == (kind.mode == "batch-rows")
+
+
+def test_estimate_is_pure():
+    g = _geom((2, 16, 32, 32), (16, 8, 5, 5), strides=(2, 2))
+    before = dict(_cost.CONSTANTS)
+    a = _cost.estimate(g, np.float32, 2)
+    assert _cost.estimate(g, np.float32, 2) == a
+    assert _cost.CONSTANTS == before
+    assert set(a.seconds) == {"direct", "fft"}
+    assert all(t > 0 for t in a.seconds.values())
+
+
+@pytest.mark.parametrize("what", ["batch", "kernel", "channels", "length"])
+def test_estimate_grows_with_work(what):
+    base = dict(x=(1, 16, 32, 32), w=(16, 16, 7, 7))
+    big = {"batch": dict(x=(4, 16, 32, 32), w=(16, 16, 7, 7)),
+           "kernel": dict(x=(1, 16, 32, 32), w=(16, 16, 15, 15)),
+           "channels": dict(x=(1, 64, 32, 32), w=(64, 64, 7, 7)),
+           "length": dict(x=(1, 16, 96, 96), w=(16, 16, 7, 7))}[what]
+    small = _cost.estimate(_geom(**base), np.float32, 2).seconds
+    large = _cost.estimate(_geom(**big), np.float32, 2).seconds
+    assert large["direct"] > small["direct"]
+    assert large["fft"] > small["fft"] or what == "kernel"  # FFT length hardly moves
+
+
+def test_estimate_dtype_and_threads():
+    g = _geom((1, 64, 64, 64), (64, 64, 5, 5))
+    f32 = _cost.estimate(g, np.float32, 2).seconds
+    f64 = _cost.estimate(g, np.float64, 2).seconds
+    one = _cost.estimate(g, np.float32, 1).seconds
+    assert f64["direct"] >= f32["direct"] and f64["fft"] >= f32["fft"]
+    assert one["direct"] >= f32["direct"] and one["fft"] >= f32["fft"]
+
+
+def test_tiny_work_skips_the_fft_estimate():
+    est = _cost.estimate(_geom((1, 2, 8), (2, 2, 3)), np.float32, 1)
+    assert est.seconds["fft"] is None and "FFT not estimated" in est.note
+
+
+@pytest.mark.parametrize("x, w, kw, expect", [
+    ((1, 16, 64, 64), (16, 16, 31, 31), {}, "fft"),
+    ((4, 8, 16000), (8, 8, 255), {}, "fft"),
+    ((1, 64, 32, 32), (64, 32, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), "direct"),
+    ((2, 8, 16, 16), (8, 8, 3, 3), {}, "direct"),
+])
+def test_auto_picks_the_clear_winner(x, w, kw, expect):
+    op = convt.ConvTranspose(np.zeros(w, np.float32), **kw)
+    assert op.method_for(x) == expect
+    assert op.explain(x).choice == expect
+
+
+def test_auto_result_is_exact(rng):
+    x = rng.standard_normal((1, 2, 40, 40)).astype(np.float64)
+    w = rng.standard_normal((2, 3, 25, 25)).astype(np.float64)
+    op = convt.ConvTranspose(w, pads=(3, 3, 3, 3))
+    ref = convt.conv_transpose(x, w, pads=(3, 3, 3, 3), method="reference")
+    assert_close(op(x), ref, op.method_for(x.shape), np.float64)
+
+
+def test_explain_contents():
+    w = np.zeros((16, 16, 31, 31), np.float32)
+    e = convt.explain((1, 16, 64, 64), w, pads=(15, 15, 15, 15))
+    text = str(e)
+    assert e.geometry.out_shape == (64, 64)
+    assert "pads_begin (15, 15)" in text and "input (64, 64) -> output (64, 64)" in text
+    for m, t in e.estimates.items():
+        assert f"{t * 1e3:.3f} ms" in text and m in text
+    assert f"method='auto' -> {e.choice}: " in text and e.reason in text
+    forced = convt.explain(np.zeros((1, 16, 64, 64), np.float32), w, method="direct")
+    assert forced.choice == "direct" and "forced" in forced.reason
+
+
+def test_explain_plans_nothing():
+    op = convt.ConvTranspose(np.zeros((8, 8, 3, 3), np.float32))
+    op.explain((1, 8, 16, 16))
+    assert not op._plan._geoms
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(method="fast"), ValueError,
+     r"conv_transpose: 'method' must be one of \('auto', 'direct', 'fft', 'reference', "
+     r"'tune'\); got 'fast'"),
+    (dict(tune="yes"), TypeError, r"conv_transpose: 'tune' must be True or False; got 'yes'"),
+    (dict(tune=True, method="fft"), ValueError,
+     r"conv_transpose: 'tune' conflicts with method='fft' \(tuning chooses the method\); "
+     r"got True"),
+])
+def test_bad_method_or_tune(kw, exc, match):
+    w = np.zeros((2, 2, 3), np.float32)
+    with pytest.raises(exc, match=match):
+        convt.ConvTranspose(w, **kw)
+    with pytest.raises(exc, match=match):
+        convt.explain((1, 2, 8), w, **kw)
+
+
+def test_front_ends_accept_tune(rng):
+    x = rng.standard_normal((1, 2, 9)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    ref = convt.conv_transpose(x, w, method="reference")
+    assert_close(convt.onnx.conv_transpose(x, w, method="tune"), ref, "direct", "float32")
+    with pytest.raises(ValueError, match=r"onnx \(opset 11\): 'method' must be one of "
+                                         r"\('auto', 'direct', 'fft', 'reference', 'tune'\); "
+                                         r"got 'nope'"):
+        convt.onnx.conv_transpose(x, w, method="nope")
+
+
+# ---------------------------------------------------------------- calibration
+
+@pytest.fixture
+def constants():
+    saved = dict(_cost.CONSTANTS)
+    yield _cost.CONSTANTS
+    _cost.set_constants(saved)
+
+
+STAMP = {"convt": convt.__version__, "cpu": "test cpu"}
+
+
+def test_calibration_file_round_trip(tmp_path, constants):
+    path = str(tmp_path / "c.json")
+    new = {k: v * 2 for k, v in _cost.DEFAULTS.items()}
+    _cost.save_calibration(new, STAMP, path)
+    assert _cost.load_calibration(path, STAMP)
+    assert constants == new
+    assert [p.name for p in tmp_path.iterdir()] == ["c.json"]   # no temporary file left
+
+
+@pytest.mark.parametrize("content, match", [
+    ("{not json", "ignoring the cost-model calibration"),
+    (json.dumps({"format": 1, "constants": {"call_s": 1.0}}), "unknown format or constants"),
+    (json.dumps({"format": 1, "constants": dict(_cost.DEFAULTS, call_s=-1)}), "positive"),
+    (json.dumps({"format": 1, "cpu": "other cpu", "constants": _cost.DEFAULTS}),
+     "measured on 'other cpu'"),
+])
+def test_bad_calibration_file_warns_and_is_ignored(tmp_path, constants, content, match):
+    path = tmp_path / "c.json"
+    path.write_text(content)
+    before = dict(constants)
+    with pytest.warns(RuntimeWarning, match=match):
+        assert not _cost.load_calibration(str(path), STAMP)
+    assert constants == before
+
+
+def test_missing_calibration_file_is_silent(tmp_path, recwarn):
+    assert not _cost.load_calibration(str(tmp_path / "none.json"), STAMP)
+    assert not recwarn.list
+
+
+def test_fit_recovers_known_constants():
+    """Timings made by the model with known constants are fitted back to the same estimates."""
+    truth = dict(_cost.DEFAULTS, gemm_macs_per_s=12e9, fft_cmac_s=2e-9, pixel_macs_per_s=1e9,
+                 depthwise_macs_per_s=3e9)
+    shapes = [((1, 64, 32, 32), (64, 64, 3, 3), {}), ((1, 8, 6, 6), (8, 8, 9, 9),
+              dict(pads=(6,) * 4)), ((1, 16, 64, 64), (16, 16, 15, 15), {}),
+              ((1, 32, 64, 64), (32, 1, 4, 4), dict(strides=(2, 2), group=32)),
+              ((1, 8, 64, 64), (8, 8, 3, 3), {}), ((4, 8, 8000), (8, 8, 63), {})]
+    samples = []
+    for (x, w, kw), ct in itertools.product(shapes, (np.float32, np.float64)):
+        g = _geom(x, w, **kw)
+        for m, t in _cost.estimate(g, ct, 2, truth).seconds.items():
+            if t is not None:
+                samples.append((g, np.dtype(ct), 2, m, t))
+    fitted = _calibrate.fit_constants(samples)
+    for g, ct, wk, m, t in samples:
+        assert math.isclose(_cost.estimate(g, ct, wk, fitted).seconds[m], t, rel_tol=0.05)
+
+
+def test_calibrate_fits_and_saves(tmp_path, monkeypatch, constants):
+    from convt import _tune
+
+    monkeypatch.setattr(_tune, "time_candidates",
+                        lambda runs: {m: (2e-3 if m == "fft" else 1e-3) for m in runs})
+    path = str(tmp_path / "cal.json")
+    got = convt.calibrate(workers=2, save=True, path=path)
+    assert set(got) == set(_cost.DEFAULTS)
+    assert all(v > 0 and math.isfinite(v) for v in got.values())
+    assert constants == got and got["call_s"] == 1e-3
+    _cost.set_constants(_cost.DEFAULTS)
+    assert _cost.load_calibration(path, _tune.stamp()) and constants == got

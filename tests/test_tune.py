@@ -1,0 +1,281 @@
+"""method="tune": measured winners, their store (memory, plain data, disk), the CLI."""
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import convt
+from convt import _plan, _tune
+from convt.__main__ import main
+
+from conftest import assert_close
+
+TIMES = {"direct": 0.3, "fft": 0.1}  # fake seconds per call (past the budget in 3 rounds)
+
+
+class _Log(list):
+    """The tunings made; ``.times`` is the fake seconds per call of each backend."""
+
+
+@pytest.fixture(autouse=True)
+def clean_store(monkeypatch):
+    monkeypatch.delenv("CONVT_TUNING_DIR", raising=False)
+    convt.forget_tuning()
+    convt.use_tuning_store(enable=False)
+    yield
+    convt.forget_tuning()
+    convt.use_tuning_store(enable=False)
+    _tune._store["env_checked"] = False
+
+
+@pytest.fixture
+def fake_timing(monkeypatch):
+    """Tuning times the real runners on a fake clock: each call of backend m advances it by
+    TIMES[m] (the test may edit TIMES). Returns the list of tunings made (their methods)."""
+    real = _tune.time_candidates
+    times, tunings = dict(TIMES), _Log()
+    lock = threading.Lock()
+
+    def fake(runs):
+        now = [0.0]
+
+        def wrap(m, run):
+            def call():
+                run()
+                now[0] += times[m]
+            return call
+        with lock:
+            tunings.append(sorted(runs))
+        return real({m: wrap(m, r) for m, r in runs.items()}, clock_fn=lambda: now[0])
+
+    monkeypatch.setattr(_tune, "time_candidates", fake)
+    # both backends are candidates here, whatever the (possibly recalibrated) estimates
+    monkeypatch.setattr(_plan, "_TUNE_WITHIN", 1e9)
+    tunings.times = times
+    return tunings
+
+
+def _op(dtype=np.float32, **kw):
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 8, 31)).astype(dtype)
+    return convt.ConvTranspose(w, method="tune", pads=(2, 2), **kw), w
+
+
+def _x(length, dtype=np.float32, batch=2):
+    return np.random.default_rng(4).standard_normal((batch, 8, length)).astype(dtype)
+
+
+def test_bucket():
+    assert [_tune.bucket(n) for n in (0, 1, 2, 3, 4, 5, 7, 9, 13, 1000, 1025)] == \
+        [0, 1, 2, 3, 4, 6, 8, 12, 16, 1024, 1536]
+
+
+def test_signature_buckets_lengths_only():
+    op, _ = _op()
+    geom = lambda shape: op.explain(shape).geometry      # resolves without tuning
+    sig = lambda shape: _tune.signature(geom(shape), np.float32, 2)
+    assert sig((2, 8, 1000)) == sig((2, 8, 1020)) == sig((2, 8, 800))
+    assert sig((2, 8, 1000)) != sig((2, 8, 700))
+    assert sig((2, 8, 1000)) != sig((5, 8, 1000))
+    assert sig((2, 8, 1000)) != _tune.signature(geom((2, 8, 1000)), np.float64, 2)
+    assert sig((2, 8, 1000)) != _tune.signature(geom((2, 8, 1000)), np.float32, 1)
+    assert _tune.cpu_model() in sig((2, 8, 1000)) and convt.__version__ in sig((2, 8, 1000))
+
+
+def test_time_candidates_is_best_of_interleaved_rounds():
+    now, calls = [0.0], []
+    steps = {"a": iter([9.0] + [5.0, 2.0, 4.0] * 10), "b": iter([9.0] + [3.0] * 30)}
+
+    def run(name):
+        def f():
+            calls.append(name)
+            now[0] += next(steps[name])
+        return f
+    best = _tune.time_candidates({"a": run("a"), "b": run("b")}, clock_fn=lambda: now[0])
+    assert best == {"a": 2.0, "b": 3.0}
+    assert calls[:2] == ["a", "b"] and calls[2:6] == ["a", "b", "a", "b"]   # warm-up, rounds
+    assert len(calls) == 2 + 2 * _tune._MIN_ROUNDS   # the fake 1 s budget ran out
+
+
+@pytest.mark.parametrize("winner", ["fft", "direct"])
+def test_tune_picks_the_measured_winner_and_reuses_it(fake_timing, winner):
+    fake_timing.times.update({winner: 0.1, {"fft": "direct", "direct": "fft"}[winner]: 0.5})
+    op, w = _op()
+    x = _x(1000)
+    y = op(x)
+    assert op.method_for(x.shape) == winner and fake_timing == [["direct", "fft"]]
+    assert_close(y, convt.conv_transpose(x, w, pads=(2, 2), method="reference"), winner,
+                 "float32")
+    entry = convt.export_tuning()["entries"]
+    assert [e["method"] for e in entry.values()] == [winner]
+    # same operator, another length in the bucket, a new operator: no more timing
+    op(_x(1020))
+    op2, _ = _op()
+    op2(_x(900))
+    assert op2.method_for((2, 8, 900)) == winner and len(fake_timing) == 1
+    op(_x(700))                       # another bucket: tuned once more
+    assert len(fake_timing) == 2
+
+
+def test_explain_before_and_after_tuning(fake_timing):
+    op, _ = _op()
+    before = op.explain((2, 8, 1000))
+    assert "not tuned yet" in before.reason and before.measured is None
+    op(_x(1000))
+    after = op.explain((2, 8, 1000))
+    assert after.choice == "fft" and after.measured == pytest.approx(TIMES)
+    assert "measured by tuning" in str(after) and "100.000 ms" in str(after)
+
+
+def test_single_candidate_is_not_timed(fake_timing):
+    """When the model puts one backend far ahead (a tiny layer), nothing is timed."""
+    op = convt.ConvTranspose(np.ones((2, 2, 3), np.float32), tune=True)
+    op(np.ones((1, 2, 5), np.float32))
+    assert fake_timing == [] and op.method_for((1, 2, 5)) == "direct"
+    assert "only candidate" in op.explain((1, 2, 5)).reason
+
+
+def test_threads_share_one_tuning(fake_timing):
+    op, w = _op()
+    x = _x(1000)
+    ref = convt.conv_transpose(x, w, pads=(2, 2), method="reference")
+    out, barrier = [None] * 8, threading.Barrier(8)
+
+    def work(i):
+        barrier.wait()
+        out[i] = op(x)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(fake_timing) == 1
+    for y in out:
+        assert_close(y, ref, "fft", "float32")
+
+
+def test_export_import_round_trip(fake_timing, tmp_path):
+    op, _ = _op()
+    op(_x(1000))
+    data = convt.export_tuning(tmp_path / "t.json")
+    assert json.loads((tmp_path / "t.json").read_text()) == json.loads(json.dumps(data))
+    convt.forget_tuning()
+    assert convt.export_tuning()["entries"] == {}
+    assert convt.import_tuning(str(tmp_path / "t.json")) == 1
+    assert convt.import_tuning(data) == 0            # nothing new
+    op2, _ = _op()
+    op2(_x(1000))
+    assert len(fake_timing) == 1 and op2.method_for((2, 8, 1000)) == "fft"
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(convt="0.0.1"), "stale tuning data"),
+    (dict(cpu="another cpu"), "stale tuning data"),
+    (dict(format=99), "malformed"),
+    (dict(entries=[1, 2]), "malformed"),
+])
+def test_import_ignores_stale_or_malformed_data(change, match):
+    data = {**convt.export_tuning(), "entries": {"k": {"method": "fft", "seconds": {}}},
+            **change}
+    with pytest.warns(RuntimeWarning, match=match):
+        assert convt.import_tuning(data) == 0
+    assert convt.export_tuning()["entries"] == {}
+
+
+def test_disk_store(fake_timing, tmp_path):
+    path = convt.use_tuning_store(tmp_path)
+    op, _ = _op()
+    op(_x(1000))
+    on_disk = json.loads(open(path).read())
+    assert list(on_disk["entries"].values())[0]["method"] == "fft"
+    assert sorted(os.listdir(tmp_path)) == ["tuning.json", "tuning.json.lock"]  # atomic
+    convt.forget_tuning()
+    convt.use_tuning_store(tmp_path)                 # re-read: no timing needed
+    op2, _ = _op()
+    op2(_x(1000))
+    assert len(fake_timing) == 1
+    convt.forget_tuning(disk=True)
+    assert not os.path.exists(path)
+
+
+def test_env_var_turns_the_store_on(fake_timing, tmp_path, monkeypatch):
+    monkeypatch.setenv("CONVT_TUNING_DIR", str(tmp_path))
+    _tune._store["env_checked"] = False
+    op, _ = _op()
+    op(_x(1000))
+    assert (tmp_path / "tuning.json").exists()
+
+
+@pytest.mark.parametrize("content, match", [
+    ("{\"format\": 1, \"entr", "unreadable"),
+    (None, "stale tuning data"),
+])
+def test_corrupt_or_stale_store_is_ignored(fake_timing, tmp_path, content, match):
+    stale = dict(convt.export_tuning(), convt="0.0.1",
+                 entries={"x": {"method": "fft", "seconds": {}}})
+    (tmp_path / "tuning.json").write_text(content or json.dumps(stale))
+    with pytest.warns(RuntimeWarning, match=match):
+        convt.use_tuning_store(tmp_path)
+    assert convt.export_tuning()["entries"] == {}
+    op, _ = _op()
+    with pytest.warns(RuntimeWarning, match=match):   # merged over: the bad file is replaced
+        op(_x(1000))
+    data = json.loads((tmp_path / "tuning.json").read_text())
+    assert data["convt"] == convt.__version__ and len(data["entries"]) == 1
+
+
+_WRITER = """
+import sys
+from convt import _plan, _tune
+_tune.use_tuning_store(sys.argv[1])
+for i in range(25):
+    _tune._merge_to_disk({f"{sys.argv[2]}-{i}": {"method": "direct", "seconds": {}}})
+"""
+
+
+def test_two_processes_writing_keep_every_entry(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), name], env=env)
+             for name in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    entries = json.loads((tmp_path / "tuning.json").read_text())["entries"]
+    assert sorted(entries) == sorted(f"{n}-{i}" for n in "ab" for i in range(25))
+
+
+def test_threads_writing_keep_every_entry(tmp_path):
+    convt.use_tuning_store(tmp_path)
+    ts = [threading.Thread(target=lambda n=n: [_tune._merge_to_disk(
+        {f"{n}-{i}": {"method": "fft", "seconds": {}}}) for i in range(10)]) for n in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    entries = json.loads((tmp_path / "tuning.json").read_text())["entries"]
+    assert len(entries) == 40
+
+
+def test_cli_explain(capsys):
+    assert main(["explain", "x=1,16,64,64 w=16,16,31,31 pads=15,15,15,15"]) == 0
+    out = capsys.readouterr().out
+    assert "output (64, 64)" in out and "method='auto' -> fft" in out
+
+
+def test_cli_tune(fake_timing, tmp_path, capsys):
+    assert main(["tune", "x=2,8,1000 w=8,8,31 pads=2,2", "x=1,4,8 w=4,4,2 data_format=NXC",
+                 "--store", str(tmp_path), "--export", str(tmp_path / "e.json")]) == 0
+    out = capsys.readouterr().out
+    line = next(t for t in out.splitlines() if t.startswith("x=2,8,1000 w=8,8,31 pads=2,2: "))
+    assert line.split(": ")[1].startswith("fft (")
+    assert "direct 300.000 ms" in line and "fft 100.000 ms" in line
+    assert "x=1,4,8 w=4,4,2 data_format=NXC: direct (" in out
+    assert len(json.loads((tmp_path / "tuning.json").read_text())["entries"]) == 1
+    assert (tmp_path / "e.json").exists()
+
+
+def test_cli_bad_layer():
+    with pytest.raises(SystemExit, match="bad LAYER item 'stride=2'"):
+        main(["explain", "x=1,4,8 w=4,4,2 stride=2"])
