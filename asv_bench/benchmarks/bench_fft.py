@@ -3,7 +3,7 @@
 ``KernelSweep2D`` (x (1, 16, 128, 128), K x K kernels, 16 -> 16 channels, stride 1) and
 ``KernelSweep1D`` (x (4, 8, 16000), 8 -> 8 channels, stride 1) time both methods per kernel size,
 so the crossover shows as two crossing lines in one asv graph; ``LargeKernel`` times the two
-large-kernel workloads of the peer harness. ``AutoRegret`` tracks the dispatcher (STYLE.md):
+large-kernel workloads of the peer harness, prepared and one-shot, and their peak memory. ``AutoRegret`` tracks the dispatcher (STYLE.md):
 time(the method "auto" picks) / time(fastest of "direct", "fft"), 1.0 when it picks right.
 
 Where convt has no ``method="fft"`` (commits before the FFT backend) the fft cases are skipped.
@@ -70,7 +70,25 @@ class KernelSweep1D(_Methods):
 
 
 class LargeKernel(_Methods):
+    """The two large-kernel layers: prepared and one-shot time, and peak memory (the FFT
+    backend's kernel spectra are ~27x the weights on large_k31_s1, docs/fft.md)."""
+
     params = [list(LARGE_KERNEL), METHODS]
+
+    def setup(self, case, method):
+        super().setup(case, method)
+        _, self.w, self.b = make_inputs(CASES[case])
+        self.kwargs = attrs(CASES[case])
+
+    def time_oneshot(self, case, method):
+        # conv_transpose plans in the call: for FFT that includes the kernel spectra.
+        convt.conv_transpose(self.x, self.w, self.b, method=method, **self.kwargs)
+
+    def peakmem_prepared(self, case, method):
+        self.op(self.x)
+
+    def peakmem_oneshot(self, case, method):
+        convt.conv_transpose(self.x, self.w, self.b, method=method, **self.kwargs)
 
 
 def _best_interleaved(calls, rounds=7, budget=1.0):
