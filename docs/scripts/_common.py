@@ -6,6 +6,7 @@ The workloads are the peer harness's 14 layers as copied into ``asv_bench/benchm
 import datetime
 import importlib.util
 import json
+import math
 import os
 import platform
 import subprocess
@@ -31,6 +32,14 @@ def _load_workloads():
 
 bench = _load_workloads()
 WORKLOADS, attrs, make_inputs = bench.WORKLOADS, bench.attrs, bench.make_inputs
+
+
+def gflop(shapes):
+    """Useful GFLOP of a workload (2 per multiply-add, none on inserted zeros), as the peer
+    harness counts them: N * C_in * C_out/group * prod(I) * prod(K) * 2."""
+    n, c_in, *spatial = shapes["x"]
+    _, c_out_g, *kernel = shapes["w"]
+    return 2 * n * c_in * c_out_g * math.prod(spatial) * math.prod(kernel) / 1e9
 
 
 def metadata(command):
@@ -77,10 +86,10 @@ def save_figure(fig, name):
     return path
 
 
-def best_interleaved(calls, rounds, budget):
+def best_interleaved(calls, rounds, budget, min_rounds=3):
     """Best time in seconds of each call, over rounds that run every call once (so that load
     from a shared machine hits all of them alike); stops after ``budget`` seconds once at
-    least two rounds have run."""
+    least ``min_rounds`` rounds have run."""
     best = dict.fromkeys(calls, float("inf"))
     start = time.perf_counter()
     for r in range(rounds):
@@ -88,7 +97,7 @@ def best_interleaved(calls, rounds, budget):
             t = time.perf_counter()
             f()
             best[name] = min(best[name], time.perf_counter() - t)
-        if r >= 1 and time.perf_counter() - start > budget:
+        if r + 1 >= min_rounds and time.perf_counter() - start > budget:
             break
     return best
 
