@@ -3,7 +3,7 @@
 ``KernelSweep2D`` (x (1, 16, 128, 128), K x K kernels, 16 -> 16 channels, stride 1) and
 ``KernelSweep1D`` (x (4, 8, 16000), 8 -> 8 channels, stride 1) time both methods per kernel size,
 so the crossover shows as two crossing lines in one asv graph; ``LargeKernel`` times the two
-large-kernel workloads of the peer harness, prepared and one-shot, and their peak memory. ``AutoRegret`` tracks the dispatcher (STYLE.md):
+large-kernel workloads of the peer harness. ``AutoRegret`` tracks the dispatcher (STYLE.md):
 time(the method "auto" picks) / time(fastest of "direct", "fft"), 1.0 when it picks right.
 
 Where convt has no ``method="fft"`` (commits before the FFT backend) the fft cases are skipped.
