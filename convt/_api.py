@@ -32,7 +32,7 @@ class ConvTranspose:
     method : {"auto", "direct", "fft", "reference", "tune"}, default "auto"
         Backend. "direct" is the compiled kernel; "fft" multiplies spectra (``scipy.fft``),
         fast for large kernels at stride 1, with a normwise error (about 3e-7 of the largest
-        |output| in float32, 1e-15 in float64; small outputs next to large ones lose relative
+        abs(y) in float32, 1e-15 in float64; small outputs next to large ones lose relative
         accuracy, docs/fft.md); "reference" is the plain NumPy oracle (slow, float64 inside).
         "auto" picks "direct" or "fft" per input shape from a cost model (`explain` says
         why); "tune" times the candidates on the first call of a shape signature and reuses
@@ -45,6 +45,15 @@ class ConvTranspose:
     dtype : dtype, optional
         Cast the weights, the bias and every input to this dtype. Without it, mixed dtypes
         are a TypeError.
+
+    Raises
+    ------
+    ValueError
+        Attributes out of the ONNX-11 ranges or inconsistent with the weights (the message
+        names ``conv_transpose``, the parameter and the value); at call time, an input whose
+        shape does not fit.
+    TypeError
+        Non-floating or mixed dtypes (without ``dtype=``), wrongly typed attributes.
 
     Notes
     -----
@@ -80,16 +89,49 @@ class ConvTranspose:
 
     @property
     def dtype(self):
-        """Storage dtype of the weights, of accepted inputs and of results."""
+        """Storage dtype of the weights, of accepted inputs and of results.
+
+        Examples
+        --------
+        >>> import numpy as np, convt
+        >>> convt.ConvTranspose(np.ones((2, 2, 3), np.float16)).dtype
+        dtype('float16')
+        """
         return self._plan.dtype
 
     @property
     def workers(self):
-        """Threads the kernels use."""
+        """Threads the kernels use (``workers=None`` resolved to OpenMP's default).
+
+        Examples
+        --------
+        >>> import numpy as np, convt
+        >>> convt.ConvTranspose(np.ones((2, 2, 3), np.float32), workers=1).workers
+        1
+        """
         return self._plan.workers
 
     def method_for(self, x_shape):
-        """The backend ``method="auto"`` picks for inputs of ``x_shape`` (str)."""
+        """The backend this operator runs on inputs of ``x_shape``.
+
+        Parameters
+        ----------
+        x_shape : tuple of int
+            Shape of an input array, in the operator's ``data_format``.
+
+        Returns
+        -------
+        str
+            "direct", "fft" or "reference": the forced method, or the one ``method="auto"``
+            picks for this shape.
+
+        Examples
+        --------
+        >>> import numpy as np, convt
+        >>> op = convt.ConvTranspose(np.ones((4, 4, 3, 3), np.float32), strides=(2, 2))
+        >>> op.method_for((1, 4, 16, 16))
+        'direct'
+        """
         return self._plan.geometry(x_shape).method
 
     def explain(self, x_shape):
@@ -100,11 +142,59 @@ class ConvTranspose:
         return explain_plan(self._plan, x_shape)
 
     def geometry(self, x_shape):
-        """The canonical ``Geometry`` (resolved pads, output shape) for inputs of ``x_shape``."""
+        """The canonical geometry of this operator on inputs of ``x_shape``.
+
+        Parameters
+        ----------
+        x_shape : tuple of int
+            Shape of an input array, in the operator's ``data_format``.
+
+        Returns
+        -------
+        Geometry
+            Frozen, convention-free description of the call: ``batch``, ``c_in``, ``c_out``,
+            ``groups``, ``in_shape``, ``out_shape``, ``kernel``, ``strides``, ``dilations``
+            and the resolved ``pads_begin`` / ``pads_end`` (either may be negative).
+
+        Examples
+        --------
+        >>> import numpy as np, convt
+        >>> op = convt.ConvTranspose(np.ones((4, 4, 3, 3), np.float32), strides=(2, 2),
+        ...                          auto_pad="SAME_UPPER")
+        >>> g = op.geometry((1, 4, 5, 5))
+        >>> g.out_shape, g.pads_begin, g.pads_end
+        ((10, 10), (0, 0), (1, 1))
+        """
         return self._plan.geometry(x_shape).geom
 
     def __call__(self, x):
-        """Apply to ``x`` of shape (N, C_in, *spatial) (or (N, *spatial, C_in) for NXC)."""
+        """Apply the transposed convolution to ``x``.
+
+        Parameters
+        ----------
+        x : ndarray of shape (N, C_in, *spatial)
+            Input, (N, *spatial, C_in) for ``data_format="NXC"``; any spatial size and batch,
+            any memory order. Its dtype must be the operator's (unless ``dtype=`` was given).
+
+        Returns
+        -------
+        ndarray of shape (N, C_out, *out_spatial)
+            C-contiguous, in the input's dtype and layout.
+
+        Raises
+        ------
+        ValueError
+            ``x`` has the wrong rank or number of channels, or its shape gives no output.
+        TypeError
+            ``x`` is not a floating array of the operator's dtype.
+
+        Examples
+        --------
+        >>> import numpy as np, convt
+        >>> op = convt.ConvTranspose(np.ones((1, 1, 2), np.float32), strides=(2,))
+        >>> op(np.array([[[1, 2, 3]]], np.float32))
+        array([[[1., 1., 2., 2., 3., 3.]]], dtype=float32)
+        """
         return self._plan(x)
 
     def __repr__(self):
@@ -133,8 +223,17 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
                    workers=None, dtype=None):
     """Transposed convolution with ONNX ConvTranspose-11 attribute semantics.
 
-    A thin wrapper: ``ConvTranspose(w, b, **keywords)(x)``. See `ConvTranspose` for the
-    parameters; use it directly to pack the weights once for many calls.
+    A thin wrapper: ``ConvTranspose(w, b, **keywords)(x)``. Use `ConvTranspose` directly to
+    pack the weights once for many calls.
+
+    Parameters
+    ----------
+    x : ndarray of shape (N, C_in, *spatial)
+        Input, (N, *spatial, C_in) for ``data_format="NXC"``.
+    w, b, strides, pads, dilations, output_padding, output_shape, auto_pad, group
+        As for `ConvTranspose`.
+    kernel_shape, data_format, filter_format, method, workers, dtype
+        As for `ConvTranspose`.
 
     Returns
     -------

@@ -105,6 +105,9 @@ _PARAMS_DOC = """
     output_padding : sequence of int, optional
         Non-negative extra elements at the end of each axis (no upper bound in the spec).
     data_format : {"NCX", "NXC"}, default "NCX"
+        Layout of data and output: (N, C, *spatial) or (N, *spatial, C) (an extension).
+    filter_format : {"IOX", "XOI"}, default "IOX"
+        Filter layout: the spec's (input channels first) or kernel-first (an extension).
     method : {"auto", "direct", "fft", "reference"}, default "auto"
         Backend, as for `convt.ConvTranspose`.
     workers : int, optional
@@ -124,6 +127,7 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
     filter : ndarray of shape (C_IN, C_OUT, *kernel)
         ``filter_format="XOI"``: shape (*kernel, C_OUT, C_IN).
     {params}
+
     Returns
     -------
     ndarray of shape (N, C_OUT, *out_spatial), the dtype of ``data``.
@@ -166,9 +170,16 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
     filter : ndarray of shape (G, C_IN / G, C_OUT / G, *kernel)
         ``filter_format="XOI"``: shape (G, *kernel, C_OUT / G, C_IN / G).
     {params}
+
     Returns
     -------
     ndarray of shape (N, C_OUT, *out_spatial), the dtype of ``data``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As for `convolution_backprop_data`; also a filter whose rank is not 4, 5 or 6, or
+        whose G * (C_IN / G) input channels do not match ``data``.
 
     Examples
     --------
@@ -192,4 +203,4 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
 
 for _f in (convolution_backprop_data, group_convolution_backprop_data):
     if _f.__doc__:  # None under python -OO
-        _f.__doc__ = _f.__doc__.format(params=_PARAMS_DOC.strip("\n"))
+        _f.__doc__ = _f.__doc__.format(params=_PARAMS_DOC.strip())

@@ -65,4 +65,23 @@ class KernelSweep1D(_Methods):
 
 
 class LargeKernel(_Methods):
+    """The two large-kernel layers: prepared and one-shot time, and peak memory (the FFT
+    backend's kernel spectra are ~27x the weights on large_k31_s1, docs/fft.md)."""
+
     params = [list(LARGE_KERNEL), METHODS]
+
+    def setup(self, case, method):
+        super().setup(case, method)
+        _, self.w, self.b = make_inputs(CASES[case])
+        self.kwargs = attrs(CASES[case])
+
+    def time_oneshot(self, case, method):
+        # conv_transpose plans in the call: for FFT that includes the kernel spectra.
+        convt.conv_transpose(self.x, self.w, self.b, method=method, **self.kwargs)
+
+    def peakmem_prepared(self, case, method):
+        self.op(self.x)
+
+    def peakmem_oneshot(self, case, method):
+        convt.conv_transpose(self.x, self.w, self.b, method=method, **self.kwargs)
+
