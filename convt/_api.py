@@ -88,9 +88,13 @@ class ConvTranspose:
         """The canonical ``Geometry`` (resolved pads, output shape) for inputs of ``x_shape``."""
         return self._plan.geometry(x_shape).geom
 
-    def __call__(self, x):
-        """Apply to ``x`` of shape (N, C_in, *spatial) (or (N, *spatial, C_in) for NXC)."""
-        return self._plan(x)
+    def __call__(self, x, out=None):
+        """Apply to ``x`` of shape (N, C_in, *spatial) (or (N, *spatial, C_in) for NXC).
+
+        ``out``: optional C-contiguous array of the result's shape and dtype, not overlapping
+        ``x``; the result is written there and ``out`` is returned.
+        """
+        return self._plan(x, out)
 
     def __repr__(self):
         s = self.spec
@@ -103,11 +107,13 @@ class ConvTranspose:
 def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
                    output_padding=None, output_shape=None, auto_pad="NOTSET", group=1,
                    kernel_shape=None, data_format="NCX", filter_format="IOX", method="auto",
-                   workers=None, dtype=None):
+                   workers=None, dtype=None, out=None):
     """Transposed convolution with ONNX ConvTranspose-11 attribute semantics.
 
     A thin wrapper: ``ConvTranspose(w, b, **keywords)(x)``. See `ConvTranspose` for the
-    parameters; use it directly to pack the weights once for many calls.
+    parameters; use it directly to pack the weights once for many calls. ``out``, optional:
+    a C-contiguous ndarray of the result's shape and dtype sharing no memory with x, w or b;
+    the result is written into it and it is returned.
 
     Returns
     -------
@@ -119,7 +125,10 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
     ------
     ValueError
         Attributes out of the ONNX-11 ranges or inconsistent with the arrays, e.g.
-        ``conv_transpose: 'strides' must be positive integers, one per spatial axis (2); got (2, 0)``.
+        ``conv_transpose: 'strides' must be positive integers, one per spatial axis (2); got (2, 0)``;
+        an ``out`` of the wrong shape, not C-contiguous or overlapping an input. A call that
+        would need more memory than the machine has raises ``MemoryError`` (also a
+        ``ValueError``) before allocating anything (docs/reliability.md).
     TypeError
         Non-floating or mixed dtypes (without ``dtype=``), wrongly typed attributes.
 
@@ -133,9 +142,13 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
     (1, 2, 5, 5)
     >>> y[0, 0, 2]
     array([ 9., 21., 36., 27., 15.], dtype=float32)
+    >>> buf = np.empty((1, 2, 5, 5), np.float32)
+    >>> convt.conv_transpose(x, w, out=buf) is buf
+    True
     """
-    return ConvTranspose(w, b, strides=strides, pads=pads, dilations=dilations,
+    op = ConvTranspose(w, b, strides=strides, pads=pads, dilations=dilations,
                          output_padding=output_padding, output_shape=output_shape,
                          auto_pad=auto_pad, group=group, kernel_shape=kernel_shape,
                          data_format=data_format, filter_format=filter_format, method=method,
-                         workers=workers, dtype=dtype)(x)
+                         workers=workers, dtype=dtype)
+    return op._plan(x, out, {"x": x, "w": w, "b": b})

@@ -20,12 +20,15 @@ from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gem
 from ._workspace import Workspace
 from ._dtypes import as_array, compute_dtype
 from ._geometry import Geometry, resolve
+from ._guard import check_memory, check_out, check_range, deliver
 from ._reference import conv_transpose_reference
 from ._validate import choice, fail, int_scalar
 
 __all__ = ["Plan", "Planned", "METHODS", "resolve_workers"]
 
 METHODS = ("auto", "direct", "fft", "reference")
+# An OpenMP team of millions of threads would exhaust the process; far above any core count.
+MAX_WORKERS = 1024
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
 # Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
 # run serially; results do not depend on the thread count either way.
@@ -105,6 +108,8 @@ def resolve_workers(conv, workers):
             raise fail(conv, "workers", "must not be below -os.cpu_count()", workers)
     if n == 0:
         raise fail(conv, "workers", "must be a non-zero integer", workers)
+    if n > MAX_WORKERS:
+        raise fail(conv, "workers", f"must be at most {MAX_WORKERS}", workers)
     return n
 
 
@@ -157,7 +162,9 @@ class Plan:
         hit = self._geoms.get(key)
         if hit is None:
             geom = resolve(self.spec, key)
+            check_range(self.spec.convention, geom, self.spec.input_name)
             method = self.choose(geom)
+            check_memory(self.spec.convention, geom, method, self.dtype, self.spec.input_name)
             hit = Planned(geom, method, *_BACKENDS[method](geom, self))
             with self._lock:
                 if len(self._geoms) >= _GEOMETRY_CACHE_SIZE:
@@ -174,7 +181,9 @@ class Plan:
         fft = fft_cost(geom, self.w_packed.dtype)
         return "fft" if fft < _AUTO_FFT["fft_share"] * direct else "direct"
 
-    def __call__(self, x):
+    def __call__(self, x, out=None, inputs=None):
+        """y for input ``x``; with ``out``, written there (checked against ``inputs``, name:
+        array, default the input alone) and ``out`` returned."""
         conv = self.spec.convention
         xa = as_array(conv, self.spec.input_name, x, self.allowed)
         if xa.dtype != self.dtype:
@@ -184,8 +193,11 @@ class Plan:
                            exc=TypeError)
             xa = xa.astype(self.dtype)
         p = self.geometry(xa.shape)
+        if out is not None:
+            check_out(conv, out, p.geom.array_shape("output"), self.dtype,
+                      {self.spec.input_name: x} if inputs is None else inputs)
         y = p.runner(xa, p.state, p.geom, self)
-        return np.ascontiguousarray(y, dtype=self.dtype)
+        return deliver(np.ascontiguousarray(y, dtype=self.dtype), out)
 
 
 def _run_reference(xa, state, geom, plan):
@@ -221,10 +233,26 @@ def _direct_backend(geom, plan):
     return variant, _RUNNERS[variant], state
 
 
+def _fft_backend(geom, plan):
+    variant, run, state = plan_fft(geom, plan)
+    return variant, functools.partial(_run_fft_finite, run), state
+
+
+def _run_fft_finite(run, xa, state, geom, plan):
+    # One NaN or Inf in a transform's input spreads over its whole output; non-finite data
+    # (input or weights) runs on the direct backend, so it propagates exactly as there: to the
+    # outputs it touches (docs/reliability.md).
+    finite_w = plan.packed("finite", lambda p: bool(np.isfinite(p.w_iox).all()))
+    if finite_w and np.isfinite(xa).all():
+        return run(xa, state, geom, plan)
+    _, runner, direct_state = _direct_backend(geom, plan)
+    return runner(xa, direct_state, geom, plan)
+
+
 # method -> (geom, plan) -> (variant, runner, state). A backend plans once per geometry here;
 # the runner then does the per-call work only.
 _BACKENDS = {
     "direct": _direct_backend,
-    "fft": plan_fft,
+    "fft": _fft_backend,
     "reference": lambda geom, plan: ("numpy", _run_reference, None),
 }

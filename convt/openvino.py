@@ -66,7 +66,7 @@ def _ungroup(conv, filt, filter_format):
 
 def _backprop(conv, data, filt, groups, *, output_shape, strides, pads_begin, pads_end,
               dilations, auto_pad, output_padding, data_format, filter_format, method,
-              workers):
+              workers, out=None, user_filter=None):
     xa, w_iox, _, dt, data_format, _ = intake(
         conv, data, filt, None, allowed=ALL_FLOATS, names=("data", "filter", "bias"),
         data_format=data_format, filter_format=filter_format)
@@ -77,7 +77,10 @@ def _backprop(conv, data, filt, groups, *, output_shape, strides, pads_begin, pa
                          pads_end=pads_end, output_padding=output_padding,
                          output_shape=output_shape)
     spec = make_spec(conv, attrs, rule, data_format, "data")
-    return Plan(spec, w_iox, None, dt, allowed=ALL_FLOATS, method=method, workers=workers)(xa)
+    inputs = {"data": data, "filter": filt if user_filter is None else user_filter,
+              "output_shape": output_shape}
+    return Plan(spec, w_iox, None, dt, allowed=ALL_FLOATS, method=method,
+                workers=workers)(xa, out, inputs)
 
 
 _PARAMS_DOC = """
@@ -97,13 +100,16 @@ _PARAMS_DOC = """
         Backend, as for `convt.ConvTranspose`.
     workers : int, optional
         Threads, as in ``scipy.fft``.
+    out : ndarray, optional
+        C-contiguous, of the result's shape and dtype, sharing no memory with the inputs: the
+        result is written into it and it is returned.
 """
 
 
 def convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
                               pads_begin=None, pads_end=None, dilations=None,
                               auto_pad="explicit", output_padding=None, data_format="NCX",
-                              filter_format="IOX", method="auto", workers=None):
+                              filter_format="IOX", method="auto", workers=None, out=None):
     """OpenVINO ConvolutionBackpropData-1.
 
     Parameters
@@ -137,14 +143,14 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
                      pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
                      auto_pad=auto_pad, output_padding=output_padding,
                      data_format=data_format, filter_format=filter_format, method=method,
-                     workers=workers)
+                     workers=workers, out=out)
 
 
 def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
                                     pads_begin=None, pads_end=None, dilations=None,
                                     auto_pad="explicit", output_padding=None,
                                     data_format="NCX", filter_format="IOX", method="auto",
-                                    workers=None):
+                                    workers=None, out=None):
     """OpenVINO GroupConvolutionBackpropData-1: the grouped form of the same rules.
 
     Parameters
@@ -175,7 +181,7 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
                      pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
                      auto_pad=auto_pad, output_padding=output_padding,
                      data_format=data_format, filter_format="IOX", method=method,
-                     workers=workers)
+                     workers=workers, out=out, user_filter=filter)
 
 
 for _f in (convolution_backprop_data, group_convolution_backprop_data):
