@@ -16,7 +16,8 @@ import numpy as np
 from ._depthwise import depthwise_layout, run_depthwise
 from ._direct import pack_weights, run_direct, tables
 from ._fft import fft_cost, plan_fft
-from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
+from ._phase_gemm import (_MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, batch_rows_layout, gemm_layout,
+                          grid_shape, merged_weights, run_gemm)
 from ._workspace import Workspace
 from ._dtypes import as_array, compute_dtype
 from ._geometry import Geometry, resolve
@@ -51,6 +52,9 @@ _MIN_BATCH_ROWS = 8
 # Below this many input x output channels per group, a GEMM is too thin to beat the pixel
 # kernel (depthwise, 1-4 channels per group: memory-bound, DESIGN.md).
 _MIN_GEMM_CHANNELS = 4
+# Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
+# used (_gemm_fits); the 14 bench workloads (shared/bench) have 0.0-0.85.
+_MAX_GRID_GROWTH = 8
 
 
 class Planned(NamedTuple):
@@ -79,6 +83,8 @@ def direct_variant(geom):
         # Measured (2-core EPYC, float32, 4x4 stride-2 layers): faster than the pixel kernel
         # for every few-channel layer tried, 3-15x in NCX; see convt/_depthwise.py.
         return "depthwise", depthwise_layout(geom)
+    if not _gemm_fits(geom):
+        return "pixel", tables(geom)
     layout = gemm_layout(geom)
     useful = max(layout.exact_macs, 1)
     # Channels-first grid mode reads x and writes y in place (no transposes), which
@@ -92,6 +98,20 @@ def direct_variant(geom):
     if layout.gemm_macs <= _MAX_GEMM_WASTE * useful:
         return "gemm", layout
     return "pixel", tables(geom)
+
+
+def _gemm_fits(geom):
+    """The GEMM variant's zero-haloed input grid stays within _MAX_GRID_GROWTH times the data
+    (a large dilation with heavy cropping can make the halo, not the data, the size of it: a
+    4x4 input at dilation 3000 needed an 8.6 GiB grid in batch-rows mode), and every size and
+    leading dimension it passes to BLAS fits BLAS's 32-bit int (the largest: one image of
+    the grid, all channels, in batch-rows mode)."""
+    img = prod(grid_shape(geom)[2])
+    data = prod(geom.in_shape) + prod(geom.out_shape)
+    # a tile has at most _TILE_VALUES values or _MIN_TILE_ROWS rows of a set's columns
+    blas = max(img * geom.c_in, geom.batch, _MIN_TILE_ROWS * _MAX_SET * geom.c_out,
+               _TILE_VALUES)
+    return img <= _MAX_GRID_GROWTH * data and blas < 2**31
 
 
 def resolve_workers(conv, workers):
