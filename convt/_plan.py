@@ -245,8 +245,17 @@ def _run_pixel(xa, taps, geom, plan):
 _RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise}
 
 
+def _finite_weights(plan):
+    return plan.packed("finite", lambda p: bool(np.isfinite(p.w_iox).all()))
+
+
 def _direct_backend(geom, plan):
     variant, state = direct_variant(geom)
+    if variant == "gemm" and not _finite_weights(plan):
+        # The GEMMs also multiply each tap's weights by the zero halo (outputs whose input
+        # for that tap lies outside the data): 0 * NaN or 0 * Inf would reach outputs the
+        # tap does not touch. The pixel kernel only visits taps in range.
+        variant, state = "pixel", tables(geom)
     if variant == "gemm":   # the layout's weights, merged per GEMM op, once per geometry
         state = (state, merged_weights(state, plan.w_packed) if not state.batch_rows
                  else plan.w_packed.reshape(-1))
@@ -262,8 +271,7 @@ def _run_fft_finite(run, xa, state, geom, plan):
     # One NaN or Inf in a transform's input spreads over its whole output; non-finite data
     # (input or weights) runs on the direct backend, so it propagates exactly as there: to the
     # outputs it touches (docs/reliability.md).
-    finite_w = plan.packed("finite", lambda p: bool(np.isfinite(p.w_iox).all()))
-    if finite_w and np.isfinite(xa).all():
+    if _finite_weights(plan) and np.isfinite(xa).all():
         return run(xa, state, geom, plan)
     _, runner, direct_state = _direct_backend(geom, plan)
     return runner(xa, direct_state, geom, plan)
