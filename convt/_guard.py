@@ -26,6 +26,13 @@ MEMORY_LIMIT = None
 # length plus |pads|): every kernel offset is a sum of a few such terms in int64, and
 # scipy.fft plans transforms of up to 2**60 samples, so 2**58 leaves room for both.
 MAX_FRAME = 2**58
+# Every backend plans per output phase (residue of the output index modulo the stride, per
+# axis) in Python: measured 40-90 us and 160-400 bytes per phase (2-core EPYC, loaded), so
+# 2**18 phases plan in up to ~25 s. fcn32s's 32 x 32 is 1024; 3-D stride 64 is 2**18.
+MAX_PHASES = 2**18
+# Peak bytes per output position of one axis while its phase table is built (tracemalloc,
+# convt._direct.axis_taps at 10**5 and 10**6 positions: 80.0; 24 of them are kept).
+_TABLE_BYTES = 80
 
 
 def memory_limit():
@@ -46,7 +53,11 @@ def _gib(n):
 
 
 def check_range(conv, geom, input_name):
-    """ValueError unless ``geom``'s frame has fewer than ``MAX_FRAME`` elements."""
+    """ValueError unless ``geom``'s frame has fewer than ``MAX_FRAME`` elements and its
+    output phases (product of the strides) number at most ``MAX_PHASES``."""
+    if prod(geom.strides) > MAX_PHASES:
+        raise fail(conv, "strides", f"must have a product of at most 2**18 = {MAX_PHASES} "
+                   "(the output phases every backend plans)", geom.strides)
     frame = max(geom.batch, 1) * max(geom.c_in, geom.c_out, 1) * prod(
         f + abs(pb) + abs(pe) for f, pb, pe in zip(geom.full_shape, geom.pads_begin,
                                                     geom.pads_end))
@@ -73,7 +84,16 @@ def estimate_bytes(geom, method, dtype):
 
         lay = fft_layout(geom, compute_dtype(dtype))
         return total + n_in * ct + lay.kernel_bytes + lay.chunk * lay.work_bytes
-    return total + n_in * ct    # direct: the compute-dtype (padded) copy of the input
+    # direct: the compute-dtype (padded) copy of the input, and the per-axis phase tables
+    # (convt._direct.tables), _TABLE_BYTES per output position along each axis while built:
+    # negligible in 2-D and 3-D, but a long 1-D output needs 20x its float32 size in tables.
+    from ._plan import _MIN_GEMM_CHANNELS
+
+    axes = list(geom.out_shape)
+    cg, mg = geom.c_in // max(geom.groups, 1), geom.c_out // max(geom.groups, 1)
+    if geom.data_format == "NCX" and min(cg, mg) < _MIN_GEMM_CHANNELS:
+        axes = axes[:-1]   # the channels-first depthwise kernel never builds that one
+    return total + n_in * ct + _TABLE_BYTES * sum(axes)
 
 
 def check_memory(conv, geom, method, dtype, input_name):

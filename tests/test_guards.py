@@ -1,6 +1,7 @@
 """Checks before allocation (convt._guard): calls that would need more memory than the
 machine are refused, geometries beyond 64-bit indexing are refused, 64-bit index arithmetic
 on a cheap geometry with offsets far beyond 2**31; and ``out=`` on every entry point."""
+import os
 import re
 import tracemalloc
 
@@ -222,3 +223,42 @@ def test_out_overlapping_an_input_is_refused_and_left_alone():
     with pytest.raises(ValueError, match=re.escape("'out' must not share memory with the "
                                                    "input 'x'")):
         op(x2, out=out)
+
+
+def test_too_many_output_phases_are_refused():
+    x, w = np.ones((1, 1, 2), np.float32), np.ones((1, 1, 1), np.float32)
+    with pytest.raises(ValueError, match=re.escape(
+            "openvino: 'strides' must have a product of at most 2**18 = 262144 (the output "
+            "phases every backend plans); got (262145,)")):
+        convt.openvino.convolution_backprop_data(x, w, strides=[2**18 + 1], dilations=[1],
+                                                 pads_begin=[0], pads_end=[0])
+
+
+def test_long_1d_channels_last_depthwise_counts_its_tables(limit):
+    """Channels-last depthwise builds a 24-byte phase-table row per output position (80
+    bytes at peak): a 2**31-long 1-D output is refused on the tables alone."""
+    limit(100 << 30)
+    x, w = np.ones((1, 2, 1), np.float32), np.ones((1, 1, 1), np.float32)
+    with pytest.raises(MemoryLimitError, match=re.escape(
+            "conv_transpose: 'x' needs about 168 GiB for an output of shape "
+            "(1, 2147483648, 1)")):
+        convt.conv_transpose(x, w, output_shape=(2**31,), data_format="NXC", method="direct")
+
+
+@pytest.mark.skipif(os.environ.get("CONVT_BIG_TESTS") != "1",
+                    reason="allocates 8 GiB; opt in with CONVT_BIG_TESTS=1")
+def test_output_beyond_2_31_elements():
+    """A real output of 2**31 + 1 elements (8 GiB of float32) from a 2-element input (the
+    rest is bias): the channels-first depthwise kernel indexes it in 64 bits."""
+    n = 2**31 + 1
+    x = np.array([1.0, 2.0], np.float32).reshape(1, 1, 2)
+    w = np.full((1, 1, 1), 3.0, np.float32)
+    op = convt.ConvTranspose(w, np.array([0.5], np.float32), output_shape=(n,),
+                             method="direct")
+    assert op._plan.geometry(x.shape).variant == "depthwise"
+    pb = op.geometry(x.shape).pads_begin[0]
+    y = op(x).reshape(-1)
+    assert y.size == n
+    assert (y[-pb], y[1 - pb]) == (3.5, 6.5)
+    step = 1 << 26
+    assert sum(int(np.count_nonzero(y[i:i + step] != 0.5)) for i in range(0, n, step)) == 2
