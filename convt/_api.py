@@ -32,6 +32,9 @@ class ConvTranspose:
         |output| in float32, 1e-15 in float64; small outputs next to large ones lose relative
         accuracy, docs/fft.md); "reference" is the plain NumPy oracle (slow, float64 inside).
         "auto" picks "direct" or "fft" per input shape from a cost estimate (`method_for`).
+        NaN and Inf reach exactly the outputs they touch with every method: one NaN in a
+        transform would spread over all of its output, so "fft" runs a call whose input or
+        weights hold a non-finite value on the direct kernel (docs/reliability.md).
     workers : int, optional
         Threads, as in ``scipy.fft``: None uses OpenMP's default (OMP_NUM_THREADS or all
         cores), a negative value counts back from ``os.cpu_count()``.
@@ -43,7 +46,10 @@ class ConvTranspose:
     -----
     float64 computes in float64; float32, float16 and bfloat16 (``ml_dtypes``) accumulate in
     float32 and the result is rounded once to the input dtype. The output has the input's
-    dtype and layout and is C-contiguous. Results are bit-identical for any ``workers``.
+    dtype and layout and is C-contiguous. Results are bit-identical for any ``workers``, and
+    one operator may be called from many Python threads at once (the kernels release the
+    GIL). A call that would need more memory than the machine has is refused with a
+    ``MemoryError`` (also a ``ValueError``) before anything is allocated.
 
     Examples
     --------
