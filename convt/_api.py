@@ -36,7 +36,10 @@ class ConvTranspose:
         accuracy, docs/fft.md); "reference" is the plain NumPy oracle (slow, float64 inside).
         "auto" picks "direct" or "fft" per input shape from a cost model (`explain` says
         why); "tune" times the candidates on the first call of a shape signature and reuses
-        the winner (`convt.export_tuning`, docs/dispatch.md).
+        the winner (`convt.export_tuning`, docs/dispatch.md). NaN and Inf reach exactly the
+        outputs they touch with every method: one NaN in a transform would spread over all of
+        its output, so "fft" runs a call whose input or weights hold a non-finite value on
+        the direct kernel (docs/reliability.md).
     tune : bool, default False
         Same as ``method="tune"``.
     workers : int, optional
@@ -59,7 +62,10 @@ class ConvTranspose:
     -----
     float64 computes in float64; float32, float16 and bfloat16 (``ml_dtypes``) accumulate in
     float32 and the result is rounded once to the input dtype. The output has the input's
-    dtype and layout and is C-contiguous. Results are bit-identical for any ``workers``.
+    dtype and layout and is C-contiguous. Results are bit-identical for any ``workers``, and
+    one operator may be called from many Python threads at once (the kernels release the
+    GIL). A call that would need more memory than the machine has is refused with a
+    ``MemoryError`` (also a ``ValueError``) before anything is allocated.
 
     Examples
     --------
@@ -167,7 +173,7 @@ class ConvTranspose:
         """
         return self._plan.geometry(x_shape).geom
 
-    def __call__(self, x):
+    def __call__(self, x, out=None):
         """Apply the transposed convolution to ``x``.
 
         Parameters
@@ -175,18 +181,24 @@ class ConvTranspose:
         x : ndarray of shape (N, C_in, *spatial)
             Input, (N, *spatial, C_in) for ``data_format="NXC"``; any spatial size and batch,
             any memory order. Its dtype must be the operator's (unless ``dtype=`` was given).
+        out : ndarray, optional
+            C-contiguous array of the result's shape and dtype, sharing no memory with ``x``;
+            the result is written there and ``out`` is returned.
 
         Returns
         -------
         ndarray of shape (N, C_out, *out_spatial)
-            C-contiguous, in the input's dtype and layout.
+            C-contiguous, in the input's dtype and layout (``out`` when given).
 
         Raises
         ------
         ValueError
-            ``x`` has the wrong rank or number of channels, or its shape gives no output.
+            ``x`` has the wrong rank or number of channels, or its shape gives no output;
+            ``out`` has the wrong shape or overlaps ``x``; the call would need more memory
+            than the machine has.
         TypeError
-            ``x`` is not a floating array of the operator's dtype.
+            ``x`` is not a floating array of the operator's dtype; ``out`` is not an ndarray
+            of that dtype.
 
         Examples
         --------
@@ -195,7 +207,7 @@ class ConvTranspose:
         >>> op(np.array([[[1, 2, 3]]], np.float32))
         array([[[1., 1., 2., 2., 3., 3.]]], dtype=float32)
         """
-        return self._plan(x)
+        return self._plan(x, out)
 
     def __repr__(self):
         s = self.spec
@@ -220,11 +232,11 @@ def _tune_method(method, tune):
 def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
                    output_padding=None, output_shape=None, auto_pad="NOTSET", group=1,
                    kernel_shape=None, data_format="NCX", filter_format="IOX", method="auto",
-                   workers=None, dtype=None):
+                   workers=None, dtype=None, out=None):
     """Transposed convolution with ONNX ConvTranspose-11 attribute semantics.
 
-    A thin wrapper: ``ConvTranspose(w, b, **keywords)(x)``. Use `ConvTranspose` directly to
-    pack the weights once for many calls.
+    A thin wrapper: ``ConvTranspose(w, b, **keywords)(x, out)``. Use `ConvTranspose`
+    directly to pack the weights once for many calls.
 
     Parameters
     ----------
@@ -234,6 +246,9 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
         As for `ConvTranspose`.
     kernel_shape, data_format, filter_format, method, workers, dtype
         As for `ConvTranspose`.
+    out : ndarray, optional
+        C-contiguous array of the result's shape and dtype sharing no memory with x, w or b;
+        the result is written into it and it is returned.
 
     Returns
     -------
@@ -245,7 +260,10 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
     ------
     ValueError
         Attributes out of the ONNX-11 ranges or inconsistent with the arrays, e.g.
-        ``conv_transpose: 'strides' must be positive integers, one per spatial axis (2); got (2, 0)``.
+        ``conv_transpose: 'strides' must be positive integers, one per spatial axis (2); got (2, 0)``;
+        an ``out`` of the wrong shape, not C-contiguous or overlapping an input. A call that
+        would need more memory than the machine has raises ``MemoryError`` (also a
+        ``ValueError``) before allocating anything (docs/reliability.md).
     TypeError
         Non-floating or mixed dtypes (without ``dtype=``), wrongly typed attributes.
 
@@ -259,9 +277,13 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
     (1, 2, 5, 5)
     >>> y[0, 0, 2]
     array([ 9., 21., 36., 27., 15.], dtype=float32)
+    >>> buf = np.empty((1, 2, 5, 5), np.float32)
+    >>> convt.conv_transpose(x, w, out=buf) is buf
+    True
     """
-    return ConvTranspose(w, b, strides=strides, pads=pads, dilations=dilations,
-                         output_padding=output_padding, output_shape=output_shape,
-                         auto_pad=auto_pad, group=group, kernel_shape=kernel_shape,
-                         data_format=data_format, filter_format=filter_format, method=method,
-                         workers=workers, dtype=dtype)(x)
+    op = ConvTranspose(w, b, strides=strides, pads=pads, dilations=dilations,
+                       output_padding=output_padding, output_shape=output_shape,
+                       auto_pad=auto_pad, group=group, kernel_shape=kernel_shape,
+                       data_format=data_format, filter_format=filter_format, method=method,
+                       workers=workers, dtype=dtype)
+    return op._plan(x, out, {"x": x, "w": w, "b": b})

@@ -19,6 +19,7 @@ __all__ = ["blas_threads", "blas_info"]
 
 _LOCK = threading.Lock()
 _STATE = {}
+_ACTIVE = {}   # library -> [calls inside blas_threads, the count to restore after the last]
 
 
 # (get, set) symbol names per library: SciPy's LP64 copy or a system OpenBLAS, and NumPy's
@@ -81,13 +82,20 @@ def blas_threads(n, library="scipy"):
         yield
         return
     get, put, _ = fns
+    # Concurrent calls (Python threads) share the one process-wide count: the first to enter
+    # saves it, the last to leave restores it. Restoring on every exit would hand the calls
+    # still running a multi-threaded BLAS inside their OpenMP threads.
     with _LOCK:
-        old = get()
-        if old != n:
+        active = _ACTIVE.setdefault(library, [0, None])
+        if active[0] == 0:
+            active[1] = get()
+        active[0] += 1
+        if get() != n:
             put(n)
     try:
         yield
     finally:
-        if old != n:
-            with _LOCK:
-                put(old)
+        with _LOCK:
+            active[0] -= 1
+            if active[0] == 0 and get() != active[1]:
+                put(active[1])

@@ -61,7 +61,8 @@ def inner_phases(s, d, k_len, i_len, pb, o_len):
 
 def depthwise_layout(geom):
     """The ``DepthwiseLayout`` of ``geom`` (any rank, padded to 3 spatial axes)."""
-    tabs, steps = tables(geom)
+    # depthwise_ncx walks the innermost axis by phases; only depthwise_nxc reads its table
+    tabs, steps = tables(geom, inner=geom.data_format == "NXC")
     s2 = geom.strides[-1]
     phases, ptaps = inner_phases(s2, geom.dilations[-1], geom.kernel[-1], geom.in_shape[-1],
                                  geom.pads_begin[-1], geom.out_shape[-1])

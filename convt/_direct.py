@@ -69,15 +69,22 @@ _KERNEL_PACK_MAX_GROUPS = 16   # beyond, per-group calls cost more than they sav
 _PARALLEL_PACK_VALUES = 1 << 21  # smaller weights pack faster than a thread team starts
 
 
-def tables(geom):
-    """Per-axis phase tables and steps for ``geom``, padded to 3 axes."""
+def tables(geom, inner=True):
+    """Per-axis phase tables and steps for ``geom``, padded to 3 axes. ``inner=False``
+    leaves the innermost axis's table out (a unit placeholder): it has one 24-byte row per
+    output position along that axis (80 bytes at peak while built), and a kernel that
+    walks that axis by phases never reads it."""
     tabs, steps = [], []
+    unit = np.array([[0, 0, 1]], np.int64)
     for a in range(geom.ndim):
+        if not inner and a == geom.ndim - 1:
+            tabs.append(unit)
+            steps += [1, 1]
+            continue
         tab, ks, is_ = axis_taps(geom.strides[a], geom.dilations[a], geom.kernel[a],
                                  geom.in_shape[a], geom.pads_begin[a], geom.out_shape[a])
         tabs.append(tab)
         steps += [ks, is_]
-    unit = np.array([[0, 0, 1]], np.int64)
     tabs = [unit] * (3 - geom.ndim) + tabs
     steps = [1, 1] * (3 - geom.ndim) + steps
     return tabs, np.array(steps, np.int64)

@@ -44,7 +44,11 @@ def as_array(conv, param, a, allowed):
     """``np.asarray(a)`` with a TypeError unless its dtype is one of ``allowed`` (names)."""
     if a is None:
         raise bad_type(conv, param, "must be an array, not None", a)
-    arr = np.asarray(a)
+    try:
+        arr = np.asarray(a)
+    except (ValueError, TypeError):   # e.g. a ragged nested list
+        raise fail(conv, param, "must be an array (or a nested sequence of one shape)",
+                   a) from None
     if arr.dtype.name not in allowed:
         raise bad_type(conv, param, f"must have a floating dtype in {allowed}", arr.dtype.name)
     return arr

@@ -21,7 +21,8 @@ from ._direct import pad3
 from ._kernels._gemm import phase_gemm
 from ._kernels._layout import merge_iox, to_padded_nxc
 
-__all__ = ["GemmLayout", "batch_rows_layout", "gemm_layout", "merged_weights", "run_gemm"]
+__all__ = ["GemmLayout", "batch_rows_layout", "gemm_layout", "grid_shape", "merged_weights",
+           "run_gemm"]
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,9 @@ def _axis_phases(s, d, k_len, pb, o_len):
     return out
 
 
-def gemm_layout(geom):
-    """The ``GemmLayout`` of ``geom`` (any rank, padded to 3 spatial axes)."""
+def grid_shape(geom):
+    """(per-axis phases, halo H, grid P) of ``geom``, 3 axes: the zero-haloed input grid the
+    GEMM variant reads (cheap: the planner checks its size before building a layout)."""
     strides, dils, kernel, in_shape, pbs, out_shape = _axes3(geom)
     per_axis = [_axis_phases(*a) for a in zip(strides, dils, kernel, pbs, out_shape)]
     halo, grid = [], []
@@ -79,6 +81,13 @@ def gemm_layout(geom):
         top = max(top, max(q for q, _ in phases))
         halo.append(h)
         grid.append(max(h + i_len, top))
+    return per_axis, halo, grid
+
+
+def gemm_layout(geom):
+    """The ``GemmLayout`` of ``geom`` (any rank, padded to 3 spatial axes)."""
+    strides, dils, kernel, in_shape, pbs, out_shape = _axes3(geom)
+    per_axis, halo, grid = grid_shape(geom)
     n = geom.batch
     cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
     rows_stride = (grid[1] * grid[2], grid[2], 1)

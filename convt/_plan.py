@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+from math import prod
 import threading
 from typing import Any, Callable, NamedTuple
 
@@ -18,17 +19,24 @@ from ._direct import pack_weights, run_direct, tables
 from . import _tune
 from ._cost import direct_kind, direct_threads, estimate
 from ._fft import plan_fft
-from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
+from ._phase_gemm import (_MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, batch_rows_layout, gemm_layout,
+                          grid_shape, merged_weights, run_gemm)
 from ._workspace import Workspace
 from ._dtypes import as_array, compute_dtype
 from ._geometry import Geometry, resolve
+from ._guard import check_memory, check_out, check_range, deliver
 from ._reference import conv_transpose_reference
 from ._validate import choice, fail, int_scalar
 
 __all__ = ["Plan", "Planned", "METHODS", "pick", "resolve_workers", "tune_candidates"]
 
 METHODS = ("auto", "direct", "fft", "reference", "tune")
+# An OpenMP team of millions of threads would exhaust the process; far above any core count.
+MAX_WORKERS = 1024
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
+# Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
+# used (_gemm_fits); the 14 bench workloads (shared/bench) have 0.0-0.85.
+_MAX_GRID_GROWTH = 8
 
 
 class Planned(NamedTuple):
@@ -49,6 +57,8 @@ def variant_choice(geom):
     """(name, batch_rows): the direct variant ``geom`` runs, "depthwise", "gemm" (in
     batch-rows mode or not) or "pixel" (the rule is ``convt._cost.direct_kind``)."""
     kind = direct_kind(geom)
+    if kind.variant == "gemm" and not _gemm_fits(geom):
+        return "pixel", False
     return kind.variant, kind.mode == "batch-rows"
 
 
@@ -70,6 +80,20 @@ def direct_variant(geom, pin=None):
     return name, batch_rows_layout(layout, geom.batch) if batch_rows else layout
 
 
+def _gemm_fits(geom):
+    """The GEMM variant's zero-haloed input grid stays within _MAX_GRID_GROWTH times the data
+    (a large dilation with heavy cropping can make the halo, not the data, the size of it: a
+    4x4 input at dilation 3000 needed an 8.6 GiB grid in batch-rows mode), and every size and
+    leading dimension it passes to BLAS fits BLAS's 32-bit int (the largest: one image of
+    the grid, all channels, in batch-rows mode)."""
+    img = prod(grid_shape(geom)[2])
+    data = prod(geom.in_shape) + prod(geom.out_shape)
+    # a tile has at most _TILE_VALUES values or _MIN_TILE_ROWS rows of a set's columns
+    blas = max(img * geom.c_in, geom.batch, _MIN_TILE_ROWS * _MAX_SET * geom.c_out,
+               _TILE_VALUES)
+    return img <= _MAX_GRID_GROWTH * data and blas < 2**31
+
+
 def resolve_workers(conv, workers):
     """Thread count, as scipy.fft reads ``workers``: None -> the OpenMP default (honours
     OMP_NUM_THREADS), n > 0 -> n, n < 0 -> os.cpu_count() + 1 + n (so -1 means every core)."""
@@ -84,6 +108,8 @@ def resolve_workers(conv, workers):
             raise fail(conv, "workers", "must not be below -os.cpu_count()", workers)
     if n == 0:
         raise fail(conv, "workers", "must be a non-zero integer", workers)
+    if n > MAX_WORKERS:
+        raise fail(conv, "workers", f"must be at most {MAX_WORKERS}", workers)
     return n
 
 
@@ -156,7 +182,9 @@ class Plan:
         hit = self._geoms.get(key)
         if hit is None:
             geom = resolve(self.spec, key)
+            check_range(self.spec.convention, geom, self.spec.input_name)
             method = self.choose(geom, x)
+            check_memory(self.spec.convention, geom, method, self.dtype, self.spec.input_name)
             hit = Planned(geom, method, *_BACKENDS[method](geom, self))
             with self._lock:
                 if len(self._geoms) >= _GEOMETRY_CACHE_SIZE:
@@ -193,7 +221,9 @@ class Plan:
             runs[m] = functools.partial(runner, x, state, geom, self)
         return _tune.time_candidates(runs)
 
-    def __call__(self, x):
+    def __call__(self, x, out=None, inputs=None):
+        """y for input ``x``; with ``out``, written there (checked against ``inputs``, name:
+        array, default the input alone) and ``out`` returned."""
         conv = self.spec.convention
         xa = as_array(conv, self.spec.input_name, x, self.allowed)
         if xa.dtype != self.dtype:
@@ -203,8 +233,11 @@ class Plan:
                            exc=TypeError)
             xa = xa.astype(self.dtype)
         p = self.geometry(xa.shape, xa)
+        if out is not None:
+            check_out(conv, out, p.geom.array_shape("output"), self.dtype,
+                      {self.spec.input_name: x} if inputs is None else inputs)
         y = p.runner(xa, p.state, p.geom, self)
-        return np.ascontiguousarray(y, dtype=self.dtype)
+        return deliver(np.ascontiguousarray(y, dtype=self.dtype), out)
 
 
 # "tune" times every backend whose estimate is within this factor of the best one; a backend
@@ -251,18 +284,42 @@ def _run_pixel(xa, taps, geom, plan):
 _RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise}
 
 
+def _finite_weights(plan):
+    return plan.packed("finite", lambda p: bool(np.isfinite(p.w_iox).all()))
+
+
 def _direct_backend(geom, plan):
     variant, state = direct_variant(geom) if plan.pin is None else direct_variant(geom, plan.pin)
+    if variant == "gemm" and not _finite_weights(plan):
+        # The GEMMs also multiply each tap's weights by the zero halo (outputs whose input
+        # for that tap lies outside the data): 0 * NaN or 0 * Inf would reach outputs the
+        # tap does not touch. The pixel kernel only visits taps in range.
+        variant, state = "pixel", tables(geom)
     if variant == "gemm":   # the layout's weights, merged per GEMM op, once per geometry
         state = (state, plan.w_packed.reshape(-1) if state.batch_rows
                  else merged_weights(state, plan.w_iox_compute, plan.workers))
     return variant, _RUNNERS[variant], state
 
 
+def _fft_backend(geom, plan):
+    variant, run, state = plan_fft(geom, plan)
+    return variant, functools.partial(_run_fft_finite, run), state
+
+
+def _run_fft_finite(run, xa, state, geom, plan):
+    # One NaN or Inf in a transform's input spreads over its whole output; non-finite data
+    # (input or weights) runs on the direct backend, so it propagates exactly as there: to the
+    # outputs it touches (docs/reliability.md).
+    if _finite_weights(plan) and np.isfinite(xa).all():
+        return run(xa, state, geom, plan)
+    _, runner, direct_state = _direct_backend(geom, plan)
+    return runner(xa, direct_state, geom, plan)
+
+
 # method -> (geom, plan) -> (variant, runner, state). A backend plans once per geometry here;
 # the runner then does the per-call work only.
 _BACKENDS = {
     "direct": _direct_backend,
-    "fft": plan_fft,
+    "fft": _fft_backend,
     "reference": lambda geom, plan: ("numpy", _run_reference, None),
 }

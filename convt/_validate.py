@@ -8,6 +8,7 @@ constraint and the value, e.g.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -60,7 +61,8 @@ def int_tuple(conv, param, value, length, *, minimum=None, what=None):
         if value.ndim != 1 or not (value.dtype.kind in "iu" or value.size == 0):
             raise bad_type(conv, param, constraint, value)
         seq = [int(v) for v in value]
-    elif isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+    elif isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        # a dict or set has a length too, but no order (a dict would give its keys)
         raise bad_type(conv, param, constraint, value)
     else:
         seq = [_as_int(conv, param, v, constraint) for v in value]

@@ -141,7 +141,8 @@ def _run_block(blocks, block, weights):
 def _front_end_plan(conv, convention, x_dtype, x_ndim, w, b, keywords):
     public, n_arrays, prepare = _FRONT_ENDS[convention]
     sig = inspect.signature(public)
-    accepted = list(sig.parameters)[n_arrays:]
+    # out= has no meaning for a lazy result (dask.array.store writes one into any target)
+    accepted = [k for k in list(sig.parameters)[n_arrays:] if k != "out"]
     unknown = sorted(set(keywords) - set(accepted))
     if unknown:
         raise bad_type(conv, unknown[0], f"is not a keyword of {public.__module__}."
@@ -152,6 +153,7 @@ def _front_end_plan(conv, convention, x_dtype, x_ndim, w, b, keywords):
     meta = np.empty((0,) * x_ndim, x_dtype)  # the front end checks x's dtype on it
     bound = sig.bind(meta, w, *([b] if n_arrays == 3 else []), **keywords)
     bound.apply_defaults()
+    bound.arguments.pop("out", None)
     return prepare(**bound.arguments)[1]
 
 

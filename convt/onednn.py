@@ -49,7 +49,7 @@ def onednn_rule(conv, nd, *, auto_pad, pads_begin, pads_end, output_padding, out
 def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pads_end=None,
                    dilations=None, auto_pad="none", output_padding=None, groups=1,
                    data_format="NXC", filter_format="XOI", output_shape=None, method="auto",
-                   workers=None):
+                   workers=None, out=None):
     """oneDNN Graph ConvTranspose-1.
 
     Parameters
@@ -75,6 +75,9 @@ def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pa
         Backend, as for `convt.ConvTranspose`.
     workers : int, optional
         Threads, as in ``scipy.fft``.
+    out : ndarray, optional
+        C-contiguous, of the result's shape and dtype, sharing no memory with the inputs: the
+        result is written into it and it is returned.
 
     Returns
     -------
@@ -101,7 +104,7 @@ def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pa
                         output_padding=output_padding, groups=groups, data_format=data_format,
                         filter_format=filter_format, output_shape=output_shape, method=method,
                         workers=workers)
-    return plan(xa)
+    return plan(xa, out, {"src": src, "weights": weights, "bias": bias})
 
 
 def _prepare(src, weights, bias, *, strides, pads_begin, pads_end, dilations, auto_pad,

@@ -56,8 +56,14 @@ def onnx_rule(conv, version, nd, strides, dilations, *, auto_pad, pads, output_p
         floor_first = upper_floor if version >= 11 else not upper_floor
         return PadRule(kind="total", output_padding=op, total=TOTAL_FROM_OUTPUT_SHAPE,
                        output_shape=os_, begin="floor" if floor_first else "ceil")
+    # 004 lines 76-88: [x1_begin, x2_begin, ..., x1_end, x2_end, ...], each >= 0; the output
+    # length is s*(I-1) + op + E - pads_begin - pads_end (004 line 33). Checked before the
+    # auto_pad test below, which reads the values.
+    p = None if pads is None else int_tuple(
+        conv, "pads", pads, 2 * nd, minimum=0,
+        what=f"integers [x1_begin, ..., x1_end, ...] ({2 * nd})")
     # 004 lines 84-86: pads "cannot be used simultaneously with auto_pad".
-    check_pads_ignored(conv, auto_pad, pads, "NOTSET")
+    check_pads_ignored(conv, auto_pad, p, "NOTSET")
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         # Opset 11, 004 lines 45-50: output_shape[i] = input_shape[i] * strides[i], "the extra
         # padding is added at the end for SAME_UPPER and at the beginning for SAME_LOWER".
@@ -66,14 +72,10 @@ def onnx_rule(conv, version, nd, strides, dilations, *, auto_pad, pads, output_p
         total = TOTAL_FROM_INPUT_TIMES_STRIDE if version >= 11 else TOTAL_FROM_INPUT
         return PadRule(kind="total", output_padding=op, total=total,
                        begin="floor" if auto_pad == "SAME_UPPER" else "ceil")
-    if auto_pad == "VALID" or pads is None:
+    if auto_pad == "VALID" or p is None:
         # VALID: "no padding"; NOTSET without pads: "defaults to 0" (004 line 88).
         return PadRule(kind="explicit", output_padding=op, pads_begin=(0,) * nd,
                        pads_end=(0,) * nd)
-    # 004 lines 76-88: [x1_begin, x2_begin, ..., x1_end, x2_end, ...], each >= 0; the output
-    # length is s*(I-1) + op + E - pads_begin - pads_end (004 line 33).
-    p = int_tuple(conv, "pads", pads, 2 * nd, minimum=0,
-                  what=f"integers [x1_begin, ..., x1_end, ...] ({2 * nd})")
     return PadRule(kind="explicit", output_padding=op, pads_begin=p[:nd], pads_end=p[nd:])
 
 
@@ -91,7 +93,7 @@ def onnx_spec(conv, version, w_iox, b, *, auto_pad="NOTSET", dilations=None, gro
 def conv_transpose(X, W, B=None, *, opset=11, auto_pad="NOTSET", dilations=None, group=1,
                    kernel_shape=None, output_padding=None, output_shape=None, pads=None,
                    strides=None, data_format="NCX", filter_format="IOX", method="auto",
-                   workers=None):
+                   workers=None, out=None):
     """ONNX ``ConvTranspose`` with the attribute semantics of the model's opset.
 
     Parameters
@@ -115,6 +117,9 @@ def conv_transpose(X, W, B=None, *, opset=11, auto_pad="NOTSET", dilations=None,
         Backend, as for `convt.ConvTranspose`.
     workers : int, optional
         Threads, as in ``scipy.fft`` (None: OpenMP's default, honouring OMP_NUM_THREADS).
+    out : ndarray, optional
+        C-contiguous, of the result's shape and dtype, sharing no memory with X, W or B: the
+        result is written into it and it is returned.
 
     Returns
     -------
@@ -145,7 +150,7 @@ def conv_transpose(X, W, B=None, *, opset=11, auto_pad="NOTSET", dilations=None,
                         output_shape=output_shape, pads=pads, strides=strides,
                         data_format=data_format, filter_format=filter_format, method=method,
                         workers=workers)
-    return plan(xa)
+    return plan(xa, out, {"X": X, "W": W, "B": B})
 
 
 def _prepare(X, W, B, *, opset, auto_pad, dilations, group, kernel_shape, output_padding,

@@ -112,13 +112,16 @@ _PARAMS_DOC = """
         Backend, as for `convt.ConvTranspose`.
     workers : int, optional
         Threads, as in ``scipy.fft``.
+    out : ndarray, optional
+        C-contiguous, of the result's shape and dtype, sharing no memory with the inputs: the
+        result is written into it and it is returned.
 """
 
 
 def convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
                               pads_begin=None, pads_end=None, dilations=None,
                               auto_pad="explicit", output_padding=None, data_format="NCX",
-                              filter_format="IOX", method="auto", workers=None):
+                              filter_format="IOX", method="auto", workers=None, out=None):
     """OpenVINO ConvolutionBackpropData-1.
 
     Parameters
@@ -154,14 +157,14 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
                         auto_pad=auto_pad, output_padding=output_padding,
                         data_format=data_format, filter_format=filter_format, method=method,
                         workers=workers)
-    return plan(xa)
+    return plan(xa, out, {"data": data, "filter": filter, "output_shape": output_shape})
 
 
 def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
                                     pads_begin=None, pads_end=None, dilations=None,
                                     auto_pad="explicit", output_padding=None,
                                     data_format="NCX", filter_format="IOX", method="auto",
-                                    workers=None):
+                                    workers=None, out=None):
     """OpenVINO GroupConvolutionBackpropData-1: the grouped form of the same rules.
 
     Parameters
@@ -198,7 +201,7 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
                         auto_pad=auto_pad, output_padding=output_padding,
                         data_format=data_format, filter_format=filter_format, method=method,
                         workers=workers)
-    return plan(xa)
+    return plan(xa, out, {"data": data, "filter": filter, "output_shape": output_shape})
 
 
 for _f in (convolution_backprop_data, group_convolution_backprop_data):

@@ -1,0 +1,139 @@
+"""Checks a plan makes before it allocates: index range, memory, the ``out=`` array.
+
+Attributes are arbitrary-precision Python integers until a geometry reaches NumPy and the
+kernels, which index in 64 bits (docs/reliability.md). ``check_range`` refuses geometries
+whose uncropped frame could not be indexed there; ``check_memory`` refuses calls whose
+arrays would not fit in the machine, before any of them (or a backend's plan) is allocated.
+Both run once per input shape (the plan caches accepted geometries).
+"""
+from __future__ import annotations
+
+import os
+from math import prod
+
+import numpy as np
+
+from ._dtypes import compute_dtype
+from ._validate import bad_type, fail
+
+__all__ = ["MEMORY_LIMIT", "MAX_FRAME", "memory_limit", "estimate_bytes", "check_range",
+           "check_memory", "check_out", "deliver"]
+
+# Bytes a call may need; None: the machine's physical memory (os.sysconf), overridden by the
+# environment variable CONVT_MEMORY_LIMIT (bytes). Tests set this constant.
+MEMORY_LIMIT = None
+# Elements of the largest frame a geometry may span (batch x channels x per axis the full
+# length plus |pads|): every kernel offset is a sum of a few such terms in int64, and
+# scipy.fft plans transforms of up to 2**60 samples, so 2**58 leaves room for both.
+MAX_FRAME = 2**58
+# Every backend plans per output phase (residue of the output index modulo the stride, per
+# axis) in Python: measured 40-90 us and 160-400 bytes per phase (2-core EPYC, loaded), so
+# 2**18 phases plan in up to ~25 s. fcn32s's 32 x 32 is 1024; 3-D stride 64 is 2**18.
+MAX_PHASES = 2**18
+# Peak bytes per output position of one axis while its phase table is built (tracemalloc,
+# convt._direct.axis_taps at 10**5 and 10**6 positions: 80.0; 24 of them are kept).
+_TABLE_BYTES = 80
+
+
+def memory_limit():
+    """The byte limit ``check_memory`` applies (see ``MEMORY_LIMIT``)."""
+    if MEMORY_LIMIT is not None:
+        return int(MEMORY_LIMIT)
+    env = os.environ.get("CONVT_MEMORY_LIMIT", "").strip()
+    if env:
+        return int(float(env))
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): no limit known
+        return 2**63
+
+
+def _gib(n):
+    return f"{n / 2**30:.3g} GiB"
+
+
+def check_range(conv, geom, input_name):
+    """ValueError unless ``geom``'s frame has fewer than ``MAX_FRAME`` elements and its
+    output phases (product of the strides) number at most ``MAX_PHASES``."""
+    if prod(geom.strides) > MAX_PHASES:
+        raise fail(conv, "strides", f"must have a product of at most 2**18 = {MAX_PHASES} "
+                   "(the output phases every backend plans)", geom.strides)
+    frame = max(geom.batch, 1) * max(geom.c_in, geom.c_out, 1) * prod(
+        f + abs(pb) + abs(pe) for f, pb, pe in zip(geom.full_shape, geom.pads_begin,
+                                                    geom.pads_end))
+    if frame >= MAX_FRAME:
+        raise fail(conv, input_name, "with these attributes spans a frame of "
+                   f"{frame:.3g} elements (full lengths {geom.full_shape}, pads "
+                   f"{geom.pads_begin} / {geom.pads_end}), beyond the 2**58 that convt "
+                   "indexes", geom.array_shape("input"))
+
+
+def estimate_bytes(geom, method, dtype):
+    """Bytes of the arrays one call holds at once (a lower bound: small tables and the
+    weights, which the caller already holds, are left out)."""
+    store, ct = np.dtype(dtype).itemsize, compute_dtype(dtype).itemsize
+    n_in = geom.batch * geom.c_in * prod(geom.in_shape)
+    n_out = geom.batch * geom.c_out * prod(geom.out_shape)
+    # the result in the storage dtype, the backend's output in the compute dtype
+    total = n_out * store + (n_out * ct if ct != store else 0)
+    if method == "reference":   # float64 input, full (uncropped) sum and output
+        n_full = geom.batch * geom.c_out * prod(geom.full_shape)
+        return total + 8 * (n_in + n_full + 2 * n_out)
+    if method == "fft":
+        from ._fft import fft_layout
+
+        lay = fft_layout(geom, compute_dtype(dtype))
+        return total + n_in * ct + lay.kernel_bytes + lay.chunk * lay.work_bytes
+    # direct: the compute-dtype (padded) copy of the input, and the per-axis phase tables
+    # (convt._direct.tables), _TABLE_BYTES per output position along each axis while built:
+    # negligible in 2-D and 3-D, but a long 1-D output needs 20x its float32 size in tables.
+    from ._cost import _MIN_GEMM_CHANNELS
+
+    axes = list(geom.out_shape)
+    cg, mg = geom.c_in // max(geom.groups, 1), geom.c_out // max(geom.groups, 1)
+    if geom.data_format == "NCX" and min(cg, mg) < _MIN_GEMM_CHANNELS:
+        axes = axes[:-1]   # the channels-first depthwise kernel never builds that one
+    return total + n_in * ct + _TABLE_BYTES * sum(axes)
+
+
+def check_memory(conv, geom, method, dtype, input_name):
+    """MemoryError (also a ValueError) when the call would need more than ``memory_limit``."""
+    need, limit = estimate_bytes(geom, method, dtype), memory_limit()
+    if need > limit:
+        raise fail(conv, input_name, f"needs about {_gib(need)} for an output of shape "
+                   f"{geom.array_shape('output')} ({np.dtype(dtype).name}, method "
+                   f"{method!r}), more than the {_gib(limit)} memory limit (physical memory, "
+                   "or CONVT_MEMORY_LIMIT)", geom.array_shape("input"), exc=MemoryLimitError)
+
+
+class MemoryLimitError(MemoryError, ValueError):
+    """A call refused by ``check_memory``: a MemoryError, and a ValueError like every other
+    refused argument."""
+
+
+def check_out(conv, out, shape, dtype, inputs):
+    """TypeError / ValueError unless ``out`` can receive a result of ``shape`` and ``dtype``:
+    a writeable C-contiguous ndarray sharing no memory with any of ``inputs`` (name: array)."""
+    if not isinstance(out, np.ndarray):
+        raise bad_type(conv, "out", "must be a numpy.ndarray", type(out).__name__)
+    if out.dtype != dtype:
+        raise bad_type(conv, "out", f"must have the result's dtype {np.dtype(dtype).name}",
+                       out.dtype.name)
+    if out.shape != tuple(shape):
+        raise fail(conv, "out", f"must have the result's shape {tuple(shape)}", out.shape)
+    if not out.flags.c_contiguous:
+        raise fail(conv, "out", "must be C-contiguous", f"strides {out.strides}")
+    if not out.flags.writeable:
+        raise fail(conv, "out", "must be writeable", "a read-only array")
+    for name, a in inputs.items():
+        if a is not None and np.may_share_memory(out, a):
+            raise fail(conv, "out", f"must not share memory with the input {name!r}",
+                       "an overlapping array")
+
+
+def deliver(y, out):
+    """``y`` itself, or copied into ``out`` (already checked) and ``out`` returned."""
+    if out is None:
+        return y
+    np.copyto(out, y, casting="no")
+    return out

@@ -1,0 +1,171 @@
+"""Threads: concurrent calls of one prepared operator and of the one-shot function give the
+serial results bit for bit, every backend and direct variant (the workspace reuse of
+convt._workspace included); the kernels release the GIL; results do not depend on the
+thread count and do not change from run to run."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import convt
+import convt._cost
+from convt._plan import direct_variant
+
+# (label, x shape, w shape, keywords, method, variant, what the layout must say)
+CASES = [
+    ("gemm-ncx", (2, 8, 10, 10), (8, 8, 3, 3), dict(strides=(2, 2)), "direct", "gemm",
+     dict(channels_first=True, batch_rows=False)),
+    ("gemm-nxc", (2, 10, 10, 8), (8, 8, 3, 3), dict(strides=(2, 2), data_format="NXC"),
+     "direct", "gemm", dict(channels_first=False, batch_rows=False)),
+    ("gemm-batch-rows", (8, 3, 3, 8), (8, 8, 3, 3), dict(pads=(2, 2, 2, 2), data_format="NXC"),
+     "direct", "gemm", dict(batch_rows=True)),
+    ("pixel", (1, 8, 3, 3), (8, 8, 3, 3), dict(dilations=(4, 4)), "direct", "pixel", {}),
+    ("pixel-1d", (2, 8, 5), (8, 8, 5), dict(dilations=(7,)), "direct", "pixel", {}),
+    ("depthwise-ncx", (2, 6, 10, 10), (6, 1, 3, 3), dict(group=6, strides=(2, 2)), "direct",
+     "depthwise", {}),
+    ("depthwise-nxc", (2, 10, 10, 6), (6, 1, 3, 3),
+     dict(group=6, strides=(2, 2), data_format="NXC"), "direct", "depthwise", {}),
+    ("depthwise-nxc-2per", (2, 10, 10, 6), (6, 2, 3, 3),
+     dict(group=3, strides=(2, 2), data_format="NXC"), "direct", "depthwise", {}),
+    ("fft", (2, 4, 40), (4, 6, 31), dict(pads=(3, 5)), "fft", "fft", {}),
+    ("fft-overlap-add", (2, 4, 300), (4, 4, 63), {}, "fft", "fft-overlap-add", {}),
+    ("reference", (2, 4, 6, 6), (4, 3, 3, 3), dict(strides=(2, 2)), "reference", "numpy", {}),
+]
+IDS = [c[0] for c in CASES]
+
+
+def _data(case, seed, grow=0):
+    _, xs, ws, kw, *_ = case
+    rng = np.random.default_rng(seed)
+    nxc = kw.get("data_format") == "NXC"
+    xs = list(xs)
+    xs[-2 if nxc else -1] += grow     # a second input shape: another geometry, workspace size
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal(ws).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal(ws[1] * kw.get("group", 1)).astype(np.float32)
+    return x, w, b
+
+
+def _op(case, workers=2):
+    label, xs, ws, kw, method, *_ = case
+    _, w, b = _data(case, 0)
+    return convt.ConvTranspose(w, b, method=method, workers=workers, **kw), w, b
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_case_runs_the_variant_it_names(case, monkeypatch):
+    """Guards the table: each case really reaches its backend and direct variant."""
+    if case[0] == "fft-overlap-add":   # a small budget forces the tiles
+        monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", 1 << 12)
+    op, _, _ = _op(case)
+    x, _, _ = _data(case, 0)
+    p = op._plan.geometry(x.shape)
+    assert (p.method, p.variant) == (case[4], case[5])
+    if case[6]:
+        layout = direct_variant(p.geom)[1]
+        assert {k: getattr(layout, k) for k in case[6]} == case[6]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_eight_threads_match_serial_bit_for_bit(case, monkeypatch):
+    if case[0] == "fft-overlap-add":
+        monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", 1 << 12)
+    op, w, b = _op(case)
+    kw = dict(case[3], method=case[4], workers=2)
+    inputs = [_data(case, 10 + i, grow=i % 2)[0] for i in range(8)]
+    serial = [op(x) for x in inputs]
+    results = [[] for _ in inputs]
+    errors = []
+    start = threading.Barrier(len(inputs))
+
+    def work(i):
+        try:
+            start.wait()
+            for _ in range(3):
+                results[i].append(op(inputs[i]))
+                results[i].append(convt.conv_transpose(inputs[i], w, b, **kw))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for got, want in zip(results, serial):
+        assert len(got) == 6
+        for y in got:
+            np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_same_result_for_one_and_two_threads_and_run_to_run(case, monkeypatch):
+    if case[0] == "fft-overlap-add":
+        monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", 1 << 12)
+    x, _, _ = _data(case, 3)
+    ys = [_op(case, workers)[0](x) for workers in (1, 2, 1, 2)]
+    op = _op(case)[0]
+    ys += [op(x), op(x)]
+    for y in ys[1:]:
+        np.testing.assert_array_equal(y, ys[0])
+
+
+# Layers that keep one kernel busy for 0.13-0.34 s on one thread (measured on the 2-core EPYC).
+GIL_CASES = [
+    ("gemm", (4, 128, 48, 48), (128, 128, 4, 4), dict(strides=(2, 2))),
+    ("pixel", (1, 128, 24, 24), (128, 128, 5, 5), dict(dilations=(9, 9))),
+    ("depthwise", (16, 64, 96, 96), (64, 1, 5, 5), dict(group=64, strides=(2, 2))),
+]
+
+
+def _longest_pause(fn):
+    """(longest pause of a pure-Python loop in this thread, run time of ``fn``) while ``fn``
+    runs in another thread."""
+    spans = []
+
+    def run():
+        t0 = time.perf_counter()
+        fn()
+        spans.append(time.perf_counter() - t0)
+
+    t = threading.Thread(target=run)
+    last = time.perf_counter()
+    longest = 0.0
+    t.start()
+    while t.is_alive():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    t.join()
+    return longest, spans[0]
+
+
+def test_the_gil_probe_sees_a_held_gil():
+    """The probe can fail: a C call that keeps the GIL (ctypes.PyDLL) stalls the loop."""
+    ctypes = pytest.importorskip("ctypes")
+    try:
+        usleep = ctypes.PyDLL(None).usleep
+    except (OSError, AttributeError):
+        pytest.skip("no usleep in this process's C library")
+    longest, span = _longest_pause(lambda: usleep(200_000))
+    assert longest > 0.5 * span
+
+
+@pytest.mark.parametrize("variant, xs, ws, kw", GIL_CASES, ids=[c[0] for c in GIL_CASES])
+def test_kernels_release_the_gil(variant, xs, ws, kw, monkeypatch):
+    """While a kernel runs in one thread, pure-Python work in another keeps going: the
+    longest pause between its loop iterations stays far below the kernel's run time (a
+    kernel holding the GIL would stall the loop for all of it)."""
+    monkeypatch.setattr(convt._cost, "_PARALLEL_MIN_MACS", 1 << 62)   # one thread
+    monkeypatch.setattr(convt._cost, "_PARALLEL_MIN_OUTPUTS", 1 << 62)
+    if variant == "pixel":   # the cost model may price grid-mode GEMMs lower here
+        monkeypatch.setattr(convt._plan, "direct_variant",
+                            lambda geom, pin=None: direct_variant(geom, ("pixel", False)))
+    x = np.ones(xs, np.float32)
+    op = convt.ConvTranspose(np.ones(ws, np.float32) * 0.01, method="direct", workers=1, **kw)
+    assert op._plan.geometry(x.shape).variant == variant
+    op(x)   # plan and warm up outside the measurement
+    longest, span = _longest_pause(lambda: op(x))
+    assert span > 0.05, f"kernel too short to show anything ({span:.3f} s)"
+    assert longest < 0.5 * span, (longest, span)
