@@ -141,8 +141,41 @@ class ConvTranspose:
         return self._plan.geometry(x_shape).method
 
     def explain(self, x_shape):
-        """What runs on inputs of ``x_shape`` and why: a printable ``convt.Explanation``
-        (geometry, estimated time per backend, choice, reason). Tunes and runs nothing."""
+        """What runs on inputs of ``x_shape``, and why.
+
+        Tunes and runs nothing: with ``method="tune"``, a shape signature not tuned yet is
+        explained by the cost model and names the candidates its first call will time.
+
+        Parameters
+        ----------
+        x_shape : tuple of int
+            Shape of an input array, in the operator's ``data_format``.
+
+        Returns
+        -------
+        Explanation
+            The resolved geometry, the estimated time per backend, the backend that runs and
+            why; ``print`` it.
+
+        Raises
+        ------
+        ValueError
+            A shape this operator cannot take: rank or channels not matching the filter, an
+            empty spatial axis, or pads that leave no output.
+
+        Examples
+        --------
+        >>> import numpy as np, convt
+        >>> op = convt.ConvTranspose(np.ones((4, 2, 3, 3), np.float32), strides=(2, 2),
+        ...                          workers=1)
+        >>> e = op.explain((1, 4, 5, 5))
+        >>> e.geometry.out_shape, e.method, e.choice in ("direct", "fft")
+        ((11, 11), 'auto', True)
+        >>> print(e)  # doctest: +ELLIPSIS
+        geometry: batch 1, 4 -> 2 channels, groups 1, NCX, input (5, 5) -> output (11, 11)
+        ...
+        method='auto' -> ...
+        """
         from ._explain import explain_plan
 
         return explain_plan(self._plan, x_shape)

@@ -15,7 +15,10 @@ __all__ = ["Explanation", "explain", "explain_plan"]
 class Explanation:
     """The dispatcher's decision for one input shape; ``str()`` formats it.
 
-    Attributes
+    `explain` and `ConvTranspose.explain` make it; each parameter is kept as the (read-only)
+    attribute of the same name.
+
+    Parameters
     ----------
     geometry : Geometry
         The resolved canonical geometry (pads, output shape, layout).
@@ -31,11 +34,29 @@ class Explanation:
         What the direct backend runs on this geometry (variant and mode).
     threads : int
         Threads of the direct kernels (workers, or one for small work).
-    workers : int
+    workers : int or None
+        The ``workers`` the operator was made with (None: OpenMP's default).
     dtype : str
         Storage dtype (float16 and bfloat16 compute in float32).
-    measured : dict or None
+    measured : dict or None, optional
         Seconds per backend that tuning measured, when this shape's signature is tuned.
+
+    Examples
+    --------
+    >>> import numpy as np, convt
+    >>> w = np.ones((4, 2, 3, 3), np.float32)
+    >>> e = convt.explain((1, 4, 5, 5), w, strides=(2, 2), method="fft", workers=1)
+    >>> e.method, e.choice, e.reason
+    ('fft', 'fft', 'forced by the caller')
+    >>> e.geometry.out_shape, e.dtype, e.workers, sorted(e.estimates)
+    ((11, 11), 'float32', 1, ['direct', 'fft'])
+    >>> print(e)  # doctest: +ELLIPSIS
+    geometry: batch 1, 4 -> 2 channels, groups 1, NCX, input (5, 5) -> output (11, 11)
+      kernel (3, 3), strides (2, 2), dilations (1, 1), pads_begin (0, 0), pads_end (0, 0)
+    dtype float32, workers 1 (direct kernels: 1 thread)
+    estimated time per backend (cost model):
+    ...
+    method='fft' -> fft: forced by the caller
     """
     geometry: object
     method: str

@@ -45,6 +45,7 @@ class ConvTranspose(OpRun):
         The evaluator's run parameters; ``run_params["opsets"]`` gives the model's opset for
         the node's domain, which selects ConvTranspose-1 (opsets 1-10), -11 (11-21) or -22.
     schema : onnx.defs.OpSchema, optional
+        The operator's schema (the evaluator passes it; default: ConvTranspose's).
 
     Attributes
     ----------
@@ -55,10 +56,10 @@ class ConvTranspose(OpRun):
     check_weights : bool
         True (the default): the prepared operator is reused only while W and B are
         bit-identical to the arrays it was built from: free for the same read-only views of
-        immutable bytes (the evaluator's initializers), otherwise a comparison of |W| values
-        per run (far less than the convolution's |W| x |X spatial| multiply-adds). False:
-        reused while W and B are the same objects, so arrays changed in place give stale
-        results.
+        immutable bytes (the evaluator's initializers), otherwise a comparison of ``W.size``
+        values per run (far less than the convolution's ``W.size`` multiply-adds per input
+        position). False: reused while W and B are the same objects, so arrays changed in
+        place give stale results.
 
     Raises
     ------
@@ -125,17 +126,28 @@ class ConvTranspose(OpRun):
     def with_options(cls, *, method="auto", workers=None, check_weights=True):
         """A subclass (still named ``ConvTranspose``) with these options.
 
+        The options become class attributes of the subclass (see the class's Attributes);
+        the class itself is left unchanged.
+
         Parameters
         ----------
         method : {"auto", "direct", "fft", "reference"}, default "auto"
+            Backend, as for `convt.ConvTranspose`.
         workers : int, optional
+            Threads, as in ``scipy.fft`` (None: OpenMP's default).
         check_weights : bool, default True
-            See the class's Attributes.
+            Whether a node's prepared operator is reused only while W and B hold the bits it
+            was built from (False: while they are the same objects).
 
         Returns
         -------
         type
             Pass it in ``new_ops`` instead of the class itself.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``method``.
 
         Examples
         --------
@@ -151,6 +163,52 @@ class ConvTranspose(OpRun):
                                               "__doc__": cls.__doc__})
 
     def run(self, *args, **kwargs):
+        """Compute the node's output; the evaluator calls it once per node and session run.
+
+        ``onnx.reference``'s ``OpRun.run`` turns every TypeError of the computation into a
+        generic one about the argument types; this override raises convt's TypeError
+        instead, whose message names the node, the tensor and the rule it breaks.
+
+        Parameters
+        ----------
+        *args : ndarray
+            The node's inputs in order: X of shape (N, C_in, *spatial), W of shape
+            (C_in, C_out / group, *kernel) and optionally B of shape (C_out,).
+        **kwargs
+            Passed on to ``onnx.reference.op_run.OpRun.run`` (the evaluator's
+            ``linked_attributes``, ``context`` and ``bindings``).
+
+        Returns
+        -------
+        tuple of ndarray
+            ``(Y,)``: Y of shape (N, C_out, *out_spatial), with X's dtype.
+
+        Raises
+        ------
+        TypeError
+            A tensor type the operator version does not list, or X and W of different
+            dtypes.
+        ValueError
+            An attribute convt (and the spec) rejects for these tensors.
+
+        Examples
+        --------
+        >>> import numpy as np, convt
+        >>> from onnx import TensorProto, helper, numpy_helper
+        >>> from onnx.reference import ReferenceEvaluator
+        >>> node = helper.make_node("ConvTranspose", ["X", "W"], ["Y"], name="up", strides=[2])
+        >>> vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+        >>> w = numpy_helper.from_array(np.ones((1, 1, 2), np.float32), "W")
+        >>> graph = helper.make_graph([node], "g", [vi("X")], [vi("Y")], [w])
+        >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+        >>> sess = ReferenceEvaluator(model, new_ops=[convt.onnx.ConvTransposeOp])
+        >>> sess.run(None, {"X": np.ones((1, 1, 3), np.float32)})[0]
+        array([[[1., 1., 1., 1., 1., 1.]]], dtype=float32)
+        >>> sess.run(None, {"X": np.ones((1, 1, 3), np.int32)})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        TypeError: onnx ConvTranspose node 'up' (opset 11): 'X' must have a floating dtype ...
+        """
         try:
             return super().run(*args, **kwargs)
         except TypeError as e:

@@ -138,18 +138,38 @@ def tune(key, measure):
 def export_tuning(path=None):
     """The recorded tuning as plain data (and written to ``path`` when given).
 
+    The data are stamped with this convt version and CPU model: `import_tuning` accepts them
+    only where both match.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        Also write the data there as JSON (to a temporary file renamed into place, so a
+        reader never sees half a file); missing directories are created.
+
     Returns
     -------
     dict
         ``{"format": 1, "convt": version, "cpu": model, "entries": {signature: {"method":
         name, "seconds": {method: best time}}}}``: JSON-serialisable.
 
+    Raises
+    ------
+    OSError
+        ``path`` cannot be written.
+
     Examples
     --------
-    >>> import convt
+    >>> import convt, json, os, tempfile
     >>> data = convt.export_tuning()
     >>> sorted(data)
     ['convt', 'cpu', 'entries', 'format']
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = os.path.join(d, "tuning.json")
+    ...     data = convt.export_tuning(path)
+    ...     with open(path, encoding="utf-8") as f:
+    ...         print(json.load(f) == data)
+    True
     """
     with _lock:
         data = {"format": _FORMAT, **stamp(), "entries": dict(_entries)}
@@ -161,14 +181,49 @@ def export_tuning(path=None):
 def import_tuning(source):
     """Add recorded winners from ``source`` (what `export_tuning` returned, or its file).
 
-    Data from another convt version or CPU, and malformed data, are ignored with a
-    ``RuntimeWarning`` (tuned winners do not carry over). Returns the number of entries added.
+    Signatures already recorded keep their winner. Data from another convt version or CPU,
+    and malformed data, are ignored with a ``RuntimeWarning`` (tuned winners do not carry
+    over); a file that does not exist adds nothing, silently.
+
+    Parameters
+    ----------
+    source : dict, str or os.PathLike
+        The data `export_tuning` returned, or the path of a file it wrote.
+
+    Returns
+    -------
+    int
+        The number of entries added.
+
+    Warns
+    -----
+    RuntimeWarning
+        Data made by another convt version or on another CPU, malformed data, or an
+        unreadable file; nothing is added.
 
     Examples
     --------
-    >>> import convt
-    >>> convt.import_tuning(convt.export_tuning())
+    >>> import convt, os, tempfile, warnings
+    >>> convt.forget_tuning()
+    >>> data = convt.export_tuning()      # stamped with this convt and CPU, no entries
+    >>> data["entries"]["example"] = {"method": "fft", "seconds": {"direct": 2e-3, "fft": 1e-3}}
+    >>> convt.import_tuning(data)
+    1
+    >>> convt.import_tuning(data)         # already recorded
     0
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = os.path.join(d, "tuning.json")
+    ...     _ = convt.export_tuning(path)
+    ...     convt.forget_tuning()
+    ...     print(convt.import_tuning(path))
+    1
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     print(convt.import_tuning(dict(data, cpu="another CPU")))
+    0
+    >>> caught[0].category.__name__
+    'RuntimeWarning'
+    >>> convt.forget_tuning()
     """
     if isinstance(source, (str, os.PathLike)):
         data = _read(os.fspath(source))
@@ -185,10 +240,24 @@ def import_tuning(source):
 def forget_tuning(disk=False):
     """Forget every recorded winner (and delete the on-disk store's file when ``disk``).
 
+    Later calls with ``method="tune"`` measure again.
+
+    Parameters
+    ----------
+    disk : bool, default False
+        Also delete the file of the on-disk store, when the store is on (see
+        `use_tuning_store`); otherwise turning the store on again re-reads its winners.
+
     Examples
     --------
-    >>> import convt
-    >>> convt.forget_tuning()
+    >>> import convt, os, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = convt.use_tuning_store(d)
+    ...     _ = convt.export_tuning(path)     # a store file, as tuning writes it
+    ...     convt.forget_tuning(disk=True)
+    ...     print(os.path.exists(path), convt.export_tuning()["entries"])
+    ...     convt.use_tuning_store(enable=False)
+    False {}
     """
     with _lock:
         _entries.clear()
