@@ -282,7 +282,18 @@ def use_tuning_store(directory=None, enable=True):
 
     When on, the store's file is read now (its winners are added to memory) and every new
     winner is merged into it. Setting ``CONVT_TUNING_DIR`` turns it on for a whole process.
-    Returns the store's file path (None when turned off).
+
+    Parameters
+    ----------
+    directory : str or os.PathLike, optional
+        Where the store's file lives; default: the user cache directory (``cache_dir``).
+    enable : bool, default True
+        False turns the store off (winners are then kept in memory only).
+
+    Returns
+    -------
+    str or None
+        The store's file path, or None when turned off.
 
     Examples
     --------
