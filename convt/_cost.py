@@ -28,33 +28,34 @@ __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "di
            "estimate", "seconds", "set_constants", "calibration_path", "load_calibration", "save_calibration"]
 
 # Fitted by convt._calibrate.fit_constants (least squares on log time, soft L1) to the
-# dispatch sweep's forced-backend timings (83 geometries x 2 backends), each the best of four
-# runs of `python docs/scripts/dispatch_sweep.py --runs 2 --json run.json` (twice; load only
-# ever adds time, and the machine was shared: load average 6-11 on 2 cores), then
-# `python docs/scripts/dispatch_sweep.py --fit pooled.json`: 2-core AMD EPYC development
-# machine, 2026-11-21, 2 workers, numpy 2.4.6, scipy 1.17.1. log(estimate / measured): rms
-# 0.49. call_s is set by hand from the smallest calls measured. Rates are per thread,
-# float32; ``*_f64`` are float64's slowdowns; the thread efficiency sat at its lower bound
-# (a loaded machine). `convt.calibrate()` refits them on the running machine.
+# dispatch sweep's forced-backend timings (83 geometries x 2 backends, two runs) on a quiet
+# machine: `python docs/scripts/dispatch_sweep.py --runs 2 --rounds 25 --budget 3 --json
+# sweep.json`, then `python docs/scripts/dispatch_sweep.py --fit sweep.json`; 2-core AMD EPYC
+# development machine, 2026-11-21 15:45 UTC (load average 0.1), 2 workers, numpy 2.4.6,
+# scipy 1.17.1. log(estimate / measured): rms 0.40. Two are not from that fit: call_s is set
+# by hand from the smallest calls measured, and pixel_macs_per_s keeps the value of an earlier
+# fit (a loaded machine, load average 6-11), because the sweep has too few pixel-kernel
+# layers to pin it (the quiet fit put it 30x lower). Rates are per thread, float32;
+# ``*_f64`` are float64's slowdowns. `convt.calibrate()` refits them on the running machine.
 DEFAULTS = {
     "call_s": 15e-6,               # fixed cost of one call (Python, output allocation)
-    "gemm_macs_per_s": 23.2e9,     # GEMM variant, thick channels
-    "gemm_channel_half": 1.43,     # GEMM efficiency c / (c + half) per channel dimension
+    "gemm_macs_per_s": 23.8e9,     # GEMM variant, thick channels
+    "gemm_channel_half": 0.776,     # GEMM efficiency c / (c + half) per channel dimension
     "pixel_macs_per_s": 0.68e9,    # generic gather kernel
-    "depthwise_macs_per_s": 17.7e9,  # depthwise variant, taps in the data
-    "depthwise_row_s": 24e-9,      # depthwise variant, per (output row, tap): loop set-up
-    "bytes_per_s": 15.6e9,          # copies and writes of x and y
-    "thread_efficiency": 0.3,      # second and later threads
-    "direct_f64": 1.73,
+    "depthwise_macs_per_s": 13.0e9,  # depthwise variant, taps in the data
+    "depthwise_row_s": 10.2e-9,      # depthwise variant, per (output row, tap): loop set-up
+    "bytes_per_s": 16.0e9,          # copies and writes of x and y
+    "thread_efficiency": 0.759,      # second and later threads
+    "direct_f64": 1.79,
     # FFT backend at 2 workers, per unit of each convt._fft._features entry of the tiling
     # fft_layout picks: transform samples x log2(length), per-bin GEMM complex multiply-adds,
     # values copied, 1-D transforms started.
-    "fft_sample_log_s": 2.6e-10,
-    "fft_cmac_s": 5.2e-10,
-    "fft_copy_s": 1.7e-9,
-    "fft_transform_s": 0.17e-9,
-    "fft_f64": 2.17,
-    "fft_axis_call_s": 44e-6,      # FFT backend's fixed cost per call and spatial axis
+    "fft_sample_log_s": 2.01e-10,
+    "fft_cmac_s": 3.83e-10,
+    "fft_copy_s": 1.56e-9,
+    "fft_transform_s": 5.67e-12,
+    "fft_f64": 2.04,
+    "fft_axis_call_s": 72e-6,      # FFT backend's fixed cost per call and spatial axis
 }
 CONSTANTS = dict(DEFAULTS)
 

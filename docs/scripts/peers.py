@@ -1,14 +1,18 @@
 """convt against PyTorch, ONNX Runtime and OpenVINO on the 14 workloads: data and bar chart.
 
-    python docs/scripts/peers.py                     # run the peer harness (a few minutes)
+    python docs/scripts/peers.py --isolated          # each implementation in its own process
+    python docs/scripts/peers.py                     # all interleaved in one process
     python docs/scripts/peers.py --from-json F.json  # take a saved `compare.py --json` run
-    python docs/scripts/peers.py --from-readme       # take the README's table (fastest peer only)
     python docs/scripts/peers.py --plot-only         # redraw docs/images/peers.png
 
 The harness is the team's ``../shared/bench/compare.py`` (outside this repository; set-up in
 ``../shared/bench/README.md``), run with the Python of a virtual environment that has the
 peers (default ``../peers-venv/bin/python``) and with this checkout's convt first on
-PYTHONPATH. It times every implementation interleaved in one process (median of ``--reps``).
+PYTHONPATH. By default it times every implementation interleaved in one process (median of
+``--reps``), where each one's idle threads (spinning thread pools) slow the next; with
+``--isolated`` it runs the harness once per implementation (``--impls torch``, then
+``onnxruntime``, ``openvino``, ``convt,convt_prepared``) and merges the rows: what a user of
+one library sees.
 Writes ``docs/data/peers.json`` (the harness's JSON plus where and how it was measured) and
 ``docs/images/peers.png``, and prints a Markdown table.
 """
@@ -16,7 +20,6 @@ import argparse
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -31,35 +34,27 @@ LABELS = {"torch": "PyTorch", "onnxruntime": "ONNX Runtime", "openvino": "OpenVI
           "convt": "convt one-shot", "convt_prepared": "convt prepared"}
 
 
-def run(python, compare, reps):
+def run(python, compare, reps, impls=None):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "compare.json")
         env = dict(os.environ, PYTHONPATH=_common.ROOT)
-        subprocess.run([python, compare, "--reps", str(reps), "--json", out], check=True,
-                       env=env, cwd=_common.ROOT)
+        cmd = [python, compare, "--reps", str(reps), "--json", out]
+        subprocess.run(cmd + (["--impls", impls] if impls else []), check=True, env=env,
+                       cwd=_common.ROOT)
         with open(out) as f:
             return json.load(f)
 
 
-def from_readme(path):
-    """The rows of the README's "Performance (today)" table, as compare.py's JSON has them.
-
-    That table keeps the fastest peer of each workload only (and its name), so the other
-    peers are absent from the rows and from the plot. GFLOP comes from the workload shapes."""
-    text = open(path).read()
-    rows = []
-    pattern = re.compile(r"^\| (\w+) \| ([\d.]+) \((\w+)\) \| ([\d.]+)(?: \(fft\))? \| "
-                         r"([\d.]+)(?: \(fft\))? \| [\d.]+ \|$", re.M)
-    for name, peer_ms, peer, prepared, oneshot in pattern.findall(text):
-        rows.append(dict(name=name, gflop=_common.gflop(_common.WORKLOADS[name]),
-                         ms={peer: float(peer_ms), "convt_prepared": float(prepared),
-                             "convt": float(oneshot)}))
-    sgemm = re.search(r"numpy\s+sgemm ([\d.]+) GFLOP/s", text)
-    date = re.search(r"Measured on (\d{4}-\d\d-\d\d)", text)
-    if len(rows) != len(_common.WORKLOADS) or not sgemm or not date:
-        raise SystemExit(f"{path}: found {len(rows)} of {len(_common.WORKLOADS)} table rows; "
-                         "has the table's layout changed?")
-    return dict(sgemm_gflops=float(sgemm.group(1)), rows=rows), date.group(1)
+def run_isolated(python, compare, reps):
+    """One harness process per implementation, rows merged (sgemm: the lowest of the runs)."""
+    rows, sgemm = {}, []
+    for impls in PEERS + (",".join(CONVT),):
+        data = run(python, compare, reps, impls)
+        sgemm.append(data["sgemm_gflops"])
+        for r in data["rows"]:
+            rows.setdefault(r["name"], dict(name=r["name"], gflop=r["gflop"], ms={}))
+            rows[r["name"]]["ms"].update(r["ms"])
+    return dict(sgemm_gflops=min(sgemm), rows=list(rows.values()))
 
 
 def speedups(row):
@@ -117,7 +112,9 @@ def plot(data):
     ax.set_xlabel("speed relative to the fastest peer (its time / this time): right of 1 is "
                   "faster than every peer", fontsize=8)
     meta = data.get("meta", {})
-    ax.set_title(f"float32, 2 threads, medians of interleaved runs ({meta.get('date', '?')}, "
+    how = ("each in its own process" if meta.get("mode") == "isolated"
+           else "interleaved in one process")
+    ax.set_title(f"float32, 2 threads, medians, {how} ({meta.get('date', '?')}, "
                  f"{meta.get('cpu', '?')})", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     seen = [i for i in PEERS + CONVT if any(i in r["ms"] for r in rows)]
@@ -136,25 +133,24 @@ def main():
                                                       "compare.py"))
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--from-json", help="a saved `compare.py --json` output instead of a run")
-    ap.add_argument("--from-readme", action="store_true",
-                    help="the README's table (the lead's latest full run) instead of a run")
+    ap.add_argument("--isolated", action="store_true",
+                    help="one harness process per implementation (default: interleaved)")
     ap.add_argument("--note", default="", help="a remark stored with the data (e.g. load)")
     ap.add_argument("--plot-only", action="store_true", help="redraw from the saved data")
     a = ap.parse_args()
     if a.plot_only:
         data = _common.load_json(DATA)
     else:
-        meta = {}
-        if a.from_readme:
-            data, date = from_readme(os.path.join(_common.ROOT, "README.md"))
-            # The README's run: its date and command (README), not today's.
-            meta = dict(date=date, source="README.md, section 'Performance (today)'",
-                        commit="not recorded (the README's run)")
-            command = "../peers-venv/bin/python ../shared/bench/compare.py --reps 7"
-        elif a.from_json:
+        # --isolated with --from-json: the saved run was made that way (merged per-impl runs)
+        meta = dict(mode="isolated" if a.isolated else "interleaved")
+        if a.from_json:
             with open(a.from_json) as f:
                 data = json.load(f)
             command = f"compare.py --json output {os.path.basename(a.from_json)}"
+        elif a.isolated:
+            data = run_isolated(a.python, a.compare, a.reps)
+            command = ("../peers-venv/bin/python ../shared/bench/compare.py --reps "
+                       f"{a.reps} --impls X, once per implementation")
         else:
             data = run(a.python, a.compare, a.reps)
             command = f"../peers-venv/bin/python ../shared/bench/compare.py --reps {a.reps}"
