@@ -6,7 +6,8 @@ variant's halo rows) are counted per axis in O(sum of strides x kernel) time, an
 estimate is ``convt._fft.fft_cost`` (its own fitted model of transforms and per-bin GEMMs)
 times a machine factor. ``direct_kind`` is also the direct backend's variant rule
 (``convt._plan.direct_variant`` builds the layout of the kind it names), so the estimate
-always prices the code that will run.
+prices the code that will run; the one exception is an operator whose weights hold NaN or Inf,
+which runs the pixel kernel instead of GEMMs (docs/reliability.md).
 
 The constants are in ``CONSTANTS``; ``convt.calibrate()`` refits them on the running machine
 and can save them to ``calibration_path()``, which is loaded (if present) on import.
@@ -16,13 +17,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 import warnings
 from math import prod
 from typing import NamedTuple
 
 import numpy as np
 
-from ._phase_gemm import _axis_phases
+from ._phase_gemm import _MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, _axis_phases, grid_shape
 
 __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
            "estimate", "seconds", "set_constants", "calibration_path", "load_calibration", "save_calibration"]
@@ -58,6 +60,7 @@ DEFAULTS = {
     "fft_axis_call_s": 72e-6,      # FFT backend's fixed cost per call and spatial axis
 }
 CONSTANTS = dict(DEFAULTS)
+_CACHE_LOCK = threading.Lock()
 
 # Variant rule (formerly in convt._plan). The GEMM variant's grid mode pays for its halo rows;
 # above _GRID_WASTE_OK GEMM multiply-adds per useful one (small images, large negative pads),
@@ -141,6 +144,8 @@ def direct_kind(geom):
         return DirectKind("depthwise", "", exact, exact)
     useful = max(exact, 1)
     ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
+    if not gemm_fits(geom):
+        return DirectKind("pixel", "", exact, exact)
     if gemm <= ok * useful:
         return DirectKind("gemm", "grid", gemm, exact)
     if geom.batch >= _MIN_BATCH_ROWS:
@@ -156,6 +161,25 @@ def direct_kind(geom):
     pixel = DirectKind("pixel", "", exact, exact)
     cost = lambda k: _direct_seconds(geom, k, False, 1, CONSTANTS)
     return grid if _PIXEL_MARGIN * cost(grid) <= cost(pixel) else pixel
+
+
+# Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
+# used (gemm_fits); the 14 bench workloads (shared/bench) have 0.0-0.85.
+_MAX_GRID_GROWTH = 8
+
+
+def gemm_fits(geom):
+    """The GEMM variant's zero-haloed input grid stays within _MAX_GRID_GROWTH times the data
+    (a large dilation with heavy cropping can make the halo, not the data, the size of it: a
+    4x4 input at dilation 3000 needed an 8.6 GiB grid in batch-rows mode), and every size and
+    leading dimension it passes to BLAS fits BLAS's 32-bit int (the largest: one image of
+    the grid, all channels, in batch-rows mode)."""
+    img = prod(grid_shape(geom)[2])
+    data = prod(geom.in_shape) + prod(geom.out_shape)
+    # a tile has at most _TILE_VALUES values or _MIN_TILE_ROWS rows of a set's columns
+    blas = max(img * geom.c_in, geom.batch, _MIN_TILE_ROWS * _MAX_SET * geom.c_out,
+               _TILE_VALUES)
+    return img <= _MAX_GRID_GROWTH * data and blas < 2**31
 
 
 def direct_threads(geom, workers):
@@ -309,9 +333,11 @@ def load_calibration(path=None, stamp=None):
 
 def set_constants(consts):
     """Replace ``CONSTANTS`` (and forget variant choices made with the old ones)."""
-    CONSTANTS.clear()
+    # In place and key by key, never cleared: a thread estimating meanwhile sees old or new
+    # values, never a missing one (callers pass the full key set, load_calibration checks it).
     CONSTANTS.update(consts)
-    direct_kind.cache_clear()
     from ._plan import direct_variant
 
-    direct_variant.cache_clear()
+    with _CACHE_LOCK:
+        direct_kind.cache_clear()
+        direct_variant.cache_clear()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from . import _tune
 from ._dtypes import compute_dtype
 from ._geometry import resolve
+from ._guard import check_range
 from ._plan import pick, tune_candidates
 
 __all__ = ["Explanation", "explain", "explain_plan"]
@@ -96,6 +97,7 @@ def _ms(t):
 def explain_plan(plan, x_shape):
     """The ``Explanation`` of ``plan`` on inputs of ``x_shape`` (tunes nothing, runs nothing)."""
     geom = resolve(plan.spec, tuple(x_shape))
+    check_range(plan.spec.convention, geom, plan.spec.input_name)
     est = plan.estimate(geom)
     kind = est.direct
     direct = kind.variant + (f", {kind.mode} mode" if kind.mode else "")

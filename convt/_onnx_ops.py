@@ -49,7 +49,7 @@ class ConvTranspose(OpRun):
 
     Attributes
     ----------
-    method : {"auto", "direct", "fft", "reference"}
+    method : {"auto", "direct", "fft", "reference", "tune"}
         Backend, as for `convt.ConvTranspose` (class attribute, default "auto").
     workers : int or None
         Threads, as in ``scipy.fft`` (class attribute, default None: OpenMP's default).
@@ -131,7 +131,7 @@ class ConvTranspose(OpRun):
 
         Parameters
         ----------
-        method : {"auto", "direct", "fft", "reference"}, default "auto"
+        method : {"auto", "direct", "fft", "reference", "tune"}, default "auto"
             Backend, as for `convt.ConvTranspose`.
         workers : int, optional
             Threads, as in ``scipy.fft`` (None: OpenMP's default).

@@ -19,8 +19,7 @@ from ._direct import pack_weights, run_direct, tables
 from . import _tune
 from ._cost import direct_kind, direct_threads, estimate
 from ._fft import plan_fft
-from ._phase_gemm import (_MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, batch_rows_layout, gemm_layout,
-                          grid_shape, merged_weights, run_gemm)
+from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace
 from ._dtypes import as_array, compute_dtype
 from ._geometry import Geometry, resolve
@@ -34,9 +33,6 @@ METHODS = ("auto", "direct", "fft", "reference", "tune")
 # An OpenMP team of millions of threads would exhaust the process; far above any core count.
 MAX_WORKERS = 1024
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
-# Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
-# used (_gemm_fits); the 14 bench workloads (shared/bench) have 0.0-0.85.
-_MAX_GRID_GROWTH = 8
 
 
 class Planned(NamedTuple):
@@ -57,8 +53,6 @@ def variant_choice(geom):
     """(name, batch_rows): the direct variant ``geom`` runs, "depthwise", "gemm" (in
     batch-rows mode or not) or "pixel" (the rule is ``convt._cost.direct_kind``)."""
     kind = direct_kind(geom)
-    if kind.variant == "gemm" and not _gemm_fits(geom):
-        return "pixel", False
     return kind.variant, kind.mode == "batch-rows"
 
 
@@ -78,20 +72,6 @@ def direct_variant(geom, pin=None):
         return name, tables(geom)
     layout = gemm_layout(geom)
     return name, batch_rows_layout(layout, geom.batch) if batch_rows else layout
-
-
-def _gemm_fits(geom):
-    """The GEMM variant's zero-haloed input grid stays within _MAX_GRID_GROWTH times the data
-    (a large dilation with heavy cropping can make the halo, not the data, the size of it: a
-    4x4 input at dilation 3000 needed an 8.6 GiB grid in batch-rows mode), and every size and
-    leading dimension it passes to BLAS fits BLAS's 32-bit int (the largest: one image of
-    the grid, all channels, in batch-rows mode)."""
-    img = prod(grid_shape(geom)[2])
-    data = prod(geom.in_shape) + prod(geom.out_shape)
-    # a tile has at most _TILE_VALUES values or _MIN_TILE_ROWS rows of a set's columns
-    blas = max(img * geom.c_in, geom.batch, _MIN_TILE_ROWS * _MAX_SET * geom.c_out,
-               _TILE_VALUES)
-    return img <= _MAX_GRID_GROWTH * data and blas < 2**31
 
 
 def resolve_workers(conv, workers):
@@ -183,6 +163,13 @@ class Plan:
         if hit is None:
             geom = resolve(self.spec, key)
             check_range(self.spec.convention, geom, self.spec.input_name)
+            if self.method == "tune" and x is None and self._tuned(geom) is None:
+                # A shape query (method_for, geometry) of an untuned shape: the cost model's
+                # pick, not cached, so the first real call tunes on its own input.
+                method = pick(self.estimate(geom))
+                check_memory(self.spec.convention, geom, method, self.dtype,
+                             self.spec.input_name)
+                return Planned(geom, method, *_BACKENDS[method](geom, self))
             method = self.choose(geom, x)
             check_memory(self.spec.convention, geom, method, self.dtype, self.spec.input_name)
             hit = Planned(geom, method, *_BACKENDS[method](geom, self))
@@ -205,10 +192,29 @@ class Plan:
         if self.method == "auto":
             return pick(est)
         key = _tune.signature(geom, compute_dtype(self.dtype), self.workers)
-        cands = tune_candidates(est)
+        cands = self._within_memory(geom, tune_candidates(est))
         if len(cands) == 1:
             return cands[0]
         return _tune.tune(key, lambda: self._measure(geom, cands, x))["method"]
+
+    def _tuned(self, geom):
+        """The recorded tuning entry of ``geom``'s signature, or None."""
+        return _tune.lookup(_tune.signature(geom, compute_dtype(self.dtype), self.workers))
+
+    def _within_memory(self, geom, cands):
+        """The candidates whose call fits in memory (convt._guard), checked before any is
+        timed; the first refusal is raised when none does."""
+        ok, refusal = [], None
+        for m in cands:
+            try:
+                check_memory(self.spec.convention, geom, m, self.dtype, self.spec.input_name)
+            except MemoryError as e:
+                refusal = refusal or e
+                continue
+            ok.append(m)
+        if not ok:
+            raise refusal
+        return ok
 
     def _measure(self, geom, cands, x):
         """Best-of seconds of each candidate backend on ``geom`` (on ``x``, or seeded data)."""

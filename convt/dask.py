@@ -34,7 +34,8 @@ from ._api import ConvTranspose
 from ._api import conv_transpose as _canonical
 from ._chunking import axis_blocks
 from ._geometry import PadRule, resolve
-from ._plan import Plan, variant_choice
+from ._guard import check_range
+from ._plan import Plan, pick, variant_choice
 from ._validate import bad_type, choice, fail
 
 __all__ = ["conv_transpose", "CONVENTIONS"]
@@ -226,7 +227,10 @@ def conv_transpose(x, w, b=None, *, convention="canonical", **keywords):
     if any(np.isnan(c) for cs in x.chunks for c in cs):
         raise fail(conv, "x", "must have known chunk sizes (x.compute_chunk_sizes())", x.shape)
     geom = resolve(spec, x.shape)
-    method = plan.method if plan.method != "auto" else plan.choose(geom)
+    check_range(spec.convention, geom, spec.input_name)
+    # One backend for every block, chosen on the whole array. "tune" is chosen as "auto" is,
+    # by the cost model: timing candidates would need the whole array in memory.
+    method = plan.method if plan.method not in ("auto", "tune") else pick(plan.estimate(geom))
     pin = variant_choice(geom) if method == "direct" else None
     nxc = geom.data_format == "NXC"
     c_axis = x.ndim - 1 if nxc else 1

@@ -71,7 +71,7 @@ def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pa
     filter_format : {"XOI", "IOX"}, default "XOI"
     output_shape : sequence of int, optional
         Spatial output shape; pads are then generated (000).
-    method : {"auto", "direct", "fft", "reference"}, default "auto"
+    method : {"auto", "direct", "fft", "reference", "tune"}, default "auto"
         Backend, as for `convt.ConvTranspose`.
     workers : int, optional
         Threads, as in ``scipy.fft``.

@@ -113,7 +113,7 @@ def conv_transpose(X, W, B=None, *, opset=11, auto_pad="NOTSET", dilations=None,
         dimensions only; when it is given, ``pads`` is ignored.
     data_format, filter_format : {"NCX", "NXC"}, {"IOX", "XOI"}
         Layouts (an extension: ONNX itself is NCX / IOX).
-    method : {"auto", "direct", "fft", "reference"}, default "auto"
+    method : {"auto", "direct", "fft", "reference", "tune"}, default "auto"
         Backend, as for `convt.ConvTranspose`.
     workers : int, optional
         Threads, as in ``scipy.fft`` (None: OpenMP's default, honouring OMP_NUM_THREADS).

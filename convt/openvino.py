@@ -108,7 +108,7 @@ _PARAMS_DOC = """
         Layout of data and output: (N, C, *spatial) or (N, *spatial, C) (an extension).
     filter_format : {"IOX", "XOI"}, default "IOX"
         Filter layout: the spec's (input channels first) or kernel-first (an extension).
-    method : {"auto", "direct", "fft", "reference"}, default "auto"
+    method : {"auto", "direct", "fft", "reference", "tune"}, default "auto"
         Backend, as for `convt.ConvTranspose`.
     workers : int, optional
         Threads, as in ``scipy.fft``.
