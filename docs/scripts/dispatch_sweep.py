@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import re
@@ -32,9 +31,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "asv_bench"))
+sys.path.insert(0, HERE)
 
 import convt  # noqa: E402
 from convt import _cost, _tune  # noqa: E402
+from _common import best_interleaved  # noqa: E402
 from benchmarks.dispatch_cases import CASES  # noqa: E402
 
 METHODS = ("direct", "fft")
@@ -59,26 +60,13 @@ def inputs(c):
     return x, w, b
 
 
-def interleaved(calls, rounds, budget):
-    best = dict.fromkeys(calls, math.inf)
-    start = time.perf_counter()
-    for r in range(rounds):
-        for name, f in calls.items():
-            t = time.perf_counter()
-            f()
-            best[name] = min(best[name], time.perf_counter() - t)
-        if r >= 2 and time.perf_counter() - start > budget:
-            break
-    return best
-
-
 def one_case(name, c, workers, rounds, budget):
     x, w, b = inputs(c)
     kw = dict(attrs(c), workers=workers)
     ops = {m: convt.ConvTranspose(w, b, method=m, **kw) for m in METHODS}
     for op in ops.values():
         op(x)
-    t = interleaved({m: (lambda op=op: op(x)) for m, op in ops.items()}, rounds, budget)
+    t = best_interleaved({m: (lambda op=op: op(x)) for m, op in ops.items()}, rounds, budget)
     auto = convt.ConvTranspose(w, b, **kw)
     plan = auto._plan
     geom = auto.geometry(x.shape)
@@ -109,7 +97,7 @@ def overheads(workers):
     calls = {"runner": lambda: p.runner(x, p.state, p.geom, op._plan),
              "prepared": lambda: op(x),
              "one-shot": lambda: convt.conv_transpose(x, w, **kw)}
-    t = interleaved(calls, 3000, 3.0)
+    t = best_interleaved(calls, 3000, 3.0)
     return t["prepared"] - t["runner"], t["one-shot"] - t["runner"], t["runner"]
 
 
