@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import functools
 import os
-from math import prod
 import threading
 from typing import Any, Callable, NamedTuple
 
@@ -163,16 +162,14 @@ class Plan:
         if hit is None:
             geom = resolve(self.spec, key)
             check_range(self.spec.convention, geom, self.spec.input_name)
-            if self.method == "tune" and x is None and self._tuned(geom) is None:
-                # A shape query (method_for, geometry) of an untuned shape: the cost model's
-                # pick, not cached, so the first real call tunes on its own input.
-                method = pick(self.estimate(geom))
-                check_memory(self.spec.convention, geom, method, self.dtype,
-                             self.spec.input_name)
-                return Planned(geom, method, *_BACKENDS[method](geom, self))
-            method = self.choose(geom, x)
+            # A shape query (method_for, geometry) of an untuned shape under "tune": the cost
+            # model's pick, not cached, so the first real call tunes on its own input.
+            query = self.method == "tune" and x is None and self._tuned(geom) is None
+            method = pick(self.estimate(geom)) if query else self.choose(geom, x)
             check_memory(self.spec.convention, geom, method, self.dtype, self.spec.input_name)
             hit = Planned(geom, method, *_BACKENDS[method](geom, self))
+            if query:
+                return hit
             with self._lock:
                 if len(self._geoms) >= _GEOMETRY_CACHE_SIZE:
                     self._geoms.pop(next(iter(self._geoms)))
@@ -181,7 +178,7 @@ class Plan:
 
     def estimate(self, geom):
         """``convt._cost.estimate`` for this plan's compute dtype and workers."""
-        return estimate(geom, compute_dtype(self.dtype), self.workers)
+        return estimate(geom, self.compute_dtype, self.workers)
 
     def choose(self, geom, x=None):
         """The backend for ``geom``: the method asked for; for "auto" the cost model's
@@ -191,7 +188,7 @@ class Plan:
         est = self.estimate(geom)
         if self.method == "auto":
             return pick(est)
-        key = _tune.signature(geom, compute_dtype(self.dtype), self.workers)
+        key = _tune.signature(geom, self.compute_dtype, self.workers)
         cands = self._within_memory(geom, tune_candidates(est))
         if len(cands) == 1:
             return cands[0]
@@ -199,7 +196,7 @@ class Plan:
 
     def _tuned(self, geom):
         """The recorded tuning entry of ``geom``'s signature, or None."""
-        return _tune.lookup(_tune.signature(geom, compute_dtype(self.dtype), self.workers))
+        return _tune.lookup(_tune.signature(geom, self.compute_dtype, self.workers))
 
     def _within_memory(self, geom, cands):
         """The candidates whose call fits in memory (convt._guard), checked before any is

@@ -74,7 +74,6 @@ def _nxc(y):
 @given(g=geometries(), data=st.data())
 def test_canonical(g, data):
     draw = data.draw
-    nd = g["nd"]
     dtype = draw(st.sampled_from(["float64", "float32"]))
     op = tuple(draw(st.integers(0, max(s, d) - 1)) for s, d in zip(g["strides"], g["dil"]))
     mode = draw(st.sampled_from(["explicit", "output_shape", "SAME_UPPER", "SAME_LOWER",
