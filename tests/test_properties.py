@@ -57,6 +57,22 @@ def _pads(draw, g, op):
     return tuple(pb), tuple(pe)
 
 
+def _explicit(draw, g, op):
+    """Drawn explicit pads and the output length they give per axis (full + op - pads)."""
+    pb, pe = _pads(draw, g, op)
+    return pb, pe, [f + o - a - e for f, o, a, e in zip(g["full"], op, pb, pe)]
+
+
+def _drawn_output_shape(draw, g, op):
+    """An explicit output shape, up to two beyond the unpadded one per axis."""
+    return [draw(st.integers(1, f + o + 2)) for f, o in zip(g["full"], op)]
+
+
+def _unpadded(g, op):
+    """The output length per axis without padding: (I-1)*s + (K-1)*d + 1 + op."""
+    return [f + o for f, o in zip(g["full"], op)]
+
+
 def _check_backends(call, expected_shape, dtype, layout=lambda y: y):
     """Each method's output: shape (in the call's layout), dtype, values near the reference."""
     ref = np.asarray(layout(call("reference")), np.float64)
@@ -80,16 +96,15 @@ def test_canonical(g, data):
                                  "VALID"]))
     kw = dict(strides=g["strides"], dilations=g["dil"], group=g["groups"], output_padding=op)
     if mode == "explicit":
-        pb, pe = _pads(draw, g, op)
+        pb, pe, expect = _explicit(draw, g, op)
         kw["pads"] = pb + pe
-        expect = [f + o - a - e for f, o, a, e in zip(g["full"], op, pb, pe)]
     elif mode == "output_shape":
-        expect = [draw(st.integers(1, f + o + 2)) for f, o in zip(g["full"], op)]
+        expect = _drawn_output_shape(draw, g, op)
         kw["output_shape"] = expect
         kw["auto_pad"] = draw(st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER"]))
     elif mode == "VALID":
         kw["auto_pad"] = "VALID"
-        expect = [f + o for f, o in zip(g["full"], op)]
+        expect = _unpadded(g, op)
     else:
         kw["auto_pad"] = mode
         expect = [i * s for i, s in zip(g["size"], g["strides"])]   # ONNX-11: I * s
@@ -129,18 +144,17 @@ def test_onnx(g, data):
     if draw(st.booleans()):
         kw["kernel_shape"] = list(g["w"].shape[2:])
     if mode == "explicit":
-        pb, pe = _pads(draw, g, op)
+        pb, pe, expect = _explicit(draw, g, op)
         kw["pads"] = list(pb + pe)
-        expect = [f + o - a - e for f, o, a, e in zip(g["full"], op, pb, pe)]
     elif mode == "default":
-        expect = [f + o for f, o in zip(g["full"], op)]
+        expect = _unpadded(g, op)
     elif mode == "output_shape":
-        expect = [draw(st.integers(1, f + o + 2)) for f, o in zip(g["full"], op)]
+        expect = _drawn_output_shape(draw, g, op)
         kw["output_shape"] = expect
         kw["auto_pad"] = draw(st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER"]))
     elif mode == "VALID":
         kw["auto_pad"] = "VALID"
-        expect = [f + o for f, o in zip(g["full"], op)]
+        expect = _unpadded(g, op)
     else:
         kw["auto_pad"] = mode
         # ConvTranspose-11: the output is I * s; ConvTranspose-1's text: it matches the input
@@ -161,17 +175,16 @@ def test_openvino(g, data):
     kw = dict(strides=list(g["strides"]), dilations=list(g["dil"]), output_padding=list(op))
     os_ = None
     if mode == "explicit":
-        pb, pe = _pads(draw, g, op)
+        pb, pe, expect = _explicit(draw, g, op)
         kw.update(pads_begin=list(pb), pads_end=list(pe))
-        expect = [f + o - a - e for f, o, a, e in zip(g["full"], op, pb, pe)]
     elif mode == "output_shape":
-        expect = [draw(st.integers(1, f + o + 2)) for f, o in zip(g["full"], op)]
+        expect = _drawn_output_shape(draw, g, op)
         os_ = np.array(expect, np.int64)
         kw["auto_pad"] = draw(st.sampled_from(["explicit", "same_upper", "same_lower",
                                                "valid"]))
     else:   # 003: any auto_pad but explicit means no padding
         kw["auto_pad"] = mode
-        expect = [f + o for f, o in zip(g["full"], op)]
+        expect = _unpadded(g, op)
     x, w = g["x"].astype(dtype), g["w"].astype(dtype)
     note(f"kw={kw} output_shape={os_}")
     if groups == 1 and draw(st.booleans()):
@@ -194,15 +207,14 @@ def test_onednn(g, data):
     kw = dict(strides=list(g["strides"]), dilations=list(g["dil"]), groups=g["groups"],
               output_padding=list(op))
     if mode == "none":
-        pb, pe = _pads(draw, g, op)
+        pb, pe, expect = _explicit(draw, g, op)
         kw.update(pads_begin=list(pb), pads_end=list(pe))
-        expect = [f + o - a - e for f, o, a, e in zip(g["full"], op, pb, pe)]
     elif mode == "output_shape":
-        expect = [draw(st.integers(1, f + o + 2)) for f, o in zip(g["full"], op)]
+        expect = _drawn_output_shape(draw, g, op)
         kw["output_shape"] = expect
     elif mode == "valid":
         kw["auto_pad"] = "valid"
-        expect = [f + o for f, o in zip(g["full"], op)]
+        expect = _unpadded(g, op)
     else:   # 000: total padding (K-1)*d + 1 - s, so the output is s*I + op
         kw["auto_pad"] = mode
         expect = [i * s + o for i, s, o in zip(g["size"], g["strides"], op)]
