@@ -200,6 +200,7 @@ def _extensions():
             "convt._kernels." + os.path.splitext(os.path.basename(pyx))[0],
             [pyx],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+            depends=sorted(glob.glob(os.path.join("convt", "_kernels", "*.h"))),
         )
         for pyx in sorted(glob.glob(os.path.join("convt", "_kernels", "*.pyx")))
     ]

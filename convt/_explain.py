@@ -101,8 +101,9 @@ def explain_plan(plan, x_shape):
     est = plan.estimate(geom)
     kind = est.direct
     direct = kind.variant + (f", {kind.mode} mode" if kind.mode else "")
-    if kind.variant == "gemm" and kind.macs > kind.useful:
-        direct += f", GEMM work {kind.macs / max(kind.useful, 1):.2f}x the useful"
+    if kind.variant in ("gemm", "micro") and kind.macs > kind.useful:
+        work = "GEMM work" if kind.variant == "gemm" else "work (border taps, tile padding)"
+        direct += f", {work} {kind.macs / max(kind.useful, 1):.2f}x the useful"
     measured = None
     if plan.method in ("direct", "fft", "reference"):
         choice, reason = plan.method, "forced by the caller"

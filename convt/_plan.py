@@ -18,6 +18,7 @@ from ._direct import pack_weights, run_direct, tables
 from . import _tune
 from ._cost import direct_kind, direct_threads, estimate
 from ._fft import plan_fft
+from ._micro import micro_layout, micro_nr, packed_weights, run_micro
 from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace
 from ._dtypes import as_array, compute_dtype
@@ -69,6 +70,8 @@ def direct_variant(geom, pin=None):
         return name, depthwise_layout(geom)
     if name == "pixel":
         return name, tables(geom)
+    if name == "micro":   # its layout depends on the compute dtype too (_direct_backend)
+        return name, None
     layout = gemm_layout(geom)
     return name, batch_rows_layout(layout, geom.batch) if batch_rows else layout
 
@@ -122,7 +125,7 @@ class Plan:
         """This plan for ``spec``, another padding rule of the same weights, channels, groups
         and layout, sharing the packed weights (convt.dask: one per block's local pads);
         ``pin``: the direct variant to run, as for `direct_variant`."""
-        if pin is not None and (pin[0] != "gemm" or pin[1]):
+        if pin is not None and (pin[0] in ("pixel", "depthwise") or pin == ("gemm", True)):
             self.w_packed  # noqa: B018 -- packed here once, then shared by every copy
         other = copy.copy(self)
         other.spec, other._geoms, other.pin = spec, {}, pin
@@ -284,7 +287,14 @@ def _run_pixel(xa, taps, geom, plan):
     return y if nxc else np.moveaxis(y, -1, 1)
 
 
-_RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise}
+def _run_micro(xa, state, geom, plan):
+    layout, wp = state
+    with plan.workspace.borrow() as arena:
+        return run_micro(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena)
+
+
+_RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise,
+            "micro": _run_micro}
 
 
 def _finite_weights(plan):
@@ -293,7 +303,7 @@ def _finite_weights(plan):
 
 def _direct_backend(geom, plan):
     variant, state = direct_variant(geom) if plan.pin is None else direct_variant(geom, plan.pin)
-    if variant == "gemm" and not _finite_weights(plan):
+    if variant in ("gemm", "micro") and not _finite_weights(plan):
         # The GEMMs also multiply each tap's weights by the zero halo (outputs whose input
         # for that tap lies outside the data): 0 * NaN or 0 * Inf would reach outputs the
         # tap does not touch. The pixel kernel only visits taps in range.
@@ -301,6 +311,10 @@ def _direct_backend(geom, plan):
     if variant == "gemm":   # the layout's weights, merged per GEMM op, once per geometry
         state = (state, plan.w_packed.reshape(-1) if state.batch_rows
                  else merged_weights(state, plan.w_iox_compute, plan.workers))
+    elif variant == "micro":  # the weights packed per phase for the register tiles
+        layout = micro_layout(geom, micro_nr(plan.compute_dtype))
+        state = (layout, packed_weights(layout, plan.w_iox_compute, geom.groups,
+                                        plan.workers))
     return variant, _RUNNERS[variant], state
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import convt
+from convt._micro import ISA
 from conftest import assert_close
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -26,11 +27,11 @@ VARIANTS = Counter()   # direct variants the canonical test reached (checked at 
 @st.composite
 def geometries(draw):
     """NCX input, IOX (grouped) filter and bias; channels per group from 1 (depthwise) to 5
-    (GEMM); small spatial sizes (3-D smaller still)."""
+    (GEMM) and 16 (the micro variant's tile width); small spatial sizes (3-D smaller still)."""
     nd = draw(st.integers(1, 3))
     top = 6 if nd < 3 else 3
     groups = draw(st.sampled_from([1, 1, 2, 3]))
-    cg, mg = draw(st.sampled_from([1, 2, 4, 5])), draw(st.sampled_from([1, 2, 4, 5]))
+    cg, mg = draw(st.sampled_from([1, 2, 4, 5, 16])), draw(st.sampled_from([1, 2, 4, 5, 16]))
     batch = draw(st.integers(0, 2))
     size = tuple(draw(st.integers(1, top)) for _ in range(nd))
     kern = tuple(draw(st.integers(1, 3 if nd < 3 else 2)) for _ in range(nd))
@@ -236,3 +237,4 @@ def test_every_direct_variant_was_reached():
     if not VARIANTS:
         pytest.skip("test_canonical did not run in this session")
     assert {"gemm", "depthwise", "pixel"} <= set(VARIANTS), VARIANTS
+    assert ISA != 1 or "micro" in VARIANTS, VARIANTS

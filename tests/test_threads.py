@@ -10,6 +10,7 @@ import pytest
 
 import convt
 import convt._cost
+from convt._micro import ISA
 from convt._plan import direct_variant
 
 # (label, x shape, w shape, keywords, method, variant, what the layout must say)
@@ -20,6 +21,10 @@ CASES = [
      "direct", "gemm", dict(channels_first=False, batch_rows=False)),
     ("gemm-batch-rows", (8, 3, 3, 8), (8, 8, 3, 3), dict(pads=(2, 2, 2, 2), data_format="NXC"),
      "direct", "gemm", dict(batch_rows=True)),
+    ("micro-ncx", (2, 16, 10, 10), (16, 16, 3, 3), dict(strides=(2, 2)), "direct", "micro",
+     {}),
+    ("micro-nxc", (3, 9, 11, 16), (16, 16, 3, 3), dict(pads=(1, 1, 1, 1), data_format="NXC"),
+     "direct", "micro", {}),
     ("pixel", (1, 8, 3, 3), (8, 8, 3, 3), dict(dilations=(4, 4)), "direct", "pixel", {}),
     ("pixel-1d", (2, 8, 5), (8, 8, 5), dict(dilations=(7,)), "direct", "pixel", {}),
     ("depthwise-ncx", (2, 6, 10, 10), (6, 1, 3, 3), dict(group=6, strides=(2, 2)), "direct",
@@ -56,6 +61,8 @@ def _op(case, workers=2):
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_case_runs_the_variant_it_names(case, monkeypatch):
     """Guards the table: each case really reaches its backend and direct variant."""
+    if case[5] == "micro" and ISA != 1:
+        pytest.skip("the micro variant runs only with AVX2+FMA (elsewhere: GEMMs)")
     if case[0] == "fft-overlap-add":   # a small budget forces the tiles
         monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", 1 << 12)
     op, _, _ = _op(case)
@@ -115,6 +122,7 @@ def test_same_result_for_one_and_two_threads_and_run_to_run(case, monkeypatch):
 # Layers that keep one kernel busy for 0.13-0.34 s on one thread (measured on the 2-core EPYC).
 GIL_CASES = [
     ("gemm", (4, 128, 48, 48), (128, 128, 4, 4), dict(strides=(2, 2))),
+    ("micro", (4, 128, 48, 48), (128, 128, 4, 4), dict(strides=(2, 2))),
     ("pixel", (1, 128, 24, 24), (128, 128, 5, 5), dict(dilations=(9, 9))),
     ("depthwise", (16, 64, 96, 96), (64, 1, 5, 5), dict(group=64, strides=(2, 2))),
 ]
@@ -159,9 +167,9 @@ def test_kernels_release_the_gil(variant, xs, ws, kw, monkeypatch):
     kernel holding the GIL would stall the loop for all of it)."""
     monkeypatch.setattr(convt._cost, "_PARALLEL_MIN_MACS", 1 << 62)   # one thread
     monkeypatch.setattr(convt._cost, "_PARALLEL_MIN_OUTPUTS", 1 << 62)
-    if variant == "pixel":   # the cost model may price grid-mode GEMMs lower here
-        monkeypatch.setattr(convt._plan, "direct_variant",
-                            lambda geom, pin=None: direct_variant(geom, ("pixel", False)))
+    # pinned: the cost model's choice depends on the CPU (the micro variant needs AVX2+FMA)
+    monkeypatch.setattr(convt._plan, "direct_variant",
+                        lambda geom, pin=None: direct_variant(geom, (variant, False)))
     x = np.ones(xs, np.float32)
     op = convt.ConvTranspose(np.ones(ws, np.float32) * 0.01, method="direct", workers=1, **kw)
     assert op._plan.geometry(x.shape).variant == variant

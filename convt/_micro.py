@@ -1,0 +1,143 @@
+"""Planning for the micro variant of the direct backend (kernel: convt._kernels._micro).
+
+Per geometry and register-tile width NR (16 float32, 8 float64 values): the phases (per-axis
+output counts Q and residues c) with their taps (input offset e per axis, flat kernel index),
+the tasks (blocks of MB output positions of one phase), the blocking (CC channels x TB taps
+per weight panel) and where each phase's packed weights start. Per plan, ``packed_weights``
+lays the IOX filter out as the kernel reads it: per phase [G][NP][tap][Cg][NR], the last
+panel of each group padded with zero weights. See the kernel module for the algorithm.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from ._direct import pad3
+from ._kernels._layout import to_padded_nxc
+from ._kernels._micro import MR, NR_F32, NR_F64, isa, micro_conv, pack_micro
+from ._phase_gemm import _axis_phases
+
+__all__ = ["MicroLayout", "micro_layout", "micro_nr", "packed_weights", "run_micro", "ISA"]
+
+# The micro-kernel the running CPU gets (1: AVX2 + FMA, 0: portable C), chosen once at import.
+ISA = isa()
+
+# Weights of one (tap block x channel chunk) panel: KC rows of NR values, 16 KiB in float32
+# and float64, half of a 32 KiB L1 (the task's input rows stream through the other half).
+_KC = 256
+_MAX_TB = 64          # taps per block: bounds the pointer table (MB x TB per thread)
+_TILE_VALUES = 1 << 15  # tile (MB x ldc) values: 128 KiB of float32, L2-resident
+_MIN_MB, _MAX_MB = 4 * MR, 32 * MR
+_PARALLEL_PACK_VALUES = 1 << 19  # smaller weights pack faster than a thread team starts
+
+
+@dataclass(frozen=True)
+class MicroLayout:
+    phases: np.ndarray   # (n_phases, 9): Q0, Q1, Q2, c0, c1, c2, first tap, taps, weight offset
+    tap_e: np.ndarray    # per tap, input offset e per axis (3 values)
+    tap_k: np.ndarray    # per tap, flat kernel index
+    tasks: np.ndarray    # (n_tasks, 3): phase, first row, rows
+    nr: int              # register-tile width (output channels)
+    panels: int          # NR-wide panels per group
+    cc: int              # input channels per chunk
+    tb: int              # taps per block
+    mb: int              # rows per task (a multiple of MR)
+    ldc: int             # tile row length: groups x panels x NR
+    packed: int          # values of the packed weights
+    macs: int            # multiply-adds run (border taps on zeros and NR padding included)
+
+
+def micro_nr(dtype):
+    """The register-tile width for the compute dtype."""
+    return NR_F64 if np.dtype(dtype) == np.float64 else NR_F32
+
+
+@functools.lru_cache(maxsize=64)
+def micro_layout(geom, nr):
+    """The ``MicroLayout`` of ``geom`` for tile width ``nr``."""
+    strides, dils, kernel = pad3(geom.strides, 1), pad3(geom.dilations, 1), pad3(geom.kernel, 1)
+    pbs, out_shape = pad3(geom.pads_begin, 0), pad3(geom.out_shape, 1)
+    per_axis = [_axis_phases(*a) for a in zip(strides, dils, kernel, pbs, out_shape)]
+    g = geom.groups
+    cg, mg = geom.c_in // g, geom.c_out // g
+    panels = -(-mg // nr)
+    n = geom.batch
+    phases, tap_e, tap_k, tasks = [], [], [], []
+    woff = macs = 0
+    ldc = g * panels * nr
+    mb = max(_MIN_MB, min(_MAX_MB, _TILE_VALUES // max(ldc, 1) // MR * MR))
+    for combo in itertools.product(*(list(enumerate(p)) for p in per_axis)):
+        qs = tuple(q for _, (q, _) in combo)
+        rows = n * prod(qs)
+        if rows == 0:
+            continue
+        taps = list(itertools.product(*(t for _, (_, t) in combo)))
+        ph = len(phases)
+        phases.append([*qs, *(c for c, _ in combo), len(tap_k), len(taps), woff])
+        for tap in taps:
+            tap_e.extend(e for _, e in tap)
+            k0, k1, k2 = (k for k, _ in tap)
+            tap_k.append((k0 * kernel[1] + k1) * kernel[2] + k2)
+        woff += len(taps) * g * panels * cg * nr
+        macs += rows * len(taps) * g * panels * cg * nr
+        tasks += [(ph, r, min(mb, rows - r)) for r in range(0, rows, mb)]
+    cc = max(1, min(cg, _KC))
+    return MicroLayout(phases=np.array(phases, np.int64).reshape(-1, 9), tap_e=np.array(tap_e, np.int64),
+                       tap_k=np.array(tap_k, np.int64),
+                       tasks=np.array(tasks, np.int64).reshape(-1, 3), nr=nr, panels=panels,
+                       cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb, ldc=ldc,
+                       packed=woff, macs=macs)
+
+
+def packed_weights(layout, w_iox, groups, workers):
+    """The weights as ``micro_conv`` reads them, from the IOX filter ``w_iox`` (C_in, Mg, *K)
+    in the compute dtype; the array starts on a 64-byte boundary (one cache line)."""
+    c_in, mg = w_iox.shape[:2]
+    item = w_iox.dtype.itemsize
+    buf = np.empty(max(1, layout.packed) + 64 // item, w_iox.dtype)
+    start = (-buf.ctypes.data % 64) // item
+    out = buf[start:start + max(1, layout.packed)]
+    if layout.packed:
+        w3 = np.ascontiguousarray(w_iox).reshape(c_in, mg, -1)
+        threads = workers if layout.packed >= _PARALLEL_PACK_VALUES else 1
+        pack_micro(w3, out, layout.phases, layout.tap_k, groups, layout.nr, threads)
+    return out
+
+
+def run_micro(xa, layout, geom, wp, bias, workers, arena):
+    """y in ``geom``'s data layout and the dtype of ``wp``; ``xa`` in that layout too;
+    ``bias`` (C_out,) contiguous in that dtype (zeros for none)."""
+    ct = wp.dtype
+    nd, n, c_in, c_out = geom.ndim, geom.batch, geom.c_in, geom.c_out
+    nxc = geom.data_format == "NXC"
+    y = np.empty(geom.array_shape("output"), ct)
+    if y.size == 0:
+        return y
+    if c_in == 0:  # nothing to contract: every position is the bias
+        y[...] = bias if nxc else bias.reshape(c_out, *(1,) * nd)
+        return y
+    in3 = pad3(geom.in_shape, 1)
+    if nxc:
+        x = np.ascontiguousarray(xa, dtype=ct)
+    else:
+        x = arena.get("x_nxc", (n, *in3, c_in), ct)
+        x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
+        to_padded_nxc(x5, x, np.zeros(3, np.int64), workers)
+    zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
+    item = y.itemsize
+    st = [v // item for v in y.strides]
+    sp = st[1:-1] if nxc else st[2:]
+    ystr = np.array([st[0], *(0,) * (3 - nd), *sp, st[-1] if nxc else st[1]], np.int64)
+    g = geom.groups
+    dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, c_out // g, layout.panels,
+                     c_in, layout.cc, layout.tb, layout.mb, layout.ldc], np.int64)
+    tiles = arena.get("tiles", (workers * layout.mb * layout.ldc,), ct)
+    pointers = arena.get("pointers", (workers * (layout.mb * layout.tb + layout.mb),),
+                         np.intp)
+    micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1), layout.phases, layout.tap_e,
+               layout.tasks, dims, ystr, tiles, pointers, ISA, workers)
+    return y

@@ -1,0 +1,194 @@
+"""The micro variant of the direct backend (register-blocked kernel over an indirection table).
+
+Forced on a wide random space of geometries against the float64 reference, with both kernels
+(AVX2+FMA where the CPU has it, and the portable C one); the blocking edges (tile padding of
+the output channels, channel chunks, tap blocks, rows not a multiple of MR, several tasks per
+phase); thread-count independence; the dispatch rule.
+"""
+import numpy as np
+import pytest
+
+import convt
+from convt import _cost, _micro, _plan
+from convt._kernels._micro import MR
+
+from conftest import assert_close
+
+
+def _cases(count, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        nd = int(rng.integers(1, 4))
+        s = tuple(int(v) for v in rng.integers(1, 4, nd))
+        d = tuple(int(v) for v in rng.integers(1, 3, nd))
+        k = tuple(int(v) for v in rng.integers(1, 4 if nd == 3 else 6, nd))
+        pads = tuple(int(v) for v in rng.integers(0, 3, 2 * nd))
+        op = tuple(int(rng.integers(0, max(a, b))) for a, b in zip(s, d))
+        size = tuple(int(v) for v in rng.integers(1, 6 if nd == 3 else 9, nd))
+        out.append(dict(nd=nd, kw=dict(strides=s, dilations=d, pads=pads, output_padding=op,
+                                       group=int(rng.choice([1, 2, 3]))),
+                        k=k, size=size, cg=int(rng.integers(1, 40)), mg=int(rng.integers(1, 40)),
+                        batch=int(rng.integers(1, 4)),
+                        data_format=str(rng.choice(["NCX", "NXC"]))))
+    return out
+
+
+CASES = _cases(120, 7)
+
+
+def _force(monkeypatch):
+    orig = _plan.direct_variant
+    monkeypatch.setattr(_plan, "direct_variant", lambda geom, pin=None: orig(geom, ("micro", False)))
+
+
+def _run(case, dtype, monkeypatch, workers=2):
+    rng = np.random.default_rng(len(str(case)))
+    g, cg, mg = case["kw"]["group"], case["cg"], case["mg"]
+    x = rng.standard_normal((case["batch"], cg * g, *case["size"]))
+    w = rng.standard_normal((cg * g, mg, *case["k"]))
+    b = rng.standard_normal(mg * g)
+    try:
+        ref = convt.conv_transpose(x, w, b, method="reference", **case["kw"])
+    except ValueError:
+        pytest.skip("pads leave no output")
+    nxc = case["data_format"] == "NXC"
+    xl = np.moveaxis(x, 1, -1) if nxc else x
+    _force(monkeypatch)
+    op = convt.ConvTranspose(w.astype(dtype), b.astype(dtype), method="direct", workers=workers,
+                             data_format=case["data_format"], **case["kw"])
+    assert op._plan.geometry(xl.shape).variant == "micro"
+    y = op(xl.astype(dtype))
+    return (np.moveaxis(y, -1, 1) if nxc else y), ref
+
+
+@pytest.mark.parametrize("isa", [_micro.ISA, 0] if _micro.ISA else [0])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", CASES, ids=[f"c{i}" for i in range(len(CASES))])
+def test_micro_matches_reference(case, dtype, isa, monkeypatch):
+    monkeypatch.setattr(_micro, "ISA", isa)
+    y, ref = _run(case, dtype, monkeypatch)
+    assert_close(y, ref, "direct", dtype)
+
+
+# Blocking edges: (x shape, w shape, keywords) with what each exercises.
+EDGES = [
+    # C_in 300: channel chunks of 256 + 44; 9 taps, one per block (TB = 1)
+    ((1, 300, 7, 9), (300, 20, 3, 3), dict(pads=(1, 1, 1, 1))),
+    # 8 channels, 40 taps in one phase: tap blocks of 32 + 8
+    ((2, 8, 50), (8, 16, 40), dict(pads=(3, 2))),
+    # 2000 rows per phase: several tasks, the last one partial; 33 = 2 panels + 1
+    ((3, 12, 31, 23), (12, 33, 2, 2), dict(strides=(2, 2))),
+    # groups with a padded last panel each, 3-D
+    ((1, 24, 5, 6, 7), (24, 17, 3, 2, 3), dict(strides=(2, 1, 2), group=3, pads=(1, 0, 1, 1, 1, 0))),
+    # phases without taps (bias only) and negative effective pads
+    ((2, 16, 6, 6), (16, 16, 1, 1), dict(strides=(3, 3), output_shape=(20, 19))),
+    # C_in 0 after grouping is impossible; a single output row per phase
+    ((1, 16, 1), (16, 16, 3), dict(strides=(4,))),
+]
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
+def test_micro_blocking_edges(xs, ws, kw, dtype, data_format, monkeypatch):
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    b = rng.standard_normal(ws[1] * kw.get("group", 1))
+    ref = convt.conv_transpose(x, w, b, method="reference", **kw)
+    nxc = data_format == "NXC"
+    _force(monkeypatch)
+    op = convt.ConvTranspose(w.astype(dtype), b.astype(dtype), method="direct",
+                             data_format=data_format, **kw)
+    xl = np.moveaxis(x, 1, -1) if nxc else x
+    assert op._plan.geometry(xl.shape).variant == "micro"
+    y = op(xl.astype(dtype))
+    assert_close(np.moveaxis(y, -1, 1) if nxc else y, ref, "direct", dtype)
+
+
+def test_edges_reach_the_blocking_they_name():
+    """Guards EDGES: channel chunks, tap blocks, partial tasks and padded panels occur."""
+    from convt._geometry import resolve
+
+    def layout(xs, ws, kw, dtype=np.float32):
+        op = convt.ConvTranspose(np.zeros(ws, dtype), **kw)
+        return _micro.micro_layout(resolve(op._plan.spec, xs), _micro.micro_nr(dtype))
+
+    lay = layout(*EDGES[0])
+    assert lay.cc == 256 and lay.tb == 1 and lay.phases[0, 7] == 9
+    lay = layout(*EDGES[1])
+    assert lay.tb == 32 and lay.phases[0, 7] == 40
+    lay = layout(*EDGES[2])
+    rows = lay.tasks[lay.tasks[:, 0] == 0, 2]
+    assert len(rows) > 2 and rows[-1] < lay.mb and lay.mb % MR == 0 and lay.panels == 3
+    lay = layout(*EDGES[4])
+    assert (lay.phases[:, 7] == 0).any() and (lay.phases[:, 7] > 0).any()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_micro_bit_identical_for_any_thread_count(dtype, monkeypatch):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 64, 20, 20)).astype(dtype)
+    w = rng.standard_normal((64, 48, 4, 4)).astype(dtype)
+    _force(monkeypatch)
+    ops = {n: convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), workers=n)
+           for n in (1, 2, 3)}
+    assert ops[1]._plan.geometry(x.shape).variant == "micro"
+    ys = [ops[n](x) for n in (1, 2, 3, 1)]
+    for y in ys[1:]:
+        np.testing.assert_array_equal(ys[0], y)
+
+
+def test_micro_nonfinite_input_reaches_only_the_outputs_it_touches(monkeypatch):
+    """Rows off the data read a zero vector and padded channels are never written, so an
+    Inf in x spreads exactly as in the reference."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 16, 9, 9))
+    x[0, 3, 4, 2] = np.inf
+    x[0, 5, 0, 8] = np.nan
+    w = rng.standard_normal((16, 20, 3, 3))
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    ref = convt.conv_transpose(x, w, method="reference", **kw)
+    _force(monkeypatch)
+    y = convt.ConvTranspose(w.astype(np.float32), method="direct", **kw)(x.astype(np.float32))
+    np.testing.assert_array_equal(np.isfinite(y), np.isfinite(ref))
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+
+
+def test_micro_nonfinite_weights_run_the_pixel_kernel(monkeypatch):
+    """As for the GEMM variant: taps on zeros would turn 0 * NaN into NaN elsewhere."""
+    w = np.ones((16, 16, 3, 3), np.float32)
+    w[2, 3, 1, 1] = np.nan
+    _force(monkeypatch)
+    op = convt.ConvTranspose(w, strides=(2, 2), method="direct")
+    assert op._plan.geometry((1, 16, 5, 5)).variant == "pixel"
+    y = op(np.ones((1, 16, 5, 5), np.float32))
+    ref = convt.conv_transpose(np.ones((1, 16, 5, 5)), w.astype(np.float64), strides=(2, 2),
+                               method="reference")
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+
+
+@pytest.mark.skipif(_micro.ISA != 1, reason="the micro variant runs only with AVX2+FMA")
+@pytest.mark.parametrize("xs, ws, kw, variant", [
+    ((16, 512, 4, 4), (512, 256, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), "micro"),
+    ((1, 64, 64, 64), (64, 64, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2)), "micro"),
+    # pure upsampling (K = s): grid mode's one GEMM over all phases
+    ((1, 256, 64, 64), (256, 128, 2, 2), dict(strides=(2, 2)), "gemm"),
+    # 21 output channels pad the 16-wide tile to 32
+    ((1, 21, 16, 16), (21, 21, 64, 64), dict(strides=(32, 32), pads=(16,) * 4), "gemm"),
+    # mostly taps off the data
+    ((1, 16, 3, 3), (16, 16, 3, 3), dict(dilations=(4, 4)), "pixel"),
+])
+def test_variant_rule(xs, ws, kw, variant):
+    op = convt.ConvTranspose(np.ones(ws, np.float32), **kw)
+    assert op._plan.geometry(xs).variant == variant
+
+
+def test_packed_weights_start_on_a_cache_line():
+    op = convt.ConvTranspose(np.ones((16, 20, 3, 3), np.float32), strides=(2, 2))
+    geom = op.geometry((1, 16, 5, 5))
+    for dtype in (np.float32, np.float64):
+        lay = _micro.micro_layout(geom, _micro.micro_nr(dtype))
+        for _ in range(4):
+            wp = _micro.packed_weights(lay, np.ones((16, 20, 3, 3), dtype), 1, 1)
+            assert wp.ctypes.data % 64 == 0 and wp.size == lay.packed
