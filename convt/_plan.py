@@ -99,7 +99,7 @@ class Plan:
     """Weights packed once for ``spec``; callable on any input the spec accepts."""
 
     def __init__(self, spec, w_iox, b, dtype, *, allowed, method="auto", workers=None,
-                 cast=False):
+                 cast=False, copy=True):
         conv = spec.convention
         self.spec = spec
         self.method = choice(conv, "method", method, METHODS)
@@ -109,8 +109,11 @@ class Plan:
         self.cast = cast
         ct = compute_dtype(self.dtype)
         # Storage dtype first (an explicit cast request rounds there), then the compute dtype.
-        self.w_iox = np.array(w_iox, dtype=self.dtype, copy=True)
-        self.bias = None if b is None else np.array(b, dtype=self.dtype, copy=True)
+        # copy=False (a one-shot call's plan, gone when the call returns): views where the
+        # dtype allows, saving a copy of the weights (8 MB on dcgan_g1: ~0.5 ms + page faults)
+        copy = True if copy else None
+        self.w_iox = np.array(w_iox, dtype=self.dtype, copy=copy)
+        self.bias = None if b is None else np.array(b, dtype=self.dtype, copy=copy)
         # The kernels always add a bias: zeros stand in for a missing one.
         self.bias_compute = (np.zeros(spec.c_out, ct) if b is None
                              else np.ascontiguousarray(self.bias, dtype=ct))

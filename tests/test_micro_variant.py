@@ -72,6 +72,8 @@ def test_micro_matches_reference(case, dtype, isa, monkeypatch):
 
 
 # Blocking edges: (x shape, w shape, keywords) with what each exercises.
+# (phases sharing (c0, c1) run in one task: convt._micro._SET_WEIGHTS; EDGES[2] has such sets,
+# test_micro_sets_split_when_weights_exceed_l2 the other case)
 EDGES = [
     # C_in 300: channel chunks of 256 + 44; 9 taps, one per block (TB = 1)
     ((1, 300, 7, 9), (300, 20, 3, 3), dict(pads=(1, 1, 1, 1))),
@@ -119,8 +121,11 @@ def test_edges_reach_the_blocking_they_name():
     lay = layout(*EDGES[1])
     assert lay.tb == 32 and lay.phases[0, 7] == 40
     lay = layout(*EDGES[2])
-    rows = lay.tasks[lay.tasks[:, 0] == 0, 2]
-    assert len(rows) > 2 and rows[-1] < lay.mb and lay.mb % MR == 0 and lay.panels == 3
+    blocks = lay.tasks[lay.tasks[:, 0] == 0]     # the set of phases (0, 0, c2): 2 phases
+    rows = 3 * 31 * 23
+    assert len(blocks) > 2 and (blocks[:, 1] == 2).all() and lay.panels == 3
+    assert (blocks[:, 3] % MR == 0).all() and (blocks[:, 3] <= lay.mb).all()
+    assert blocks[-1, 2] < rows < blocks[-1, 2] + blocks[-1, 3]   # the last one is clipped
     lay = layout(*EDGES[4])
     assert (lay.phases[:, 7] == 0).any() and (lay.phases[:, 7] > 0).any()
 
@@ -192,3 +197,15 @@ def test_packed_weights_start_on_a_cache_line():
         for _ in range(4):
             wp = _micro.packed_weights(lay, np.ones((16, 20, 3, 3), dtype), 1, 1)
             assert wp.ctypes.data % 64 == 0 and wp.size == lay.packed
+
+
+def test_micro_sets_split_when_weights_exceed_l2():
+    """Phases sharing (c0, c1) run one per task when their weights would not stay in L2
+    (hifigan_up1: 8 phases of 1 MiB), together otherwise (hifigan_up3)."""
+    from convt._geometry import resolve
+
+    for ws, kw, nph in [((512, 256, 16), dict(strides=(8,), pads=(4, 4)), 1),
+                        ((128, 64, 4), dict(strides=(2,), pads=(1, 1)), 2)]:
+        op = convt.ConvTranspose(np.zeros(ws, np.float32), **kw)
+        lay = _micro.micro_layout(resolve(op._plan.spec, (1, ws[0], 256)), 16)
+        assert set(lay.tasks[:, 1]) == {nph}

@@ -1,8 +1,10 @@
 """Direct transposed convolution on register-blocked micro-kernels (the "micro" variant).
 
 Phase decomposition, gather form (DESIGN.md): output o = q*s + c; phase c's taps read input
-i = q + e (e per tap and axis). A task owns MB consecutive output positions of one phase
-(rows, flattened over (n, q0, q1, q2)) and all output channels: an MB x (G * NP * NR) tile
+i = q + e (e per tap and axis). A task owns MB consecutive output positions (rows, flattened
+over (n, q0, q1, q2)) of each phase sharing (c0, c1), one phase after the other (their
+outputs interleave along the last axis: a line of y is completed while in cache), and all
+output channels; per phase, an MB x (G * NP * NR) tile
 (NP panels of NR channels per group, the last padded with zero weights). Per block of taps,
 each row's input pixel per tap is looked up once (an "indirection" table: a pointer into the
 channels-last x, or to a zero vector when q + e is outside the data), and the micro-kernel
@@ -27,6 +29,7 @@ same phase table, every phase row of (dims) in range, scratch sized as ``tile_va
 """
 from cython.parallel cimport parallel, prange, threadid
 from libc.stdint cimport int64_t, intptr_t
+from libc.stdlib cimport free, malloc
 
 from ._types cimport real
 
@@ -176,6 +179,22 @@ cdef void _task(int isa, const real* x, const real* zero, const real* wp, const 
     _write(t, ldc, bias, y, ph, r0, m, d, ystr, off)
 
 
+cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, const real* bias,
+                    real* y, const int64_t* ph, int64_t nph, const int64_t* tap_e, int64_t r0,
+                    int64_t m, const int64_t* d, const int64_t* ystr, real* t, const real** ptr,
+                    int64_t* off) noexcept nogil:
+    # Rows r0..r0+m (clipped to each phase's own rows) of the nph phases from ph, one after
+    # the other: they share (c0, c1), so their outputs interleave on the same lines of y.
+    cdef int64_t p, rows
+    cdef const int64_t* pp
+    for p in range(nph):
+        pp = ph + PHASE_COLS * p
+        rows = d[0] * pp[0] * pp[1] * pp[2]
+        if r0 < rows:
+            _task(isa, x, zero, wp, bias, y, pp, tap_e, r0, min(m, rows - r0), d, ystr, t,
+                  ptr, off)
+
+
 def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0, I1, I2, C_in)
                const real[::1] zero,          # IN  C_in zeros (the input of rows off the data)
                const real[::1] wp,            # IN  packed weights (pack_micro)
@@ -184,7 +203,8 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                const int64_t[:, ::1] phases,  # IN  per phase: Q0..2, c0..2, first tap, taps,
                                               #     packed-weight offset
                const int64_t[::1] tap_e,      # IN  per tap: e per axis (input i = q + e)
-               const int64_t[:, ::1] tasks,   # IN  per task: phase, first row, rows
+               const int64_t[:, ::1] tasks,   # IN  per task: first phase, phases, first
+                                              #     row, rows (clipped per phase)
                const int64_t[::1] dims,       # IN  N, I0..2, s0..2, G, Cg, Mg, NP, C_in, CC,
                                               #     TB, MB, ldc
                const int64_t[::1] ystr,       # IN  y element strides (n, o0, o1, o2, channel)
@@ -212,42 +232,63 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
     cdef int64_t pstride = MB * TB + MB
     with nogil:
         for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
-            tk = tptr + 3 * k
+            tk = tptr + 4 * k
             tid = threadid()
-            _task(isa, xptr, zptr, wptr, bptr, yptr, pptr + PHASE_COLS * tk[0], te, tk[1],
-                  tk[2], dm, yst, tl + tid * MB * ldc, <const real**> (pp + tid * pstride),
-                  <int64_t*> (pp + tid * pstride + MB * TB))
+            _set_task(isa, xptr, zptr, wptr, bptr, yptr, pptr + PHASE_COLS * tk[0], tk[1], te,
+                      tk[2], tk[3], dm, yst, tl + tid * MB * ldc,
+                      <const real**> (pp + tid * pstride), <int64_t*> (pp + tid * pstride + MB * TB))
+
+
+cdef enum:
+    _PACK_KB = 64    # kernel taps per transposed block in pack_micro
+
+
+cdef void _pack_channel(const real* src, real* out, real* tmp, const int64_t* kd,
+                        const int64_t* ks, int64_t g, int64_t c, int64_t Mg, int64_t KT,
+                        int64_t NP, int64_t NR) noexcept nogil:
+    # one input channel's (Mg, KT) weights -> its NR-value line in every (tap, panel)
+    cdef int64_t Mgp = NP * NR, k0 = 0, kb, k, mm, jp, j
+    cdef real* dst
+    while k0 < KT:
+        kb = min(<int64_t> _PACK_KB, KT - k0)
+        for mm in range(Mg):
+            for k in range(kb):
+                tmp[k * Mgp + mm] = src[mm * KT + k0 + k]
+        for k in range(kb):
+            if kd[k0 + k] < 0:
+                continue
+            dst = out + kd[k0 + k] + g * NP * ks[k0 + k] + c * NR
+            for jp in range(NP):
+                for j in range(NR):
+                    dst[jp * ks[k0 + k] + j] = tmp[k * Mgp + jp * NR + j]
+        k0 += kb
 
 
 def pack_micro(const real[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, prod(K))
                real[::1] out,                  # OUT packed, per phase [G][NP][tap][Cg][NR]
-               const int64_t[:, ::1] phases,   # IN  the phase table (first tap, taps, offset)
-               const int64_t[::1] tap_k,       # IN  per tap: flat kernel index
+               const int64_t[::1] kdst,        # IN  per kernel tap: offset of its (group 0,
+                                               #     panel 0, channel 0) line, -1 if unused
+               const int64_t[::1] kstride,     # IN  per kernel tap: panel stride (T*Cg*NR)
                int64_t groups, int64_t NR, int num_threads):
     """Pack the weights for micro_conv; releases the GIL. Per input channel (parallel), its
-    (Mg, K) block is read once (it fits L1) and each tap's NR-value lines are written."""
+    (Mg, K) block is transposed in blocks of _PACK_KB taps into a per-thread (tap, Mg padded
+    to NR) scratch, then each tap's NR-value lines are copied to their panels."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
-    cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, nph = phases.shape[0]
-    cdef int64_t ci, g, c, p, t, T, jp, j, mm
-    cdef const real* src
-    cdef real* dst
-    if C_in == 0 or Mg == 0 or nph == 0:
+    cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR
+    cdef int64_t ci, k
+    cdef real* tmp
+    if C_in == 0 or Mg == 0 or KT == 0:
         return
     cdef const real* wptr = &w[0, 0, 0]
     cdef real* optr = &out[0]
-    cdef const int64_t* ph = &phases[0, 0]
-    cdef const int64_t* tk = &tap_k[0] if tap_k.shape[0] else NULL
-    with nogil:
-        for ci in prange(C_in, schedule="static", num_threads=num_threads):
-            g = ci // Cg
-            c = ci % Cg
-            src = wptr + ci * Mg * KT
-            for p in range(nph):
-                T = ph[PHASE_COLS * p + 7]
-                for t in range(T):
-                    for jp in range(NP):
-                        dst = (optr + ph[PHASE_COLS * p + 8]
-                               + (((g * NP + jp) * T + t) * Cg + c) * NR)
-                        for j in range(NR):
-                            mm = jp * NR + j
-                            dst[j] = src[mm * KT + tk[ph[PHASE_COLS * p + 6] + t]] if mm < Mg else 0
+    cdef const int64_t* kd = &kdst[0]
+    cdef const int64_t* ks = &kstride[0]
+    with nogil, parallel(num_threads=num_threads):
+        tmp = <real*> malloc(_PACK_KB * Mgp * sizeof(real))
+        if tmp != NULL:
+            for k in range(_PACK_KB * Mgp):
+                tmp[k] = 0     # the padding channels stay zero
+            for ci in prange(C_in, schedule="static"):
+                _pack_channel(wptr + ci * Mg * KT, optr, tmp, kd, ks, ci // Cg, ci % Cg,
+                              Mg, KT, NP, NR)
+            free(tmp)
