@@ -50,6 +50,7 @@ NR_F32 = CONVT_NR_F32
 NR_F64 = CONVT_NR_F64
 # Columns of the phase table (convt._micro writes the same).
 cdef enum:
+    _WRITE_ROWS = 16  # tile rows per block of the channels-first write-out
     PHASE_COLS = 9   # Q0, Q1, Q2, c0, c1, c2, first tap, taps, packed-weight offset
 
 
@@ -129,18 +130,23 @@ cdef void _write(const real* t, int64_t ldc, const real* bias, real* y, const in
                 for mm in range(Mg):
                     dd[g * Mg + mm] = tr[g * gw + mm] + bias[g * Mg + mm]
         return
-    for g in range(G):
-        for mm in range(Mg):
-            co = g * Mg + mm
-            bc = bias[co]
-            dd = y + co * cs
-            if t == NULL:
-                for i in range(m):
-                    dd[off[i]] = bc
-                continue
-            col = g * gw + mm
-            for i in range(m):
-                dd[off[i]] = t[i * ldc + col] + bc
+    # blocks of _WRITE_ROWS rows: their tile lines stay in L1 while every channel is written
+    cdef int64_t i0 = 0, i1
+    while i0 < m:
+        i1 = min(m, i0 + _WRITE_ROWS)
+        for g in range(G):
+            for mm in range(Mg):
+                co = g * Mg + mm
+                bc = bias[co]
+                dd = y + co * cs
+                if t == NULL:
+                    for i in range(i0, i1):
+                        dd[off[i]] = bc
+                    continue
+                col = g * gw + mm
+                for i in range(i0, i1):
+                    dd[off[i]] = t[i * ldc + col] + bc
+        i0 = i1
 
 
 cdef void _task(int isa, const real* x, const real* zero, const real* wp, const real* bias,
