@@ -13,7 +13,8 @@ __all__ = ["calibrate", "fit_constants"]
 # Small layers, each exercising a few constants (a few ms per call on 2 cores): x shape,
 # w shape, attributes, the methods timed. The fit sees them all at once.
 _PROBES = (
-    ((1, 64, 32, 32), (64, 64, 3, 3), {}, ("direct", "fft")),            # GEMM, thick
+    ((1, 64, 32, 32), (64, 64, 3, 3), {}, ("direct", "fft")),            # micro (or GEMM)
+    ((1, 64, 32, 32), (64, 64, 2, 2), dict(strides=(2, 2)), ("direct",)),  # GEMM, thick
     ((1, 8, 64, 64), (8, 8, 3, 3), {}, ("direct",)),                     # GEMM, thin
     ((1, 64, 64, 64), (64, 1, 4, 4), dict(strides=(2, 2), pads=(1,) * 4, group=64),
      ("direct",)),                                                       # depthwise
@@ -23,13 +24,13 @@ _PROBES = (
     ((4, 8, 8000), (8, 8, 63), {}, ("direct", "fft")),                   # FFT, 1-D
     ((1, 1, 64), (1, 1, 3), {}, ("direct", "fft")),                      # fixed costs
 )
-_F64_PROBES = (0, 5)       # also timed in float64
+_F64_PROBES = (0, 6)       # also timed in float64
 _FIXED = ("call_s",)  # measured directly, not fitted
 _PRIOR = 0.5          # pull towards the current constants (fit_constants)
 # Physical limits of the dimensionless constants (a loaded machine can push a fit past them:
 # a second thread never slows a kernel down in the model, float64 is never faster).
 _BOUNDS = {"thread_efficiency": (0.3, 1.0), "direct_f64": (1.0, 3.0), "fft_f64": (1.0, 3.0),
-           "gemm_channel_half": (0.5, 64.0)}
+           "gemm_channel_half": (0.5, 64.0), "micro_channel_half": (0.5, 64.0)}
 
 
 def _samples(workers, dtype, probes, timer):

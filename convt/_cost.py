@@ -44,9 +44,12 @@ DEFAULTS = {
     "call_s": 15e-6,               # fixed cost of one call (Python, output allocation)
     "gemm_macs_per_s": 23.8e9,     # GEMM variant, thick channels
     "gemm_channel_half": 0.776,     # GEMM efficiency c / (c + half) per channel dimension
-    # micro variant: set by hand from the bench layers (2 workers, float32, AVX2+FMA; the
-    # kernel alone ran at 190-208 GFLOP/s on 3x3 and 4x4 layers, the calls at 130-175)
-    "micro_macs_per_s": 50e9,
+    # micro variant, set by hand (2026-11-21, float32, AVX2+FMA): 57e9 = channels-last calls
+    # of 64-512-channel 3x3 / 4x4 layers at 188-208 GFLOP/s on 2 workers; the half-rate
+    # input-channel count from 16-channel stride-1 layers on one thread (33-43e9, 2-D K = 9
+    # and 1-D K = 63 of docs/scripts/crossover.py): efficiency c_in / (c_in + 7) per group
+    "micro_macs_per_s": 57e9,
+    "micro_channel_half": 7.0,
     "pixel_macs_per_s": 0.68e9,    # generic gather kernel
     "depthwise_macs_per_s": 13.0e9,  # depthwise variant, taps in the data
     "depthwise_row_s": 10.2e-9,      # depthwise variant, per (output row, tap): loop set-up
@@ -242,7 +245,8 @@ def _direct_seconds(geom, kind, f64, threads, c):
         h = c["gemm_channel_half"]
         rate = c["gemm_macs_per_s"] * cg / (cg + h) * mg / (mg + h)
     elif kind.variant == "micro":
-        rate = c["micro_macs_per_s"]
+        cg = geom.c_in // geom.groups
+        rate = c["micro_macs_per_s"] * cg / (cg + c["micro_channel_half"])
         if geom.data_format == "NCX":   # x is made channels-last first
             moved += itemsize * prod(geom.array_shape("input"))
     else:
