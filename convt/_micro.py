@@ -165,8 +165,9 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena):
     dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, c_out // g, layout.panels,
                      c_in, layout.cc, layout.tb, layout.mb, layout.ldc], np.int64)
     tiles = arena.get("tiles", (workers * layout.mb * layout.ldc,), ct)
+    # 8-byte slots: a pointer fits one on every platform
     pointers = arena.get("pointers", (workers * (layout.mb * layout.tb + layout.mb),),
-                         np.intp)
+                         np.int64)
     micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1), layout.phases, layout.tap_e,
                layout.tasks, dims, ystr, tiles, pointers, ISA, workers)
     return y

@@ -28,7 +28,7 @@ same phase table, every phase row of (dims) in range, scratch sized as ``tile_va
 ``pointer_values`` per thread; ystr = element strides (n, o0, o1, o2, channel).
 """
 from cython.parallel cimport parallel, prange, threadid
-from libc.stdint cimport int64_t, intptr_t
+from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
 from ._types cimport real
@@ -215,7 +215,8 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                                               #     TB, MB, ldc
                const int64_t[::1] ystr,       # IN  y element strides (n, o0, o1, o2, channel)
                real[::1] tiles,               # OUT scratch: nthreads * MB * ldc values
-               intptr_t[::1] pointers,        # OUT scratch: nthreads * (MB * TB + MB)
+               int64_t[::1] pointers,         # OUT scratch: nthreads * (MB * TB + MB) slots
+                                              #     of 8 bytes (pointers, then row offsets)
                int isa, int num_threads):
     """Compute y; releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
@@ -234,7 +235,7 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
     cdef const int64_t* dm = &dims[0]
     cdef const int64_t* yst = &ystr[0]
     cdef real* tl = &tiles[0]
-    cdef intptr_t* pp = &pointers[0]
+    cdef int64_t* pp = &pointers[0]
     cdef int64_t pstride = MB * TB + MB
     with nogil:
         for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
@@ -242,7 +243,7 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
             tid = threadid()
             _set_task(isa, xptr, zptr, wptr, bptr, yptr, pptr + PHASE_COLS * tk[0], tk[1], te,
                       tk[2], tk[3], dm, yst, tl + tid * MB * ldc,
-                      <const real**> (pp + tid * pstride), <int64_t*> (pp + tid * pstride + MB * TB))
+                      <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB)
 
 
 cdef enum:
