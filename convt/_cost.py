@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._micro import ISA as MICRO_ISA
+from ._kernels._micro import NR_F32 as MICRO_NR_F32
 from ._phase_gemm import _MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, _axis_phases, grid_shape
 
 __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
@@ -108,8 +109,9 @@ class Estimate(NamedTuple):
 
 
 def _axis_sums(s, d, k_len, i_len, pb, o_len):
-    """Per axis: grid length P, taps T and sum of q*taps over phases with outputs, and the
-    taps' in-data positions (mirrors convt._phase_gemm.gemm_layout, without its tap lists)."""
+    """Per axis: grid length P, taps T and sum of q*taps over phases with outputs, the taps'
+    in-data positions (mirrors convt._phase_gemm.gemm_layout, without its tap lists) and the
+    most taps of any phase."""
     phases = _axis_phases(s, d, k_len, pb, o_len)
     es = [(e, q) for q, taps in phases if q for _, e in taps]
     h = max(0, -min((e for e, _ in es), default=0))
@@ -117,19 +119,25 @@ def _axis_sums(s, d, k_len, i_len, pb, o_len):
     taps = sum(len(t) for q, t in phases if q)
     qtaps = sum(q * len(t) for q, t in phases if q)
     inside = sum(max(0, min(q, i_len - e) - max(0, -e)) for q, t in phases for _, e in t)
-    empty = any(q == 0 for q, _ in phases)
-    return grid, taps, qtaps, inside, empty
+    most = max(len(t) for _, t in phases)
+    return grid, taps, qtaps, inside, most
 
 
-def gemm_counts(geom):
-    """(grid-mode GEMM multiply-adds, multiply-adds of taps inside the data): the
-    ``gemm_macs`` and ``exact_macs`` of ``gemm_layout(geom)``, computed per axis."""
+def _axes(geom):
+    """``_axis_sums`` of each axis of ``geom``, padded in front to 3 axes."""
     nd = geom.ndim
     pad = (1,) * (3 - nd)
-    axes = [_axis_sums(*a) for a in zip(pad + geom.strides, pad + geom.dilations,
-                                         pad + geom.kernel, pad + geom.in_shape,
-                                         (0,) * (3 - nd) + geom.pads_begin,
-                                         pad + geom.out_shape)]
+    return [_axis_sums(*a) for a in zip(pad + geom.strides, pad + geom.dilations,
+                                        pad + geom.kernel, pad + geom.in_shape,
+                                        (0,) * (3 - nd) + geom.pads_begin,
+                                        pad + geom.out_shape)]
+
+
+def gemm_counts(geom, axes=None):
+    """(grid-mode GEMM multiply-adds, multiply-adds of taps inside the data): the
+    ``gemm_macs`` and ``exact_macs`` of ``gemm_layout(geom)``, computed per axis (``axes``:
+    ``_axes(geom)`` when the caller has it)."""
+    axes = _axes(geom) if axes is None else axes
     n, g = geom.batch, geom.groups
     per_group = (geom.c_in // g) * (geom.c_out // g) * g
     (p0, t0, s0, i0, _), (p1, t1, s1, i1, _), (p2, t2, s2, i2, _) = axes
@@ -147,12 +155,13 @@ def gemm_counts(geom):
 def direct_kind(geom):
     """The direct backend's variant for ``geom`` (a ``DirectKind``)."""
     cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
-    gemm, exact = gemm_counts(geom)
+    axes = _axes(geom)
+    gemm, exact = gemm_counts(geom, axes)
     if min(cg, mg) < _MIN_GEMM_CHANNELS:
         return DirectKind("depthwise", "", exact, exact)
     useful = max(exact, 1)
     ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
-    micro = _micro_kind(geom, gemm <= ok * useful, exact)
+    micro = _micro_kind(geom, axes, gemm <= ok * useful, exact)
     if micro is not None:
         return micro
     if not gemm_fits(geom):
@@ -183,25 +192,27 @@ def direct_kind(geom):
 # exceed _MAX_GEMM_WASTE of the work. Measured on the bench layers, 2 workers, float32, NCX:
 # 1.01-1.52x faster than the GEMM variant on dcgan_g1/g3, unet_up3x3_op, hifigan_up1/up3,
 # unet3d_k3 and dilated_s1; grouped_g8 0.94x.
-_MICRO_NR = 16
 _MICRO_PAD_OK = 1.25
 
 
-def _micro_kind(geom, grid_ok, exact):
+def micro_macs(geom, nr=MICRO_NR_F32, axes=None):
+    """Multiply-adds of the micro variant at tile width ``nr`` (phase output positions x
+    taps x input channels x output channels padded to ``nr``, per group): the ``macs`` of
+    ``convt._micro.micro_layout(geom, nr)``, computed per axis."""
+    axes = _axes(geom) if axes is None else axes
+    g = geom.groups
+    mgp = -(-(geom.c_out // g) // nr) * nr
+    return geom.batch * prod(a[2] for a in axes) * g * (geom.c_in // g) * mgp
+
+
+def _micro_kind(geom, axes, grid_ok, exact):
     if MICRO_ISA != 1:
         return None
-    nd = geom.ndim
-    qtaps, one_tap = 1, True
-    for a in range(nd):
-        phases = _axis_phases(geom.strides[a], geom.dilations[a], geom.kernel[a],
-                              geom.pads_begin[a], geom.out_shape[a])
-        qtaps *= sum(q * len(t) for q, t in phases)
-        one_tap = one_tap and max(len(t) for q, t in phases) <= 1
-    cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
-    mgp = -(-mg // _MICRO_NR) * _MICRO_NR
-    if mgp > _MICRO_PAD_OK * mg or (one_tap and grid_ok):
+    mg = geom.c_out // geom.groups
+    one_tap = all(a[4] <= 1 for a in axes)
+    if -(-mg // MICRO_NR_F32) * MICRO_NR_F32 > _MICRO_PAD_OK * mg or (one_tap and grid_ok):
         return None
-    macs = geom.batch * qtaps * geom.groups * cg * mgp
+    macs = micro_macs(geom, axes=axes)
     if macs > _MAX_GEMM_WASTE * _MICRO_PAD_OK * max(exact, 1):
         return None
     return DirectKind("micro", "", macs, exact)

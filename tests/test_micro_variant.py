@@ -209,3 +209,22 @@ def test_micro_sets_split_when_weights_exceed_l2():
         op = convt.ConvTranspose(np.zeros(ws, np.float32), **kw)
         lay = _micro.micro_layout(resolve(op._plan.spec, (1, ws[0], 256)), 16)
         assert set(lay.tasks[:, 1]) == {nph}
+
+
+def test_cost_model_counts_the_layouts_work():
+    """The cost model's per-axis count (convt._cost.micro_macs) is the layout's own, so the
+    estimate prices the work the kernel does (border taps and tile padding included)."""
+    from convt._geometry import resolve
+
+    checked = 0
+    for case in CASES:
+        g, cg, mg = case["kw"]["group"], case["cg"], case["mg"]
+        op = convt.ConvTranspose(np.zeros((cg * g, mg, *case["k"])), **case["kw"])
+        try:
+            geom = resolve(op._plan.spec, (case["batch"], cg * g, *case["size"]))
+        except ValueError:
+            continue
+        for nr in (_micro.NR_F32, _micro.NR_F64):
+            assert _cost.micro_macs(geom, nr) == _micro.micro_layout(geom, nr).macs, case
+        checked += 1
+    assert checked > 80
