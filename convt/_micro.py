@@ -18,7 +18,7 @@ import numpy as np
 
 from ._direct import pad3
 from ._kernels._layout import to_padded_nxc
-from ._kernels._micro import MR, NR_F32, NR_F64, isa, micro_conv, pack_micro
+from ._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
 from ._phase_gemm import _axis_phases
 
 __all__ = ["MicroLayout", "micro_layout", "micro_nr", "packed_weights", "run_micro", "ISA"]
@@ -133,7 +133,8 @@ def packed_weights(layout, w_iox, groups, workers):
         w3 = np.ascontiguousarray(w_iox).reshape(c_in, mg, -1)
         threads = workers if layout.packed >= _PARALLEL_PACK_VALUES else 1
         kdst, kstride = _pack_tables(layout, w3.shape[0] // groups, w3.shape[2])
-        pack_micro(w3, out, kdst, kstride, groups, layout.nr, threads)
+        scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
+        pack_micro(w3, out, kdst, kstride, scratch, groups, layout.nr, threads)
     return out
 
 

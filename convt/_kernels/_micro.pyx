@@ -27,9 +27,8 @@ Assumes: x channels-last contiguous, zero holds C_in zeros, wp packed by pack_mi
 same phase table, every phase row of (dims) in range, scratch sized as ``tile_values`` and
 ``pointer_values`` per thread; ystr = element strides (n, o0, o1, o2, channel).
 """
-from cython.parallel cimport parallel, prange, threadid
+from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
-from libc.stdlib cimport free, malloc
 
 from ._types cimport real
 
@@ -271,31 +270,31 @@ cdef void _pack_channel(const real* src, real* out, real* tmp, const int64_t* kd
         k0 += kb
 
 
+PACK_KB = _PACK_KB
+
+
 def pack_micro(const real[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, prod(K))
                real[::1] out,                  # OUT packed, per phase [G][NP][tap][Cg][NR]
                const int64_t[::1] kdst,        # IN  per kernel tap: offset of its (group 0,
                                                #     panel 0, channel 0) line, -1 if unused
                const int64_t[::1] kstride,     # IN  per kernel tap: panel stride (T*Cg*NR)
+               real[::1] scratch,              # IN  zeros, num_threads * PACK_KB * Mg padded
+                                               #     to NR (the padding stays zero)
                int64_t groups, int64_t NR, int num_threads):
     """Pack the weights for micro_conv; releases the GIL. Per input channel (parallel), its
-    (Mg, K) block is transposed in blocks of _PACK_KB taps into a per-thread (tap, Mg padded
-    to NR) scratch, then each tap's NR-value lines are copied to their panels."""
+    (Mg, K) block is transposed in blocks of PACK_KB taps into the thread's (tap, Mg padded
+    to NR) slice of the scratch, then each tap's NR-value lines are copied to their panels."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
     cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR
-    cdef int64_t ci, k
-    cdef real* tmp
+    cdef int64_t ci
     if C_in == 0 or Mg == 0 or KT == 0:
         return
     cdef const real* wptr = &w[0, 0, 0]
     cdef real* optr = &out[0]
+    cdef real* tmp = &scratch[0]
     cdef const int64_t* kd = &kdst[0]
     cdef const int64_t* ks = &kstride[0]
-    with nogil, parallel(num_threads=num_threads):
-        tmp = <real*> malloc(_PACK_KB * Mgp * sizeof(real))
-        if tmp != NULL:
-            for k in range(_PACK_KB * Mgp):
-                tmp[k] = 0     # the padding channels stay zero
-            for ci in prange(C_in, schedule="static"):
-                _pack_channel(wptr + ci * Mg * KT, optr, tmp, kd, ks, ci // Cg, ci % Cg,
-                              Mg, KT, NP, NR)
-            free(tmp)
+    with nogil:
+        for ci in prange(C_in, schedule="static", num_threads=num_threads):
+            _pack_channel(wptr + ci * Mg * KT, optr, tmp + threadid() * _PACK_KB * Mgp, kd, ks,
+                          ci // Cg, ci % Cg, Mg, KT, NP, NR)
