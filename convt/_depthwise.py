@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._direct import pad3, tables
+from ._direct import bias_filled, pad3, tables
 from ._kernels._depthwise import depthwise_ncx, depthwise_nxc
 
 __all__ = ["DepthwiseLayout", "depthwise_layout", "inner_phases", "run_depthwise"]
@@ -80,14 +80,13 @@ def _pack_nxc(plan):
 def run_depthwise(xa, layout, geom, plan):
     """y in ``geom``'s data layout and the compute dtype; ``xa`` in that layout too."""
     ct = plan.compute_dtype
-    n, c_in, c_out, nd = geom.batch, geom.c_in, geom.c_out, geom.ndim
+    n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
     nxc = geom.data_format == "NXC"
-    y = np.empty(geom.array_shape("output"), ct)
     b = plan.bias_compute
-    if y.size == 0:
-        return y
     if c_in == 0:  # nothing to contract: every position is the bias
-        y[...] = b if nxc else b.reshape(c_out, *(1,) * nd)
+        return bias_filled(geom, b, ct)
+    y = np.empty(geom.array_shape("output"), ct)
+    if y.size == 0:
         return y
     x = np.ascontiguousarray(xa, dtype=ct)
     i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)

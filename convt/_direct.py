@@ -13,7 +13,7 @@ import numpy as np
 from ._kernels._direct import direct_nxc
 from ._kernels._layout import iox_to_kio
 
-__all__ = ["axis_taps", "pack_weights", "pad3", "run_direct"]
+__all__ = ["axis_taps", "bias_filled", "element_strides", "pack_weights", "pad3", "run_direct"]
 
 
 def axis_taps(s, d, k_len, i_len, pb, o_len):
@@ -39,6 +39,23 @@ def axis_taps(s, d, k_len, i_len, pb, o_len):
     ifirst = np.where(count > 0, (t - first * d) // s, 0)
     tab = np.ascontiguousarray(np.stack([first, ifirst, count], axis=1), dtype=np.int64)
     return tab, kstep, istep
+
+
+def bias_filled(geom, bias, ct):
+    """The output of ``geom`` in dtype ``ct``, every position holding ``bias`` (C_out,): what
+    a call computes when no input reaches it (no input channels)."""
+    y = np.empty(geom.array_shape("output"), ct)
+    y[...] = bias if geom.data_format == "NXC" else bias.reshape(-1, *[1] * geom.ndim)
+    return y
+
+
+def element_strides(y, geom):
+    """y's strides in elements, as the kernels address it: (n, o0, o1, o2, channel), with
+    0 for the unit axes that pad a rank-1 or rank-2 geometry to 3 spatial axes."""
+    st = [v // y.itemsize for v in y.strides]
+    nxc = geom.data_format == "NXC"
+    sp = st[1:-1] if nxc else st[2:]
+    return np.array([st[0], *(0,) * (3 - geom.ndim), *sp, st[-1] if nxc else st[1]], np.int64)
 
 
 def pad3(values, fill):

@@ -41,6 +41,7 @@ import numpy as np
 import scipy.fft as sfft
 
 from ._blas import blas_threads
+from ._direct import bias_filled
 
 __all__ = ["FFT_MEMORY_BUDGET", "FftLayout", "fft_cost", "fft_layout", "plan_fft", "run_fft"]
 
@@ -316,18 +317,11 @@ def _place(y, acc, geom, lay, n0):
         view += part.transpose(nd + 1, nd, nd + 2, *range(nd))
 
 
-def _bias_filled(geom, bias, ct):
-    """The output, every position holding the bias (the plan's: zeros when there is none)."""
-    y = np.empty(geom.array_shape("output"), ct)
-    y[...] = bias if geom.data_format == "NXC" else bias.reshape(-1, *[1] * geom.ndim)
-    return y
-
-
 def run_fft(xa, state, geom, plan):
     """y in ``geom``'s layout and the compute dtype (``state`` from ``plan_fft``)."""
     lay, wspec = state
     ct = plan.compute_dtype
-    y = _bias_filled(geom, plan.bias_compute, ct)
+    y = bias_filled(geom, plan.bias_compute, ct)
     if wspec is None or y.size == 0:
         return y
     xt = _tiles(xa, geom, lay, ct)

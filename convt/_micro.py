@@ -16,7 +16,7 @@ from math import prod
 
 import numpy as np
 
-from ._direct import pad3
+from ._direct import bias_filled, element_strides, pad3
 from ._kernels._layout import to_padded_nxc
 from ._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
 from ._phase_gemm import _axis_phases
@@ -142,13 +142,12 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena):
     """y in ``geom``'s data layout and the dtype of ``wp``; ``xa`` in that layout too;
     ``bias`` (C_out,) contiguous in that dtype (zeros for none)."""
     ct = wp.dtype
-    nd, n, c_in, c_out = geom.ndim, geom.batch, geom.c_in, geom.c_out
+    n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
     nxc = geom.data_format == "NXC"
+    if c_in == 0:  # nothing to contract: every position is the bias
+        return bias_filled(geom, bias, ct)
     y = np.empty(geom.array_shape("output"), ct)
     if y.size == 0:
-        return y
-    if c_in == 0:  # nothing to contract: every position is the bias
-        y[...] = bias if nxc else bias.reshape(c_out, *(1,) * nd)
         return y
     in3 = pad3(geom.in_shape, 1)
     if nxc:
@@ -158,10 +157,7 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena):
         x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
         to_padded_nxc(x5, x, np.zeros(3, np.int64), workers)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
-    item = y.itemsize
-    st = [v // item for v in y.strides]
-    sp = st[1:-1] if nxc else st[2:]
-    ystr = np.array([st[0], *(0,) * (3 - nd), *sp, st[-1] if nxc else st[1]], np.int64)
+    ystr = element_strides(y, geom)
     g = geom.groups
     dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, c_out // g, layout.panels,
                      c_in, layout.cc, layout.tb, layout.mb, layout.ldc], np.int64)

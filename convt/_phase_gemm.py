@@ -17,7 +17,7 @@ from math import prod
 import numpy as np
 
 from ._blas import blas_threads
-from ._direct import pad3
+from ._direct import element_strides, pad3
 from ._kernels._gemm import phase_gemm
 from ._kernels._layout import merge_iox, to_padded_nxc
 
@@ -298,14 +298,10 @@ def run_gemm(xa, layout, geom, w_merged, bias, workers, arena):
     batch-rows mode the packed weights flat); ``xa`` in that layout too; ``bias`` (C_out,)
     contiguous in that dtype (zeros for none)."""
     ct = w_merged.dtype
-    nd, n, c_in, c_out = geom.ndim, geom.batch, geom.c_in, geom.c_out
-    nxc = geom.data_format == "NXC"
+    n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
     xp = _padded_input(xa, layout, geom, ct, arena, workers)
     y = np.empty(geom.array_shape("output"), ct)
-    item = y.itemsize
-    st = [v // item for v in y.strides]
-    sp = st[1:-1] if nxc else st[2:]
-    ystr = np.array([st[0], *(0,) * (3 - nd), *sp, st[-1] if nxc else st[1]], np.int64)
+    ystr = element_strides(y, geom)
     tile = n * c_out if layout.batch_rows else layout.tile
     scratch = arena.get("tiles", (workers * tile,), ct)
     g = geom.groups
