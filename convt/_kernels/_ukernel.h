@@ -78,98 +78,84 @@ static void convt_ukernel_f64_generic(int64_t ntaps, int64_t kc, const double* c
 }
 
 #if CONVT_HAVE_AVX2_PATH
-/* 6 x 16 floats: 12 accumulators, 2 weight vectors, 1 broadcast (15 of 16 ymm registers). */
-#define CONVT_ROW_F32(r)                                                                 \
-    x = _mm256_broadcast_ss(a##r + k);                                                   \
-    c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                           \
-    c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);
+/* One body for both dtypes: 6 rows x 2 vectors (6 x 16 floats or 6 x 8 doubles), i.e. 12
+ * accumulators, 2 weight vectors and 1 broadcast (15 of the 16 ymm registers). T: value type,
+ * V: vector type; each instance defines CONVT_W (values per vector) and the intrinsics
+ * CONVT_LOAD, CONVT_STORE, CONVT_ZERO, CONVT_BCAST and CONVT_FMA around it. */
+#define CONVT_AVX2_ROW(r)                                                                \
+    x = CONVT_BCAST(a##r + k);                                                           \
+    c##r##0 = CONVT_FMA(x, b0, c##r##0);                                                 \
+    c##r##1 = CONVT_FMA(x, b1, c##r##1);
+#define CONVT_AVX2_LOAD_ROW(r)                                                           \
+    c##r##0 = CONVT_LOAD(c + r * ldc); c##r##1 = CONVT_LOAD(c + r * ldc + CONVT_W);
+#define CONVT_AVX2_STORE_ROW(r)                                                          \
+    CONVT_STORE(c + r * ldc, c##r##0); CONVT_STORE(c + r * ldc + CONVT_W, c##r##1);
+#define CONVT_AVX2_BODY(T, V)                                                            \
+    V c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, b0, b1, x;             \
+    int64_t t, k;                                                                        \
+    if (acc) {                                                                           \
+        CONVT_AVX2_LOAD_ROW(0) CONVT_AVX2_LOAD_ROW(1) CONVT_AVX2_LOAD_ROW(2)             \
+        CONVT_AVX2_LOAD_ROW(3) CONVT_AVX2_LOAD_ROW(4) CONVT_AVX2_LOAD_ROW(5)             \
+    } else {                                                                             \
+        c00 = c01 = c10 = c11 = c20 = c21 = CONVT_ZERO();                                \
+        c30 = c31 = c40 = c41 = c50 = c51 = CONVT_ZERO();                                \
+    }                                                                                    \
+    for (t = 0; t < ntaps; t++) {                                                        \
+        const T* a0 = a[t * astride + 0] + aoff;                                         \
+        const T* a1 = a[t * astride + 1] + aoff;                                         \
+        const T* a2 = a[t * astride + 2] + aoff;                                         \
+        const T* a3 = a[t * astride + 3] + aoff;                                         \
+        const T* a4 = a[t * astride + 4] + aoff;                                         \
+        const T* a5 = a[t * astride + 5] + aoff;                                         \
+        const T* bt = b + t * bstride;                                                   \
+        for (k = 0; k < kc; k++) {                                                       \
+            b0 = CONVT_LOAD(bt + k * 2 * CONVT_W);                                       \
+            b1 = CONVT_LOAD(bt + k * 2 * CONVT_W + CONVT_W);                             \
+            CONVT_AVX2_ROW(0) CONVT_AVX2_ROW(1) CONVT_AVX2_ROW(2)                        \
+            CONVT_AVX2_ROW(3) CONVT_AVX2_ROW(4) CONVT_AVX2_ROW(5)                        \
+        }                                                                                \
+    }                                                                                    \
+    CONVT_AVX2_STORE_ROW(0) CONVT_AVX2_STORE_ROW(1) CONVT_AVX2_STORE_ROW(2)              \
+    CONVT_AVX2_STORE_ROW(3) CONVT_AVX2_STORE_ROW(4) CONVT_AVX2_STORE_ROW(5)
 
 __attribute__((target("avx2,fma")))
 static void convt_ukernel_f32_avx2(int64_t ntaps, int64_t kc, const float* const* a,
                                    int64_t astride, int64_t aoff, const float* b,
                                    int64_t bstride, float* c, int64_t ldc, int acc)
 {
-    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, b0, b1, x;
-    int64_t t, k;
-    if (acc) {
-        c00 = _mm256_loadu_ps(c + 0 * ldc); c01 = _mm256_loadu_ps(c + 0 * ldc + 8);
-        c10 = _mm256_loadu_ps(c + 1 * ldc); c11 = _mm256_loadu_ps(c + 1 * ldc + 8);
-        c20 = _mm256_loadu_ps(c + 2 * ldc); c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
-        c30 = _mm256_loadu_ps(c + 3 * ldc); c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
-        c40 = _mm256_loadu_ps(c + 4 * ldc); c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
-        c50 = _mm256_loadu_ps(c + 5 * ldc); c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
-    } else {
-        c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
-        c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
-    }
-    for (t = 0; t < ntaps; t++) {
-        const float* a0 = a[t * astride + 0] + aoff;
-        const float* a1 = a[t * astride + 1] + aoff;
-        const float* a2 = a[t * astride + 2] + aoff;
-        const float* a3 = a[t * astride + 3] + aoff;
-        const float* a4 = a[t * astride + 4] + aoff;
-        const float* a5 = a[t * astride + 5] + aoff;
-        const float* bt = b + t * bstride;
-        for (k = 0; k < kc; k++) {
-            b0 = _mm256_loadu_ps(bt + k * 16);
-            b1 = _mm256_loadu_ps(bt + k * 16 + 8);
-            CONVT_ROW_F32(0) CONVT_ROW_F32(1) CONVT_ROW_F32(2)
-            CONVT_ROW_F32(3) CONVT_ROW_F32(4) CONVT_ROW_F32(5)
-        }
-    }
-    _mm256_storeu_ps(c + 0 * ldc, c00); _mm256_storeu_ps(c + 0 * ldc + 8, c01);
-    _mm256_storeu_ps(c + 1 * ldc, c10); _mm256_storeu_ps(c + 1 * ldc + 8, c11);
-    _mm256_storeu_ps(c + 2 * ldc, c20); _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-    _mm256_storeu_ps(c + 3 * ldc, c30); _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-    _mm256_storeu_ps(c + 4 * ldc, c40); _mm256_storeu_ps(c + 4 * ldc + 8, c41);
-    _mm256_storeu_ps(c + 5 * ldc, c50); _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+#define CONVT_W 8
+#define CONVT_LOAD _mm256_loadu_ps
+#define CONVT_STORE _mm256_storeu_ps
+#define CONVT_ZERO _mm256_setzero_ps
+#define CONVT_BCAST _mm256_broadcast_ss
+#define CONVT_FMA _mm256_fmadd_ps
+    CONVT_AVX2_BODY(float, __m256)
+#undef CONVT_W
+#undef CONVT_LOAD
+#undef CONVT_STORE
+#undef CONVT_ZERO
+#undef CONVT_BCAST
+#undef CONVT_FMA
 }
-
-/* 6 x 8 doubles: the same register budget. */
-#define CONVT_ROW_F64(r)                                                                 \
-    x = _mm256_broadcast_sd(a##r + k);                                                   \
-    c##r##0 = _mm256_fmadd_pd(x, b0, c##r##0);                                           \
-    c##r##1 = _mm256_fmadd_pd(x, b1, c##r##1);
 
 __attribute__((target("avx2,fma")))
 static void convt_ukernel_f64_avx2(int64_t ntaps, int64_t kc, const double* const* a,
                                    int64_t astride, int64_t aoff, const double* b,
                                    int64_t bstride, double* c, int64_t ldc, int acc)
 {
-    __m256d c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, b0, b1, x;
-    int64_t t, k;
-    if (acc) {
-        c00 = _mm256_loadu_pd(c + 0 * ldc); c01 = _mm256_loadu_pd(c + 0 * ldc + 4);
-        c10 = _mm256_loadu_pd(c + 1 * ldc); c11 = _mm256_loadu_pd(c + 1 * ldc + 4);
-        c20 = _mm256_loadu_pd(c + 2 * ldc); c21 = _mm256_loadu_pd(c + 2 * ldc + 4);
-        c30 = _mm256_loadu_pd(c + 3 * ldc); c31 = _mm256_loadu_pd(c + 3 * ldc + 4);
-        c40 = _mm256_loadu_pd(c + 4 * ldc); c41 = _mm256_loadu_pd(c + 4 * ldc + 4);
-        c50 = _mm256_loadu_pd(c + 5 * ldc); c51 = _mm256_loadu_pd(c + 5 * ldc + 4);
-    } else {
-        c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_pd();
-        c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_pd();
-    }
-    for (t = 0; t < ntaps; t++) {
-        const double* a0 = a[t * astride + 0] + aoff;
-        const double* a1 = a[t * astride + 1] + aoff;
-        const double* a2 = a[t * astride + 2] + aoff;
-        const double* a3 = a[t * astride + 3] + aoff;
-        const double* a4 = a[t * astride + 4] + aoff;
-        const double* a5 = a[t * astride + 5] + aoff;
-        const double* bt = b + t * bstride;
-        for (k = 0; k < kc; k++) {
-            b0 = _mm256_loadu_pd(bt + k * 8);
-            b1 = _mm256_loadu_pd(bt + k * 8 + 4);
-            CONVT_ROW_F64(0) CONVT_ROW_F64(1) CONVT_ROW_F64(2)
-            CONVT_ROW_F64(3) CONVT_ROW_F64(4) CONVT_ROW_F64(5)
-        }
-    }
-    _mm256_storeu_pd(c + 0 * ldc, c00); _mm256_storeu_pd(c + 0 * ldc + 4, c01);
-    _mm256_storeu_pd(c + 1 * ldc, c10); _mm256_storeu_pd(c + 1 * ldc + 4, c11);
-    _mm256_storeu_pd(c + 2 * ldc, c20); _mm256_storeu_pd(c + 2 * ldc + 4, c21);
-    _mm256_storeu_pd(c + 3 * ldc, c30); _mm256_storeu_pd(c + 3 * ldc + 4, c31);
-    _mm256_storeu_pd(c + 4 * ldc, c40); _mm256_storeu_pd(c + 4 * ldc + 4, c41);
-    _mm256_storeu_pd(c + 5 * ldc, c50); _mm256_storeu_pd(c + 5 * ldc + 4, c51);
+#define CONVT_W 4
+#define CONVT_LOAD _mm256_loadu_pd
+#define CONVT_STORE _mm256_storeu_pd
+#define CONVT_ZERO _mm256_setzero_pd
+#define CONVT_BCAST _mm256_broadcast_sd
+#define CONVT_FMA _mm256_fmadd_pd
+    CONVT_AVX2_BODY(double, __m256d)
+#undef CONVT_W
+#undef CONVT_LOAD
+#undef CONVT_STORE
+#undef CONVT_ZERO
+#undef CONVT_BCAST
+#undef CONVT_FMA
 }
 #endif
 
