@@ -2,8 +2,8 @@
 
 Per geometry and register-tile width NR (16 float32, 8 float64 values): the phases (per-axis
 output counts Q and residues c) with their taps (input offset e per axis, flat kernel index),
-the tasks (a block of MB output positions of each of the phases sharing (c0, c1)), the blocking (CC channels x TB taps
-per weight panel) and where each phase's packed weights start. Per plan, ``packed_weights``
+the tasks (a block of MB output positions of each of the phases sharing (c0, c1)), the
+blocking (CC channels x TB taps per weight panel) and where each phase's packed weights start. Per plan, ``packed_weights``
 lays the IOX filter out as the kernel reads it: per phase [G][NP][tap][Cg][NR], the last
 panel of each group padded with zero weights. See the kernel module for the algorithm.
 """
@@ -19,7 +19,7 @@ import numpy as np
 from ._direct import bias_filled, element_strides, pad3
 from ._kernels._layout import to_padded_nxc
 from ._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
-from ._phase_gemm import _axis_phases
+from ._phase_gemm import _axes3, _axis_phases, phase_combos
 
 __all__ = ["MicroLayout", "micro_layout", "micro_nr", "packed_weights", "run_micro", "ISA"]
 
@@ -63,8 +63,7 @@ def micro_nr(dtype):
 @functools.lru_cache(maxsize=64)
 def micro_layout(geom, nr):
     """The ``MicroLayout`` of ``geom`` for tile width ``nr``."""
-    strides, dils, kernel = pad3(geom.strides, 1), pad3(geom.dilations, 1), pad3(geom.kernel, 1)
-    pbs, out_shape = pad3(geom.pads_begin, 0), pad3(geom.out_shape, 1)
+    strides, dils, kernel, _, pbs, out_shape = _axes3(geom)
     per_axis = [_axis_phases(*a) for a in zip(strides, dils, kernel, pbs, out_shape)]
     g = geom.groups
     cg, mg = geom.c_in // g, geom.c_out // g
@@ -74,16 +73,13 @@ def micro_layout(geom, nr):
     woff = macs = 0
     ldc = g * panels * nr
     mb = max(_MIN_MB, min(_MAX_MB, _TILE_VALUES // max(ldc, 1) // MR * MR))
-    for combo in itertools.product(*(list(enumerate(p)) for p in per_axis)):
-        qs = tuple(q for _, (q, _) in combo)
+    for cs, qs, taps in phase_combos(per_axis, kernel):
         if n * prod(qs) == 0:
             continue
-        taps = list(itertools.product(*(t for _, (_, t) in combo)))
-        phases.append([*qs, *(c for c, _ in combo), len(tap_k), len(taps), woff])
-        for tap in taps:
-            tap_e.extend(e for _, e in tap)
-            k0, k1, k2 = (k for k, _ in tap)
-            tap_k.append((k0 * kernel[1] + k1) * kernel[2] + k2)
+        phases.append([*qs, *cs, len(tap_k), len(taps), woff])
+        for k, es in taps:
+            tap_e.extend(es)
+            tap_k.append(k)
         woff += len(taps) * g * panels * cg * nr
         macs += n * prod(qs) * len(taps) * g * panels * cg * nr
     # Tasks: phases that share (c0, c1) (they interleave along the last output axis) go

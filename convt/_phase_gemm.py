@@ -22,7 +22,7 @@ from ._kernels._gemm import phase_gemm
 from ._kernels._layout import merge_iox, to_padded_nxc
 
 __all__ = ["GemmLayout", "batch_rows_layout", "gemm_layout", "grid_shape", "merged_weights",
-           "run_gemm"]
+           "phase_combos", "run_gemm"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,17 @@ def grid_shape(geom):
     return per_axis, halo, grid
 
 
+def phase_combos(per_axis, kernel):
+    """Every phase of the per-axis phase lists ``per_axis`` (3 axes, ``_axis_phases``), in C
+    order of the residues: (residues c, output counts Q, taps), each tap as (flat index in
+    ``kernel`` (3 axes), input offset e per axis)."""
+    for combo in itertools.product(*(list(enumerate(p)) for p in per_axis)):
+        taps = [(((k0 * kernel[1] + k1) * kernel[2] + k2), (e0, e1, e2))
+                for (k0, e0), (k1, e1), (k2, e2)
+                in itertools.product(*(t for _, (_, t) in combo))]
+        yield tuple(c for c, _ in combo), tuple(q for _, (q, _) in combo), taps
+
+
 def gemm_layout(geom):
     """The ``GemmLayout`` of ``geom`` (any rank, padded to 3 spatial axes)."""
     strides, dils, kernel, in_shape, pbs, out_shape = _axes3(geom)
@@ -96,21 +107,17 @@ def gemm_layout(geom):
     gemm_macs = exact_macs = 0
     phase_rows = []
     per_group = cg * mg * geom.groups
-    for combo in itertools.product(*[list(enumerate(p)) for p in per_axis]):
-        cs = tuple(c for c, _ in combo)
-        qs = tuple(q for _, (q, _) in combo)
-        taps = list(itertools.product(*[t for _, (_, t) in combo]))
+    for cs, qs, taps in phase_combos(per_axis, kernel):
         if min(qs) == 0:
             taps = []
         phases.append((*qs, *cs, len(xoff), len(taps)))
-        for tap in taps:
-            xoff.append(sum((e + h) * st for (_, e), h, st in zip(tap, halo, rows_stride)))
-            k0, k1, k2 = (k for k, _ in tap)
-            woff.append(((k0 * kernel[1] + k1) * kernel[2] + k2) * cg * mg)
-            tap_e.extend(e + h for (_, e), h in zip(tap, halo))
+        for k, es in taps:
+            xoff.append(sum((e + h) * st for e, h, st in zip(es, halo, rows_stride)))
+            woff.append(k * cg * mg)
+            tap_e.extend(e + h for e, h in zip(es, halo))
             # output positions of this phase whose input q + e is real data, per axis
             inside = prod(max(0, min(q, i - e) - max(0, -e))
-                          for (_, e), q, i in zip(tap, qs, in_shape))
+                          for e, q, i in zip(es, qs, in_shape))
             exact_macs += n * inside * per_group
         phase_rows.append(rows_of(qs) if min(qs) else 0)
         if taps:
