@@ -31,6 +31,10 @@ ISA = isa()
 _KC = 256
 _MAX_TB = 64          # taps per block: bounds the pointer table (MB x TB per thread)
 _TILE_VALUES = 1 << 15  # tile (MB x ldc) values: 128 KiB of float32, L2-resident
+# The tiles of a task's set of phases, all held until written: 512 KiB (in either dtype:
+# NR values are 64 bytes). grouped_g8 (4 phases of 272-value rows) at 256 KiB had 60-row
+# tasks and ran no faster than with sets of 2 phases.
+_SET_TILE_BYTES = 1 << 19
 _MIN_MB, _MAX_MB = 4 * MR, 32 * MR
 # Phases sharing (c0, c1) run in one task only while their packed weights stay in L2 (values,
 # 512 KiB of float32): hifigan_up1 (8 phases of 1 MiB) ran 7.3-9.3 ms phase by phase, 10.7
@@ -50,7 +54,9 @@ class MicroLayout:
     cc: int              # input channels per chunk
     tb: int              # taps per block
     mb: int              # rows per task (a multiple of MR)
-    ldc: int             # tile row length: groups x panels x NR
+    set_max: int         # most phases in one task (tiles held per thread)
+    ldc: int             # tile row stride: groups x panels x NR, plus NR when that is an
+                         # even number of NR-value (64-byte) lines
     packed: int          # values of the packed weights
     macs: int            # multiply-adds run (border taps on zeros and NR padding included)
 
@@ -71,8 +77,10 @@ def micro_layout(geom, nr):
     n = geom.batch
     phases, tap_e, tap_k, tasks = [], [], [], []
     woff = macs = 0
-    ldc = g * panels * nr
-    mb = max(_MIN_MB, min(_MAX_MB, _TILE_VALUES // max(ldc, 1) // MR * MR))
+    # An odd number of 64-byte lines per tile row: the channels-first write-out reads a
+    # column of rows, which with a power-of-two stride fell into 4 of L1's 64 sets
+    # (grouped_g8: 256 values per row).
+    ldc = (g * panels + 1 - g * panels % 2) * nr
     for cs, qs, taps in phase_combos(per_axis, kernel):
         if n * prod(qs) == 0:
             continue
@@ -82,27 +90,47 @@ def micro_layout(geom, nr):
             tap_k.append(k)
         woff += len(taps) * g * panels * cg * nr
         macs += n * prod(qs) * len(taps) * g * panels * cg * nr
-    # Tasks: phases that share (c0, c1) (they interleave along the last output axis) go
-    # together, each over the same block of rows, so a line of y that several of them fill
-    # is completed while it is in cache; blocks of equal size (at most mb, multiples of MR),
-    # with no short last block that streams a whole panel of weights for a few rows.
+    # Sets: phases that run in one task, each over the same block of rows, so that lines of
+    # y that several of them fill are completed while in cache; while their packed weights
+    # stay in L2 (_SET_WEIGHTS) and their tiles, held until the set is written, fit
+    # _SET_TILE_BYTES. Channels-first, all the phases: each channel's plane is then written
+    # in runs of whole output lines (by (c0, c1), a 3-D stride-2 layer wrote runs of one
+    # line in 4, 192 bytes each, and every store missed). Channels-last, the phases sharing
+    # (c0, c1): those interleave along the last axis of y.
     per_tap = g * panels * cg * nr
-    for _, group in itertools.groupby(range(len(phases)), key=lambda p: tuple(phases[p][3:5])):
-        group = list(group)
-        if sum(phases[p][7] for p in group) * per_tap > _SET_WEIGHTS:
-            groups = [[p] for p in group]   # a set's weights would not stay in L2
-        else:
-            groups = [group]
-        for group in groups:
-            rows = max(n * prod(phases[p][:3]) for p in group)
-            size = -(-rows // -(-rows // mb) // MR) * MR
-            tasks += [(group[0], len(group), r, size) for r in range(0, rows, size)]
+    set_values = _SET_TILE_BYTES // (64 // nr)
+    max_set = max(1, set_values // (max(ldc, 1) * _MIN_MB))
+    keys = [lambda p: (), lambda p: tuple(phases[p][3:5]), lambda p: p]
+    sets = _sets(list(range(len(phases))), keys[geom.data_format == "NXC":],
+                 lambda ps: sum(phases[p][7] for p in ps) * per_tap <= _SET_WEIGHTS, max_set)
+    set_max = max((len(s) for s in sets), default=1)
+    mb = min(_TILE_VALUES, set_values // set_max) // max(ldc, 1) // MR * MR
+    mb = max(_MIN_MB, min(_MAX_MB, mb))
+    # Tasks: blocks of a set's rows of equal size (at most mb, multiples of MR), with no
+    # short last block that streams a whole panel of weights for a few rows.
+    for group in sets:
+        rows = max(n * prod(phases[p][:3]) for p in group)
+        size = -(-rows // -(-rows // mb) // MR) * MR
+        tasks += [(group[0], len(group), r, size) for r in range(0, rows, size)]
     cc = max(1, min(cg, _KC))
     return MicroLayout(phases=np.array(phases, np.int64).reshape(-1, 9),
                        tap_e=np.array(tap_e, np.int64), tap_k=np.array(tap_k, np.int64),
                        tasks=np.array(tasks, np.int64).reshape(-1, 4), nr=nr, panels=panels,
-                       cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb, ldc=ldc,
-                       packed=woff, macs=macs)
+                       cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb,
+                       set_max=set_max, ldc=ldc, packed=woff, macs=macs)
+
+
+def _sets(phases, keys, fits, max_set):
+    """``phases`` grouped by the first of ``keys`` whose groups pass ``fits`` (a group that
+    does not is split by the next key), in runs of at most ``max_set``."""
+    out = []
+    for _, group in itertools.groupby(phases, key=keys[0]):
+        group = list(group)
+        if fits(group) or len(keys) == 1:
+            out += [group[i:i + max_set] for i in range(0, len(group), max_set)]
+        else:
+            out += _sets(group, keys[1:], fits, max_set)
+    return out
 
 
 def _pack_tables(layout, cg, kt):
@@ -151,16 +179,18 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena):
     else:
         x = arena.get("x_nxc", (n, *in3, c_in), ct)
         x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
-        to_padded_nxc(x5, x, np.zeros(3, np.int64), workers)
+        to_padded_nxc(x5, x, np.zeros(3, np.int64), workers, ISA)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
     ystr = element_strides(y, geom)
     g = geom.groups
     dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, c_out // g, layout.panels,
-                     c_in, layout.cc, layout.tb, layout.mb, layout.ldc], np.int64)
-    tiles = arena.get("tiles", (workers * layout.mb * layout.ldc,), ct)
+                     c_in, layout.cc, layout.tb, layout.mb, layout.ldc, layout.set_max,
+                     layout.nr],
+                    np.int64)
+    tiles = arena.get("tiles", (workers * layout.set_max * layout.mb * layout.ldc,), ct)
     # 8-byte slots: a pointer fits one on every platform
-    pointers = arena.get("pointers", (workers * (layout.mb * layout.tb + layout.mb),),
-                         np.int64)
+    pointers = arena.get(
+        "pointers", (workers * layout.mb * (layout.tb + layout.set_max),), np.int64)
     micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1), layout.phases, layout.tap_e,
                layout.tasks, dims, ystr, tiles, pointers, ISA, workers)
     return y

@@ -87,13 +87,22 @@ EDGES = [
     ((2, 16, 6, 6), (16, 16, 1, 1), dict(strides=(3, 3), output_shape=(20, 19))),
     # C_in 0 after grouping is impossible; a single output row per phase
     ((1, 16, 1), (16, 16, 3), dict(strides=(4,))),
+    # channels-first write-out in transposed blocks: stride 1 with lines of 13 (runs of 8 and
+    # a remainder, a block crossing no line end), 19 = 2 blocks of 8 channels + 3
+    ((2, 10, 5, 13), (10, 19, 3, 3), dict(pads=(1, 1, 1, 1))),
+    # ... the pairs of phases c2 = 0, 1 of stride 2 (equal Q2: 2 x 11 outputs per line), 2
+    # groups of 9 channels; and a layer whose last axis has unequal Q2 (no pairs)
+    ((2, 6, 4, 11), (6, 9, 3, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1), group=2)),
+    ((1, 8, 3, 9), (8, 8, 2, 3), dict(strides=(1, 2))),
 ]
 
 
+@pytest.mark.parametrize("isa", [_micro.ISA, 0] if _micro.ISA else [0])
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
-def test_micro_blocking_edges(xs, ws, kw, dtype, data_format, monkeypatch):
+def test_micro_blocking_edges(xs, ws, kw, dtype, data_format, isa, monkeypatch):
+    monkeypatch.setattr(_micro, "ISA", isa)
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal(xs), rng.standard_normal(ws)
     b = rng.standard_normal(ws[1] * kw.get("group", 1))
@@ -109,25 +118,58 @@ def test_micro_blocking_edges(xs, ws, kw, dtype, data_format, monkeypatch):
 
 
 def test_edges_reach_the_blocking_they_name():
-    """Guards EDGES: channel chunks, tap blocks, partial tasks and padded panels occur."""
+    """Guards EDGES: channel chunks, tap blocks, partial tasks, padded panels, sets of phases
+    and the channels-first write-out's transposed blocks and their remainders occur."""
     from convt._geometry import resolve
 
-    def layout(xs, ws, kw, dtype=np.float32):
-        op = convt.ConvTranspose(np.zeros(ws, dtype), **kw)
+    def layout(xs, ws, kw, dtype=np.float32, data_format="NCX"):
+        op = convt.ConvTranspose(np.zeros(ws, dtype), data_format=data_format, **kw)
+        if data_format == "NXC":
+            xs = (xs[0], *xs[2:], xs[1])
         return _micro.micro_layout(resolve(op._plan.spec, xs), _micro.micro_nr(dtype))
 
     lay = layout(*EDGES[0])
     assert lay.cc == 256 and lay.tb == 1 and lay.phases[0, 7] == 9
     lay = layout(*EDGES[1])
     assert lay.tb == 32 and lay.phases[0, 7] == 40
-    lay = layout(*EDGES[2])
-    blocks = lay.tasks[lay.tasks[:, 0] == 0]     # the set of phases (0, 0, c2): 2 phases
     rows = 3 * 31 * 23
-    assert len(blocks) > 2 and (blocks[:, 1] == 2).all() and lay.panels == 3
-    assert (blocks[:, 3] % MR == 0).all() and (blocks[:, 3] <= lay.mb).all()
-    assert blocks[-1, 2] < rows < blocks[-1, 2] + blocks[-1, 3]   # the last one is clipped
+    # channels-first, one set of all 4 phases; channels-last, the 2 sharing (c0, c1)
+    for data_format, nph in [("NCX", 4), ("NXC", 2)]:
+        lay = layout(*EDGES[2], data_format=data_format)
+        blocks = lay.tasks[lay.tasks[:, 0] == 0]
+        assert len(blocks) > 2 and (blocks[:, 1] == nph).all() and lay.panels == 3
+        assert (blocks[:, 3] % MR == 0).all() and (blocks[:, 3] <= lay.mb).all()
+        assert blocks[-1, 2] < rows < blocks[-1, 2] + blocks[-1, 3]   # the last one clipped
     lay = layout(*EDGES[4])
     assert (lay.phases[:, 7] == 0).any() and (lay.phases[:, 7] > 0).any()
+    # write-out: stride 1, lines of 13 rows; pairs of phases c2 = 0, 1 with equal Q2; unequal
+    lay = layout(*EDGES[6])
+    assert len(lay.phases) == 1 and lay.phases[0, 2] == 13
+    for xs, ws, kw in (EDGES[7], EDGES[8]):
+        ph = layout(xs, ws, kw).phases
+        q2 = {int(c): int(q) for q, c in zip(ph[:, 2], ph[:, 5])}
+        assert set(q2) == {0, 1} and (q2[0] == q2[1]) == (kw["strides"] == (2, 2))
+
+
+def test_to_padded_nxc_matches_numpy():
+    """The channels-last copy of x (micro and GEMM variants): 8 x 8 transposed blocks and the
+    scalar remainders, both ISAs, with a halo and with fewer rows than threads."""
+    from convt._kernels._layout import to_padded_nxc
+
+    rng = np.random.default_rng(11)
+    for shape, halo in [((2, 19, 3, 2, 37), (0, 0, 0)), ((1, 16, 1, 1, 300), (0, 0, 0)),
+                        ((1, 8, 1, 4, 16), (1, 2, 3)), ((3, 5, 2, 1, 7), (0, 1, 0))]:
+        x = rng.standard_normal(shape)
+        for dtype in ["float32", "float64"]:
+            for isa in {_micro.ISA, 0}:
+                n, c, *sp = shape
+                xp = np.full((n, *(s + 2 * h for s, h in zip(sp, halo)), c), -1.0, dtype)
+                to_padded_nxc(x.astype(dtype), xp, np.array(halo, np.int64), 2, isa)
+                inner = tuple(slice(h, h + s) for s, h in zip(sp, halo))
+                assert np.array_equal(xp[(slice(None), *inner)],
+                                      np.moveaxis(x, 1, -1).astype(dtype))
+                xp[(slice(None), *inner)] = -1.0
+                assert (xp == -1.0).all()     # the halo untouched
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -2,10 +2,13 @@
 
 Phase decomposition, gather form (DESIGN.md): output o = q*s + c; phase c's taps read input
 i = q + e (e per tap and axis). A task owns MB consecutive output positions (rows, flattened
-over (n, q0, q1, q2)) of each phase sharing (c0, c1), one phase after the other (their
-outputs interleave along the last axis: a line of y is completed while in cache), and all
-output channels; per phase, an MB x (G * NP * NR) tile
-(NP panels of NR channels per group, the last padded with zero weights). Per block of taps,
+over (n, q0, q1, q2)) of each phase of a set (convt._micro: channels-first all the phases,
+channels-last those sharing (c0, c1), while their weights stay in L2), one phase after the
+other, and all output channels; per phase, an MB x (G * NP * NR) tile (NP panels of NR
+channels per group, the last padded with zero weights; rows ldc >= G * NP * NR apart, an odd
+number of 64-byte lines). The set's tiles are held until all are computed, then written
+together (their outputs interleave in y: lines of y are completed while in cache). Per block
+of taps,
 each row's input pixel per tap is looked up once (an "indirection" table: a pointer into the
 channels-last x, or to a zero vector when q + e is outside the data), and the micro-kernel
 (_ukernel.h) computes MR x NR sub-tiles, its registers holding them across the block's taps
@@ -16,16 +19,21 @@ is outside the data (the phase's border) and the NR padding of each group's last
 Blocking: a block of TB taps x CC channels keeps its packed weights (TB*CC*NR values, a panel)
 in L1 while the task's MB/MR row sub-tiles stream through it; the tile stays in L2 across the
 blocks. Blocks, chunks, groups and panels are visited in a fixed order and each output is
-summed by one task: results are bit-identical for any thread count. The tile plus the bias is
-then written into y's own layout (element strides): channels-last row by row, channels-first
-channel by channel (each channel's stores sweep one region of its plane).
+summed by one task: results are bit-identical for any thread count. The tiles plus the bias
+are then written into y's own layout (element strides): channels-last row by row;
+channels-first per block of 8 channels, in 8 x 8 register transposes along runs of rows
+contiguous in y (float32 phases of a stride-1 last axis, and pairs of phases c2 = 0, 1 of a
+stride-2 one, interleaved into contiguous runs: _ukernel.h's convt_cf8_f32), the rest one value
+per store. One store per value ran at about 3 cycles a value: grouped_g8's 8 MB of y took
+1.1-1.7 ms of a 3-4 ms call (2 threads, bench machine).
 
 Threads: an OpenMP prange hands out tasks (dynamic); each thread owns its slice of the tile and
 pointer scratch. No BLAS.
 
 Assumes: x channels-last contiguous, zero holds C_in zeros, wp packed by pack_micro for the
-same phase table, every phase row of (dims) in range, scratch sized as ``tile_values`` and
-``pointer_values`` per thread; ystr = element strides (n, o0, o1, o2, channel).
+same phase table, every phase row of (dims) in range, scratch sized as documented at
+micro_conv; ystr = element strides (n, o0, o1, o2, channel), the last axis contiguous when
+channels-first.
 """
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
@@ -40,6 +48,8 @@ cdef extern from "_ukernel.h" nogil:
     void convt_ukernel_f32(int isa, int64_t ntaps, int64_t kc, const float* const* a,
                            int64_t astride, int64_t aoff, const float* b, int64_t bstride,
                            float* c, int64_t ldc, int acc)
+    void convt_cf8_f32(int isa, const float* ta, const float* tb, int64_t ldc,
+                       const float* bias, float* y, int64_t cs)
     void convt_ukernel_f64(int isa, int64_t ntaps, int64_t kc, const double* const* a,
                            int64_t astride, int64_t aoff, const double* b, int64_t bstride,
                            double* c, int64_t ldc, int acc)
@@ -49,7 +59,7 @@ NR_F32 = CONVT_NR_F32
 NR_F64 = CONVT_NR_F64
 # Columns of the phase table (convt._micro writes the same).
 cdef enum:
-    _WRITE_ROWS = 16  # tile rows per block of the channels-first write-out
+    _WRITE_ROWS = 16  # tile rows per block of the scalar channels-first write-out
     PHASE_COLS = 9   # Q0, Q1, Q2, c0, c1, c2, first tap, taps, packed-weight offset
 
 
@@ -77,6 +87,20 @@ cdef inline void _row_pos(int64_t r, const int64_t* ph, int64_t* q) noexcept nog
     q[0] = r // (ph[2] * ph[1] * ph[0])
 
 
+cdef inline void _next_pos(const int64_t* ph, int64_t* q) noexcept nogil:
+    # (n, q0, q1, q2) of the next row (no division: rows are walked in order)
+    q[3] += 1
+    if q[3] == ph[2]:
+        q[3] = 0
+        q[2] += 1
+        if q[2] == ph[1]:
+            q[2] = 0
+            q[1] += 1
+            if q[1] == ph[0]:
+                q[1] = 0
+                q[0] += 1
+
+
 cdef void _pointers(const real* x, const real* zero, const int64_t* ph, const int64_t* tap_e,
                     int64_t t0, int64_t nt, int64_t r0, int64_t m, int64_t mpad,
                     const int64_t* d, const real** ptr) noexcept nogil:
@@ -85,12 +109,14 @@ cdef void _pointers(const real* x, const real* zero, const int64_t* ph, const in
     cdef int64_t i, t, i0, i1, i2
     cdef int64_t q[4]
     cdef const int64_t* e
+    _row_pos(r0, ph, q)
     for i in range(mpad):
         if i >= m:
             for t in range(nt):
                 ptr[t * mpad + i] = zero
             continue
-        _row_pos(r0 + i, ph, q)
+        if i:
+            _next_pos(ph, q)
         for t in range(nt):
             e = tap_e + 3 * (ph[6] + t0 + t)
             i0 = q[1] + e[0]
@@ -102,67 +128,144 @@ cdef void _pointers(const real* x, const real* zero, const int64_t* ph, const in
                 ptr[t * mpad + i] = zero
 
 
-cdef void _write(const real* t, int64_t ldc, const real* bias, real* y, const int64_t* ph,
-                 int64_t r0, int64_t m, const int64_t* d, const int64_t* ystr,
-                 int64_t* off) noexcept nogil:
-    # Tile rows (or only the bias when t is NULL) -> y: channels-last row by row,
-    # channels-first channel by channel.
-    cdef int64_t G = d[7], Mg = d[9], gw = ldc // d[7]
-    cdef int64_t cs = ystr[4], i, g, mm, co, col
+cdef int64_t _phase_rows(const int64_t* ph, int64_t r0, int64_t m,
+                         const int64_t* d) noexcept nogil:
+    # of rows r0..r0+m, how many the phase has (a set's phases may differ in length)
+    cdef int64_t rows = d[0] * ph[0] * ph[1] * ph[2]
+    return max(<int64_t> 0, min(m, rows - r0))
+
+
+cdef void _offsets(const int64_t* ph, int64_t r0, int64_t m, const int64_t* d,
+                   const int64_t* ystr, int64_t* off) noexcept nogil:
+    # off[i]: where row r0 + i of the phase starts in y (its channel 0)
+    cdef int64_t i
     cdef int64_t q[4]
-    cdef real* dd
-    cdef const real* tr
-    cdef real bc
+    _row_pos(r0, ph, q)
     for i in range(m):
-        _row_pos(r0 + i, ph, q)
+        if i:
+            _next_pos(ph, q)
         off[i] = (q[0] * ystr[0] + (q[1] * d[4] + ph[3]) * ystr[1]
                   + (q[2] * d[5] + ph[4]) * ystr[2] + (q[3] * d[6] + ph[5]) * ystr[3])
-    if cs == 1:
-        for i in range(m):
-            dd = y + off[i]
-            if t == NULL:
-                for co in range(G * Mg):
-                    dd[co] = bias[co]
-                continue
-            tr = t + i * ldc
-            for g in range(G):
-                for mm in range(Mg):
-                    dd[g * Mg + mm] = tr[g * gw + mm] + bias[g * Mg + mm]
-        return
-    # blocks of _WRITE_ROWS rows: their tile lines stay in L1 while every channel is written
-    cdef int64_t i0 = 0, i1
-    while i0 < m:
-        i1 = min(m, i0 + _WRITE_ROWS)
+
+
+cdef void _write_nxc(const real* t, int64_t ldc, const real* bias, real* y, int64_t m,
+                     const int64_t* d, const int64_t* off) noexcept nogil:
+    # Channels-last: tile rows (or only the bias when t is NULL) -> y, row by row.
+    cdef int64_t G = d[7], Mg = d[9], gw = d[10] * d[17], i, g, mm, co
+    cdef real* dd
+    cdef const real* tr
+    for i in range(m):
+        dd = y + off[i]
+        if t == NULL:
+            for co in range(G * Mg):
+                dd[co] = bias[co]
+            continue
+        tr = t + i * ldc
         for g in range(G):
             for mm in range(Mg):
-                co = g * Mg + mm
-                bc = bias[co]
-                dd = y + co * cs
-                if t == NULL:
-                    for i in range(i0, i1):
-                        dd[off[i]] = bc
-                    continue
-                col = g * gw + mm
-                for i in range(i0, i1):
-                    dd[off[i]] = t[i * ldc + col] + bc
-        i0 = i1
+                dd[g * Mg + mm] = tr[g * gw + mm] + bias[g * Mg + mm]
 
 
-cdef void _task(int isa, const real* x, const real* zero, const real* wp, const real* bias,
-                real* y, const int64_t* ph, const int64_t* tap_e, int64_t r0, int64_t m,
-                const int64_t* d, const int64_t* ystr, real* t, const real** ptr,
-                int64_t* off) noexcept nogil:
-    # Rows r0..r0+m of the phase ph: blocks of TB taps (pointers looked up once per block),
-    # chunks of CC channels, then per group and panel the MR-row sub-tiles.
+cdef void _cols(const real* ta, const real* tb, int64_t ldc, const real* bias, real* y,
+                int64_t cs, const int64_t* op, int64_t i0, int64_t i1,
+                int64_t nch) noexcept nogil:
+    # Channels-first, one value per store: channel j < nch of rows i0..i1 of the tile ta
+    # (NULL: a tap-less phase, only the bias) to y[j * cs + op[i]], and when tb is given, its
+    # rows to the next position (the pair of phases of _write_blocks).
+    cdef int64_t j, i
+    cdef real bc
+    for j in range(nch):
+        bc = bias[j]
+        for i in range(i0, i1):
+            y[j * cs + op[i]] = (ta[i * ldc + j] + bc) if ta != NULL else bc
+            if tb != NULL:
+                y[j * cs + op[i] + 1] = tb[i * ldc + j] + bc
+
+
+cdef void _write_blocks(int isa, const real* ta, const real* tb, const real* bias, real* y,
+                        int64_t mp, const int64_t* d, int64_t cs, const int64_t* op,
+                        int64_t step) noexcept nogil:
+    # Channels-first write-out of one phase's tile ta (step 1: its rows are contiguous in y
+    # along runs of the last axis), or of a pair (ta, tb) of phases c2 = 0, 1 of stride 2
+    # (step 2: the two interleave into contiguous runs). Per block of 8 channels (8 streams
+    # of y), the runs of rows are written in 8 x 8 transposed blocks (convt_cf8_f32), their
+    # remainders and the channels past the last block of 8 one value at a time.
+    cdef int64_t G = d[7], Mg = d[9], ldc = d[15], gw = d[10] * d[17]
+    cdef int64_t g, mm0, co, i, j, k
+    cdef const real* tbc
+    for g in range(G):
+        mm0 = 0
+        while mm0 + 8 <= Mg:
+            co = g * Mg + mm0
+            i = 0
+            while i < mp:
+                j = i + 1
+                while j < mp and op[j] - op[j - 1] == step:
+                    j += 1
+                k = i
+                while k + 8 <= j:
+                    tbc = tb + k * ldc + g * gw + mm0 if tb != NULL else NULL
+                    if real is float:
+                        convt_cf8_f32(isa, ta + k * ldc + g * gw + mm0, tbc, ldc, bias + co,
+                                      y + co * cs + op[k], cs)
+                    k += 8
+                _cols(ta + g * gw + mm0, tb + g * gw + mm0 if tb != NULL else NULL, ldc,
+                      bias + co, y + co * cs, cs, op, k, j, 8)
+                i = j
+            mm0 += 8
+        _cols(ta + g * gw + mm0, tb + g * gw + mm0 if tb != NULL else NULL, ldc,
+              bias + g * Mg + mm0, y + (g * Mg + mm0) * cs, cs, op, 0, mp, Mg - mm0)
+
+
+cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const int64_t* ph,
+                     int64_t nph, int64_t r0, int64_t m, const int64_t* d, int64_t cs,
+                     const int64_t* off) noexcept nogil:
+    # Channels-first: the tiles of a set's phases (phase p's at t + p * MB * ldc, its row
+    # offsets at off + p * MB) -> y. float32 phases along a last axis of stride 1, and pairs
+    # of phases c2 = 0, 1 along one of stride 2 (equal in all else), go out in transposed
+    # blocks; the others (float64, other strides, tap-less phases), one value per store in
+    # blocks of _WRITE_ROWS rows, every channel of a block while its tile rows are in L1.
+    cdef int64_t MB = d[14], ldc = d[15], G = d[7], Mg = d[9], gw = d[10] * d[17]
+    cdef int64_t p = 0, mp, i0, g
+    cdef const int64_t* pp
+    cdef const int64_t* pq
+    cdef const real* tp
+    while p < nph:
+        pp = ph + PHASE_COLS * p
+        pq = pp + PHASE_COLS
+        mp = _phase_rows(pp, r0, m, d)
+        tp = t + p * MB * ldc
+        if real is float and pp[7] and d[6] == 1:
+            _write_blocks(isa, tp, NULL, bias, y, mp, d, cs, off + p * MB, 1)
+            p += 1
+            continue
+        if (real is float and pp[7] and d[6] == 2 and p + 1 < nph and pq[7] and pp[5] == 0
+                and pq[5] == 1 and pp[0] == pq[0] and pp[1] == pq[1] and pp[2] == pq[2]
+                and pp[3] == pq[3] and pp[4] == pq[4]):
+            _write_blocks(isa, tp, tp + MB * ldc, bias, y, mp, d, cs, off + p * MB, 2)
+            p += 2
+            continue
+        i0 = 0
+        while i0 < mp:
+            for g in range(G):
+                _cols(tp + g * gw if pp[7] else NULL, NULL, ldc, bias + g * Mg,
+                      y + g * Mg * cs, cs, off + p * MB, i0, min(mp, i0 + _WRITE_ROWS), Mg)
+            i0 += _WRITE_ROWS
+        p += 1
+
+
+cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const int64_t* ph,
+                const int64_t* tap_e, int64_t r0, int64_t m, const int64_t* d, real* t,
+                const real** ptr) noexcept nogil:
+    # The tile of rows r0..r0+m of the phase ph (which has taps): blocks of TB taps (pointers
+    # looked up once per block), chunks of CC channels, then per group and panel the MR-row
+    # sub-tiles.
     cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
-    cdef int64_t NR = ldc // (G * NP), T = ph[7]
+    cdef int64_t NR = d[17], T = ph[7]
     cdef int64_t mpad = (m + CONVT_MR - 1) // CONVT_MR * CONVT_MR
     cdef int64_t t0, nt, c0, kc, g, jp, ir
     cdef const real* panel
     cdef bint first = True
-    if T == 0:
-        _write(NULL, ldc, bias, y, ph, r0, m, d, ystr, off)
-        return
     t0 = 0
     while t0 < T:
         nt = min(TB, T - t0)
@@ -181,23 +284,30 @@ cdef void _task(int isa, const real* x, const real* zero, const real* wp, const 
             first = False
             c0 += kc
         t0 += nt
-    _write(t, ldc, bias, y, ph, r0, m, d, ystr, off)
 
 
 cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, const real* bias,
                     real* y, const int64_t* ph, int64_t nph, const int64_t* tap_e, int64_t r0,
                     int64_t m, const int64_t* d, const int64_t* ystr, real* t, const real** ptr,
                     int64_t* off) noexcept nogil:
-    # Rows r0..r0+m (clipped to each phase's own rows) of the nph phases from ph, one after
-    # the other: they share (c0, c1), so their outputs interleave on the same lines of y.
-    cdef int64_t p, rows
+    # Rows r0..r0+m (clipped to each phase's own rows) of the nph phases from ph, which share
+    # (c0, c1): their outputs interleave on the same lines of y. Each phase's tile at
+    # t + p * MB * ldc, its row offsets at off + p * MB; then the set is written.
+    cdef int64_t MB = d[14], ldc = d[15], p, mp
     cdef const int64_t* pp
     for p in range(nph):
         pp = ph + PHASE_COLS * p
-        rows = d[0] * pp[0] * pp[1] * pp[2]
-        if r0 < rows:
-            _task(isa, x, zero, wp, bias, y, pp, tap_e, r0, min(m, rows - r0), d, ystr, t,
-                  ptr, off)
+        mp = _phase_rows(pp, r0, m, d)
+        _offsets(pp, r0, mp, d, ystr, off + p * MB)
+        if pp[7] and mp:
+            _tile(isa, x, zero, wp, pp, tap_e, r0, mp, d, t + p * MB * ldc, ptr)
+    if ystr[4] != 1:
+        _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off)
+        return
+    for p in range(nph):
+        pp = ph + PHASE_COLS * p
+        _write_nxc(t + p * MB * ldc if pp[7] else NULL, ldc, bias, y,
+                   _phase_rows(pp, r0, m, d), d, off + p * MB)
 
 
 def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0, I1, I2, C_in)
@@ -211,15 +321,16 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                const int64_t[:, ::1] tasks,   # IN  per task: first phase, phases, first
                                               #     row, rows (clipped per phase)
                const int64_t[::1] dims,       # IN  N, I0..2, s0..2, G, Cg, Mg, NP, C_in, CC,
-                                              #     TB, MB, ldc
+                                              #     TB, MB, ldc (tile row stride), SM (most
+                                              #     phases per task), NR
                const int64_t[::1] ystr,       # IN  y element strides (n, o0, o1, o2, channel)
-               real[::1] tiles,               # OUT scratch: nthreads * MB * ldc values
-               int64_t[::1] pointers,         # OUT scratch: nthreads * (MB * TB + MB) slots
+               real[::1] tiles,               # OUT scratch: nthreads * SM * MB * ldc values
+               int64_t[::1] pointers,         # OUT scratch: nthreads * MB * (TB + SM) slots
                                               #     of 8 bytes (pointers, then row offsets)
                int isa, int num_threads):
     """Compute y; releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
-    cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15]
+    cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
     cdef const int64_t* tk
     if ntasks == 0:
         return
@@ -235,13 +346,13 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
     cdef const int64_t* yst = &ystr[0]
     cdef real* tl = &tiles[0]
     cdef int64_t* pp = &pointers[0]
-    cdef int64_t pstride = MB * TB + MB
+    cdef int64_t pstride = MB * (TB + SM)
     with nogil:
         for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
             tk = tptr + 4 * k
             tid = threadid()
             _set_task(isa, xptr, zptr, wptr, bptr, yptr, pptr + PHASE_COLS * tk[0], tk[1], te,
-                      tk[2], tk[3], dm, yst, tl + tid * MB * ldc,
+                      tk[2], tk[3], dm, yst, tl + tid * SM * MB * ldc,
                       <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB)
 
 

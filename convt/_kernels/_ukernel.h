@@ -185,4 +185,116 @@ static inline void convt_ukernel_f64(int isa, int64_t ntaps, int64_t kc, const d
     convt_ukernel_f64_generic(ntaps, kc, a, astride, aoff, b, bstride, c, ldc, acc);
 }
 
+/* The channels-first write-out of 8 tile rows x 8 channels (float32), with the bias:
+ *
+ *     tb == NULL: y[j*cs + k]       = ta[k*ldc + j] + bias[j]           (rows contiguous in y)
+ *     otherwise:  y[j*cs + 2k]      = ta[k*ldc + j] + bias[j],
+ *                 y[j*cs + 2k + 1]  = tb[k*ldc + j] + bias[j]           (two phases interleaved)
+ *
+ * for j, k < 8: a transpose of the tile block, so each channel's outputs go out in whole
+ * vectors (the scalar loop stored one value per indexed store, 3 cycles a value). One
+ * rounding per value (the addition), as in the scalar loop: the results are identical. */
+static void convt_cf8_f32_generic(const float* ta, const float* tb, int64_t ldc,
+                                  const float* bias, float* y, int64_t cs)
+{
+    int64_t j, k;
+    for (j = 0; j < 8; j++)
+        for (k = 0; k < 8; k++) {
+            if (tb == NULL) {
+                y[j * cs + k] = ta[k * ldc + j] + bias[j];
+            } else {
+                y[j * cs + 2 * k] = ta[k * ldc + j] + bias[j];
+                y[j * cs + 2 * k + 1] = tb[k * ldc + j] + bias[j];
+            }
+        }
+}
+
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2")))
+static inline void convt_transpose8_f32(const float* t, int64_t ldt, __m256* c)
+{
+    /* c[j] = (t[0*ldt + j], ..., t[7*ldt + j]) for j < 8 */
+    __m256 r0 = _mm256_loadu_ps(t), r1 = _mm256_loadu_ps(t + ldt);
+    __m256 r2 = _mm256_loadu_ps(t + 2 * ldt), r3 = _mm256_loadu_ps(t + 3 * ldt);
+    __m256 r4 = _mm256_loadu_ps(t + 4 * ldt), r5 = _mm256_loadu_ps(t + 5 * ldt);
+    __m256 r6 = _mm256_loadu_ps(t + 6 * ldt), r7 = _mm256_loadu_ps(t + 7 * ldt);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    c[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    c[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    c[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    c[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    c[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    c[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    c[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    c[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+__attribute__((target("avx2")))
+static void convt_t8_f32_avx2(const float* src, int64_t lds, float* dst, int64_t ldd)
+{
+    __m256 c[8];
+    int j;
+    convt_transpose8_f32(src, lds, c);
+    for (j = 0; j < 8; j++)
+        _mm256_storeu_ps(dst + j * ldd, c[j]);
+}
+
+__attribute__((target("avx2")))
+static void convt_cf8_f32_avx2(const float* ta, const float* tb, int64_t ldc,
+                               const float* bias, float* y, int64_t cs)
+{
+    __m256 a[8], b[8];
+    int j;
+    convt_transpose8_f32(ta, ldc, a);
+    for (j = 0; j < 8; j++)
+        a[j] = _mm256_add_ps(a[j], _mm256_broadcast_ss(bias + j));
+    if (tb == NULL) {
+        for (j = 0; j < 8; j++)
+            _mm256_storeu_ps(y + j * cs, a[j]);
+        return;
+    }
+    convt_transpose8_f32(tb, ldc, b);
+    for (j = 0; j < 8; j++) {
+        b[j] = _mm256_add_ps(b[j], _mm256_broadcast_ss(bias + j));
+        __m256 lo = _mm256_unpacklo_ps(a[j], b[j]), hi = _mm256_unpackhi_ps(a[j], b[j]);
+        _mm256_storeu_ps(y + j * cs, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(y + j * cs + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+}
+#endif
+
+static inline void convt_cf8_f32(int isa, const float* ta, const float* tb, int64_t ldc,
+                                 const float* bias, float* y, int64_t cs)
+{
+#if CONVT_HAVE_AVX2_PATH
+    if (isa == 1) {
+        convt_cf8_f32_avx2(ta, tb, ldc, bias, y, cs);
+        return;
+    }
+#endif
+    convt_cf8_f32_generic(ta, tb, ldc, bias, y, cs);
+}
+
+/* An 8 x 8 float32 block transposed: dst[j*ldd + k] = src[k*lds + j], j, k < 8. */
+static inline void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
+{
+    int64_t j, k;
+#if CONVT_HAVE_AVX2_PATH
+    if (isa == 1) {
+        convt_t8_f32_avx2(src, lds, dst, ldd);
+        return;
+    }
+#endif
+    for (j = 0; j < 8; j++)
+        for (k = 0; k < 8; k++)
+            dst[j * ldd + k] = src[k * lds + j];
+}
+
 #endif /* CONVT_UKERNEL_H */
