@@ -40,6 +40,11 @@ _MIN_MB, _MAX_MB = 4 * MR, 32 * MR
 # 512 KiB of float32): hifigan_up1 (8 phases of 1 MiB) ran 7.3-9.3 ms phase by phase, 10.7
 # ms grouped (2 workers, float32, NCX).
 _SET_WEIGHTS = 1 << 17
+# Rows run batch innermost (a sub-tile is one position of MR images, which share their border
+# taps: the kernel skips those that fall off the data) when no phase has more positions per
+# image than this; past it, borders are a small share and (n, q) order keeps runs of rows
+# contiguous in y for the channels-first write-out.
+_BATCH_INNER_ROWS = 64
 _PARALLEL_PACK_VALUES = 1 << 19  # smaller weights pack faster than a thread team starts
 
 
@@ -55,10 +60,12 @@ class MicroLayout:
     tb: int              # taps per block
     mb: int              # rows per task (a multiple of MR)
     set_max: int         # most phases in one task (tiles held per thread)
+    batch_inner: bool    # rows run over (q0, q1, q2, n) instead of (n, q0, q1, q2)
     ldc: int             # tile row stride: groups x panels x NR, plus NR when that is an
                          # even number of NR-value (64-byte) lines
     packed: int          # values of the packed weights
-    macs: int            # multiply-adds run (border taps on zeros and NR padding included)
+    macs: int            # multiply-adds of every tap of every row and the NR padding: an
+                         # upper bound (the kernel skips a sub-tile's taps off the data)
 
 
 def micro_nr(dtype):
@@ -113,11 +120,13 @@ def micro_layout(geom, nr):
         size = -(-rows // -(-rows // mb) // MR) * MR
         tasks += [(group[0], len(group), r, size) for r in range(0, rows, size)]
     cc = max(1, min(cg, _KC))
+    batch_inner = n >= MR and max((prod(p[:3]) for p in phases), default=0) <= _BATCH_INNER_ROWS
     return MicroLayout(phases=np.array(phases, np.int64).reshape(-1, 9),
                        tap_e=np.array(tap_e, np.int64), tap_k=np.array(tap_k, np.int64),
                        tasks=np.array(tasks, np.int64).reshape(-1, 4), nr=nr, panels=panels,
                        cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb,
-                       set_max=set_max, ldc=ldc, packed=woff, macs=macs)
+                       set_max=set_max, batch_inner=batch_inner, ldc=ldc, packed=woff,
+                       macs=macs)
 
 
 def _sets(phases, keys, fits, max_set):
@@ -185,12 +194,13 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena):
     g = geom.groups
     dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, c_out // g, layout.panels,
                      c_in, layout.cc, layout.tb, layout.mb, layout.ldc, layout.set_max,
-                     layout.nr],
+                     layout.nr, layout.batch_inner],
                     np.int64)
     tiles = arena.get("tiles", (workers * layout.set_max * layout.mb * layout.ldc,), ct)
     # 8-byte slots: a pointer fits one on every platform
     pointers = arena.get(
-        "pointers", (workers * layout.mb * (layout.tb + layout.set_max),), np.int64)
+        "pointers", (workers * (layout.mb * (layout.tb + layout.set_max) + layout.mb // MR),),
+        np.int64)
     micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1), layout.phases, layout.tap_e,
                layout.tasks, dims, ystr, tiles, pointers, ISA, workers)
     return y

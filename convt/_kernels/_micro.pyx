@@ -13,8 +13,13 @@ each row's input pixel per tap is looked up once (an "indirection" table: a poin
 channels-last x, or to a zero vector when q + e is outside the data), and the micro-kernel
 (_ukernel.h) computes MR x NR sub-tiles, its registers holding them across the block's taps
 and a chunk of CC input channels. So there is no halo copy, no column buffer, no scatter, and
-a tap is never multiplied by an inserted zero; the only wasted work is rows x taps whose input
-is outside the data (the phase's border) and the NR padding of each group's last panel.
+a tap is never multiplied by an inserted zero. A sub-tile runs only the taps that read data
+for at least one of its MR rows, so the wasted work is the taps off the data of border rows
+that share a sub-tile with rows where those taps read data, and the NR padding of each
+group's last panel. When a phase has few positions per image (convt._micro), rows run batch
+innermost, so a sub-tile's rows are the same position of MR images and share their border taps:
+dcgan_g1 (16 images of 4 x 4 positions per phase, 1.31x the useful multiply-adds with every
+tap) ran 1.19x faster (2 threads) and 1.20x (1 thread) than in (n, q0, q1, q2) order.
 
 Blocking: a block of TB taps x CC channels keeps its packed weights (TB*CC*NR values, a panel)
 in L1 while the task's MB/MR row sub-tiles stream through it; the tile stays in L2 across the
@@ -36,9 +41,15 @@ micro_conv; ystr = element strides (n, o0, o1, o2, channel), the last axis conti
 channels-first.
 """
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 
 from ._types cimport real
+
+cdef extern from *:
+    """
+    #define convt_ctz64(v) ((int64_t) __builtin_ctzll(v))
+    """
+    int64_t convt_ctz64(uint64_t v) nogil
 
 cdef extern from "_ukernel.h" nogil:
     int CONVT_MR
@@ -79,16 +90,27 @@ cdef inline void _ukernel(int isa, int64_t ntaps, int64_t kc, const real** a, in
                           bstride, c, ldc, acc)
 
 
-cdef inline void _row_pos(int64_t r, const int64_t* ph, int64_t* q) noexcept nogil:
-    # row r of a phase -> (n, q0, q1, q2)
+cdef inline void _row_pos(int64_t r, const int64_t* ph, const int64_t* d,
+                          int64_t* q) noexcept nogil:
+    # row r of a phase -> (n, q0, q1, q2); rows run over (n, q0, q1, q2), or with d[18]
+    # (batch innermost) over (q0, q1, q2, n)
+    if d[18]:
+        q[0] = r % d[0]
+        r = r // d[0]
     q[3] = r % ph[2]
     q[2] = (r // ph[2]) % ph[1]
     q[1] = (r // (ph[2] * ph[1])) % ph[0]
-    q[0] = r // (ph[2] * ph[1] * ph[0])
+    if not d[18]:
+        q[0] = r // (ph[2] * ph[1] * ph[0])
 
 
-cdef inline void _next_pos(const int64_t* ph, int64_t* q) noexcept nogil:
+cdef inline void _next_pos(const int64_t* ph, const int64_t* d, int64_t* q) noexcept nogil:
     # (n, q0, q1, q2) of the next row (no division: rows are walked in order)
+    if d[18]:
+        q[0] += 1
+        if q[0] < d[0]:
+            return
+        q[0] = 0
     q[3] += 1
     if q[3] == ph[2]:
         q[3] = 0
@@ -109,14 +131,14 @@ cdef void _pointers(const real* x, const real* zero, const int64_t* ph, const in
     cdef int64_t i, t, i0, i1, i2
     cdef int64_t q[4]
     cdef const int64_t* e
-    _row_pos(r0, ph, q)
+    _row_pos(r0, ph, d, q)
     for i in range(mpad):
         if i >= m:
             for t in range(nt):
                 ptr[t * mpad + i] = zero
             continue
         if i:
-            _next_pos(ph, q)
+            _next_pos(ph, d, q)
         for t in range(nt):
             e = tap_e + 3 * (ph[6] + t0 + t)
             i0 = q[1] + e[0]
@@ -140,10 +162,10 @@ cdef void _offsets(const int64_t* ph, int64_t r0, int64_t m, const int64_t* d,
     # off[i]: where row r0 + i of the phase starts in y (its channel 0)
     cdef int64_t i
     cdef int64_t q[4]
-    _row_pos(r0, ph, q)
+    _row_pos(r0, ph, d, q)
     for i in range(m):
         if i:
-            _next_pos(ph, q)
+            _next_pos(ph, d, q)
         off[i] = (q[0] * ystr[0] + (q[1] * d[4] + ph[3]) * ystr[1]
                   + (q[2] * d[5] + ph[4]) * ystr[2] + (q[3] * d[6] + ph[5]) * ystr[3])
 
@@ -256,20 +278,34 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
 
 cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const int64_t* ph,
                 const int64_t* tap_e, int64_t r0, int64_t m, const int64_t* d, real* t,
-                const real** ptr) noexcept nogil:
+                const real** ptr, uint64_t* masks) noexcept nogil:
     # The tile of rows r0..r0+m of the phase ph (which has taps): blocks of TB taps (pointers
     # looked up once per block), chunks of CC channels, then per group and panel the MR-row
-    # sub-tiles.
+    # sub-tiles. A sub-tile runs only the taps that read data for at least one of its rows
+    # (masks: a bit per tap of the block), in runs of consecutive taps: the taps of a phase's
+    # border rows that fall off the data are skipped when the sub-tile's rows share them.
     cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
     cdef int64_t NR = d[17], T = ph[7]
     cdef int64_t mpad = (m + CONVT_MR - 1) // CONVT_MR * CONVT_MR
-    cdef int64_t t0, nt, c0, kc, g, jp, ir
+    cdef int64_t t0, nt, c0, kc, g, jp, ir, i, k, ts, run
     cdef const real* panel
+    cdef real* ct
     cdef bint first = True
+    cdef int acc
+    cdef uint64_t full, mask
     t0 = 0
     while t0 < T:
         nt = min(TB, T - t0)
         _pointers(x, zero, ph, tap_e, t0, nt, r0, m, mpad, d, ptr)
+        full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
+        for ir in range(mpad // CONVT_MR):
+            mask = 0
+            for k in range(nt):
+                for i in range(CONVT_MR):
+                    if ptr[k * mpad + ir * CONVT_MR + i] != zero:
+                        mask |= (<uint64_t> 1) << k
+                        break
+            masks[ir] = mask
         c0 = 0
         while c0 < Cg:
             kc = min(CC, Cg - c0)
@@ -278,9 +314,22 @@ cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const 
                     # packed weights of the phase: [g][jp][tap][c][NR]
                     panel = wp + ph[8] + (((g * NP + jp) * T + t0) * Cg + c0) * NR
                     for ir in range(mpad // CONVT_MR):
-                        _ukernel(isa, nt, kc, ptr + ir * CONVT_MR, mpad, g * Cg + c0, panel,
-                                 Cg * NR, t + ir * CONVT_MR * ldc + (g * NP + jp) * NR, ldc,
-                                 not first)
+                        ct = t + ir * CONVT_MR * ldc + (g * NP + jp) * NR
+                        mask = masks[ir]
+                        if mask == full:
+                            _ukernel(isa, nt, kc, ptr + ir * CONVT_MR, mpad, g * Cg + c0,
+                                     panel, Cg * NR, ct, ldc, not first)
+                            continue
+                        acc = not first
+                        if mask == 0 and first:   # no data at all: the sub-tile is zeros
+                            _ukernel(isa, 0, kc, ptr, mpad, 0, panel, Cg * NR, ct, ldc, 0)
+                        while mask:
+                            ts = convt_ctz64(mask)
+                            run = convt_ctz64(~(mask >> ts))
+                            _ukernel(isa, run, kc, ptr + ts * mpad + ir * CONVT_MR, mpad,
+                                     g * Cg + c0, panel + ts * Cg * NR, Cg * NR, ct, ldc, acc)
+                            acc = 1
+                            mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
             first = False
             c0 += kc
         t0 += nt
@@ -300,7 +349,8 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
         mp = _phase_rows(pp, r0, m, d)
         _offsets(pp, r0, mp, d, ystr, off + p * MB)
         if pp[7] and mp:
-            _tile(isa, x, zero, wp, pp, tap_e, r0, mp, d, t + p * MB * ldc, ptr)
+            _tile(isa, x, zero, wp, pp, tap_e, r0, mp, d, t + p * MB * ldc, ptr,
+                  <uint64_t*> (off + nph * MB))
     if ystr[4] != 1:
         _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off)
         return
@@ -322,11 +372,13 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                                               #     row, rows (clipped per phase)
                const int64_t[::1] dims,       # IN  N, I0..2, s0..2, G, Cg, Mg, NP, C_in, CC,
                                               #     TB, MB, ldc (tile row stride), SM (most
-                                              #     phases per task), NR
+                                              #     phases per task), NR, BI (rows run batch
+                                              #     innermost)
                const int64_t[::1] ystr,       # IN  y element strides (n, o0, o1, o2, channel)
                real[::1] tiles,               # OUT scratch: nthreads * SM * MB * ldc values
-               int64_t[::1] pointers,         # OUT scratch: nthreads * MB * (TB + SM) slots
-                                              #     of 8 bytes (pointers, then row offsets)
+               int64_t[::1] pointers,         # OUT scratch: nthreads * (MB * (TB + SM) + MB /
+                                              #     MR) slots of 8 bytes (pointers, row
+                                              #     offsets, then per sub-tile a tap mask)
                int isa, int num_threads):
     """Compute y; releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
@@ -346,7 +398,7 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
     cdef const int64_t* yst = &ystr[0]
     cdef real* tl = &tiles[0]
     cdef int64_t* pp = &pointers[0]
-    cdef int64_t pstride = MB * (TB + SM)
+    cdef int64_t pstride = MB * (TB + SM) + MB // CONVT_MR
     with nogil:
         for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
             tk = tptr + 4 * k
