@@ -2,10 +2,11 @@
 
 Per geometry and register-tile width NR (16 float32, 8 float64 values): the phases (per-axis
 output counts Q and residues c) with their taps (input offset e per axis, flat kernel index),
-the tasks (a block of MB output positions of each of the phases sharing (c0, c1)), the
-blocking (CC channels x TB taps per weight panel) and where each phase's packed weights start. Per plan, ``packed_weights``
-lays the IOX filter out as the kernel reads it: per phase [G][NP][tap][Cg][NR], the last
-panel of each group padded with zero weights. See the kernel module for the algorithm.
+the tasks (a block of MB output positions of each phase of a set: see micro_layout), the
+blocking (CC channels x TB taps per weight panel), the row order and where each phase's packed
+weights start. Per plan, ``packed_weights`` lays the IOX filter out as the kernel reads it:
+per phase [G][NP][tap][Cg][NR], the last panel of each group padded with zero weights. See
+the kernel module for the algorithm.
 """
 from __future__ import annotations
 
@@ -107,8 +108,10 @@ def micro_layout(geom, nr):
     per_tap = g * panels * cg * nr
     set_values = _SET_TILE_BYTES // (64 // nr)
     max_set = max(1, set_values // (max(ldc, 1) * _MIN_MB))
-    keys = [lambda p: (), lambda p: tuple(phases[p][3:5]), lambda p: p]
-    sets = _sets(list(range(len(phases))), keys[geom.data_format == "NXC":],
+    keys = [lambda p: tuple(phases[p][3:5]), lambda p: p]   # by (c0, c1), then one each
+    if geom.data_format == "NCX":
+        keys.insert(0, lambda p: ())                         # first all the phases
+    sets = _sets(list(range(len(phases))), keys,
                  lambda ps: sum(phases[p][7] for p in ps) * per_tap <= _SET_WEIGHTS, max_set)
     set_max = max((len(s) for s in sets), default=1)
     mb = min(_TILE_VALUES, set_values // set_max) // max(ldc, 1) // MR * MR

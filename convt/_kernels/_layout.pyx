@@ -8,7 +8,7 @@ positions (one 64-byte line of each channel's row, read whole) x 8 channels, flo
 two 8 x 8 register transposes (_ukernel.h's convt_t8_f32, AVX2 when the CPU has it). Stores
 of one value at a time, ordered so that a line of xp is filled while in L1, ran at 7 GB/s a
 thread with the channels inner (16 rows of x read in turn, all in one L1 set when a plane
-is a multiple of 4 KiB), 16 GB/s with them outer, 23-31 GB/s transposed in registers
+is a multiple of 4 KiB), 16 GB/s with them outer, 19-31 GB/s transposed in registers
 (float32, 1 thread, bench machine). Rows, in blocks of 256 positions (fewer when there are
 fewer rows than 4 items per thread), are independent: an OpenMP prange over them, each
 written by one thread.
@@ -72,7 +72,8 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
     # 16-position lines
     want = (4 * num_threads + rows - 1) // rows if rows else 1
     if (I2 + blk - 1) // blk < want:
-        blk = max(<int64_t> 2 * _T8, ((I2 + want - 1) // want + 2 * _T8 - 1) // (2 * _T8) * 2 * _T8)
+        blk = ((I2 + want - 1) // want + 2 * _T8 - 1) // (2 * _T8) * 2 * _T8
+        blk = max(<int64_t> 2 * _T8, blk)
     cdef int64_t nb = (I2 + blk - 1) // blk
     if rows == 0 or C == 0 or I2 == 0:
         return

@@ -214,11 +214,18 @@ cdef void _write_blocks(int isa, const real* ta, const real* tb, const real* bia
     # remainders and the channels past the last block of 8 one value at a time.
     cdef int64_t G = d[7], Mg = d[9], ldc = d[15], gw = d[10] * d[17]
     cdef int64_t g, mm0, co, i, j, k
-    cdef const real* tbc
+    cdef const real* a
+    cdef const real* b
     for g in range(G):
         mm0 = 0
-        while mm0 + 8 <= Mg:
+        while True:
+            # the tiles' columns of channels mm0.. of group g
+            a = ta + g * gw + mm0
+            b = tb + g * gw + mm0 if tb != NULL else NULL
             co = g * Mg + mm0
+            if mm0 + 8 > Mg:
+                _cols(a, b, ldc, bias + co, y + co * cs, cs, op, 0, mp, Mg - mm0)
+                break
             i = 0
             while i < mp:
                 j = i + 1
@@ -226,17 +233,13 @@ cdef void _write_blocks(int isa, const real* ta, const real* tb, const real* bia
                     j += 1
                 k = i
                 while k + 8 <= j:
-                    tbc = tb + k * ldc + g * gw + mm0 if tb != NULL else NULL
                     if real is float:
-                        convt_cf8_f32(isa, ta + k * ldc + g * gw + mm0, tbc, ldc, bias + co,
-                                      y + co * cs + op[k], cs)
+                        convt_cf8_f32(isa, a + k * ldc, b + k * ldc if b != NULL else NULL,
+                                      ldc, bias + co, y + co * cs + op[k], cs)
                     k += 8
-                _cols(ta + g * gw + mm0, tb + g * gw + mm0 if tb != NULL else NULL, ldc,
-                      bias + co, y + co * cs, cs, op, k, j, 8)
+                _cols(a, b, ldc, bias + co, y + co * cs, cs, op, k, j, 8)
                 i = j
             mm0 += 8
-        _cols(ta + g * gw + mm0, tb + g * gw + mm0 if tb != NULL else NULL, ldc,
-              bias + g * Mg + mm0, y + (g * Mg + mm0) * cs, cs, op, 0, mp, Mg - mm0)
 
 
 cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const int64_t* ph,
@@ -276,6 +279,43 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
         p += 1
 
 
+cdef void _tap_masks(const real* zero, const real** ptr, int64_t nt, int64_t mpad,
+                     uint64_t* masks) noexcept nogil:
+    # masks[ir]: bit k set when tap k of the block reads data for a row of sub-tile ir
+    cdef int64_t ir, k, i
+    cdef uint64_t mask
+    for ir in range(mpad // CONVT_MR):
+        mask = 0
+        for k in range(nt):
+            for i in range(CONVT_MR):
+                if ptr[k * mpad + ir * CONVT_MR + i] != zero:
+                    mask |= (<uint64_t> 1) << k
+                    break
+        masks[ir] = mask
+
+
+cdef void _masked_ukernel(int isa, uint64_t mask, int64_t nt, int64_t kc, const real** a,
+                          int64_t astride, int64_t aoff, const real* b, int64_t bstride,
+                          real* c, int64_t ldc, bint first) noexcept nogil:
+    # One sub-tile over the taps of a block set in mask (runs of consecutive taps, one kernel
+    # call each); first: the tile's first block and chunk (initialise, not accumulate).
+    cdef uint64_t full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
+    cdef int64_t ts, run
+    cdef int acc = not first
+    if mask == full:
+        _ukernel(isa, nt, kc, a, astride, aoff, b, bstride, c, ldc, acc)
+        return
+    if mask == 0 and first:   # no data at all: the sub-tile is zeros
+        _ukernel(isa, 0, kc, a, astride, aoff, b, bstride, c, ldc, 0)
+    while mask:
+        ts = convt_ctz64(mask)
+        run = convt_ctz64(~(mask >> ts))
+        _ukernel(isa, run, kc, a + ts * astride, astride, aoff, b + ts * bstride, bstride, c,
+                 ldc, acc)
+        acc = 1
+        mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
+
+
 cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const int64_t* ph,
                 const int64_t* tap_e, int64_t r0, int64_t m, const int64_t* d, real* t,
                 const real** ptr, uint64_t* masks) noexcept nogil:
@@ -287,25 +327,14 @@ cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const 
     cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
     cdef int64_t NR = d[17], T = ph[7]
     cdef int64_t mpad = (m + CONVT_MR - 1) // CONVT_MR * CONVT_MR
-    cdef int64_t t0, nt, c0, kc, g, jp, ir, i, k, ts, run
+    cdef int64_t t0, nt, c0, kc, g, jp, ir
     cdef const real* panel
-    cdef real* ct
     cdef bint first = True
-    cdef int acc
-    cdef uint64_t full, mask
     t0 = 0
     while t0 < T:
         nt = min(TB, T - t0)
         _pointers(x, zero, ph, tap_e, t0, nt, r0, m, mpad, d, ptr)
-        full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
-        for ir in range(mpad // CONVT_MR):
-            mask = 0
-            for k in range(nt):
-                for i in range(CONVT_MR):
-                    if ptr[k * mpad + ir * CONVT_MR + i] != zero:
-                        mask |= (<uint64_t> 1) << k
-                        break
-            masks[ir] = mask
+        _tap_masks(zero, ptr, nt, mpad, masks)
         c0 = 0
         while c0 < Cg:
             kc = min(CC, Cg - c0)
@@ -314,22 +343,10 @@ cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const 
                     # packed weights of the phase: [g][jp][tap][c][NR]
                     panel = wp + ph[8] + (((g * NP + jp) * T + t0) * Cg + c0) * NR
                     for ir in range(mpad // CONVT_MR):
-                        ct = t + ir * CONVT_MR * ldc + (g * NP + jp) * NR
-                        mask = masks[ir]
-                        if mask == full:
-                            _ukernel(isa, nt, kc, ptr + ir * CONVT_MR, mpad, g * Cg + c0,
-                                     panel, Cg * NR, ct, ldc, not first)
-                            continue
-                        acc = not first
-                        if mask == 0 and first:   # no data at all: the sub-tile is zeros
-                            _ukernel(isa, 0, kc, ptr, mpad, 0, panel, Cg * NR, ct, ldc, 0)
-                        while mask:
-                            ts = convt_ctz64(mask)
-                            run = convt_ctz64(~(mask >> ts))
-                            _ukernel(isa, run, kc, ptr + ts * mpad + ir * CONVT_MR, mpad,
-                                     g * Cg + c0, panel + ts * Cg * NR, Cg * NR, ct, ldc, acc)
-                            acc = 1
-                            mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
+                        _masked_ukernel(isa, masks[ir], nt, kc, ptr + ir * CONVT_MR, mpad,
+                                        g * Cg + c0, panel, Cg * NR,
+                                        t + ir * CONVT_MR * ldc + (g * NP + jp) * NR, ldc,
+                                        first)
             first = False
             c0 += kc
         t0 += nt
@@ -339,9 +356,10 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
                     real* y, const int64_t* ph, int64_t nph, const int64_t* tap_e, int64_t r0,
                     int64_t m, const int64_t* d, const int64_t* ystr, real* t, const real** ptr,
                     int64_t* off) noexcept nogil:
-    # Rows r0..r0+m (clipped to each phase's own rows) of the nph phases from ph, which share
-    # (c0, c1): their outputs interleave on the same lines of y. Each phase's tile at
-    # t + p * MB * ldc, its row offsets at off + p * MB; then the set is written.
+    # Rows r0..r0+m (clipped to each phase's own rows) of the nph phases of a set from ph:
+    # their outputs share lines of y. Each phase's tile at t + p * MB * ldc, its row offsets
+    # at off + p * MB (the sub-tiles' tap masks after the set's offsets); then the set is
+    # written.
     cdef int64_t MB = d[14], ldc = d[15], p, mp
     cdef const int64_t* pp
     for p in range(nph):
