@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._direct import bias_filled, pad3, tables
+from ._kernels._depthwise import ISA as KERNEL_ISA
 from ._kernels._depthwise import depthwise_ncx, depthwise_nxc
 
 __all__ = ["DepthwiseLayout", "depthwise_layout", "inner_phases", "run_depthwise"]
@@ -28,6 +29,9 @@ __all__ = ["DepthwiseLayout", "depthwise_layout", "inner_phases", "run_depthwise
 # longer than that are split into blocks, which also gives threads work on long 1-D signals.
 _PHASE_BUFFER = 2048
 _MIN_QBLOCK = 64
+# 1: channels-first rows with innermost stride 1 or 2 run the AVX2 + FMA row kernel
+# (_dwkernel.h); 0: the portable loop everywhere. Tests set it to run both on one machine.
+ISA = KERNEL_ISA
 
 
 @dataclass(frozen=True)
@@ -111,4 +115,5 @@ def _ncx(x, y, b, layout, geom, plan):
     i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
     depthwise_ncx(x.reshape(geom.batch, geom.c_in, *i3), plan.w_packed, b,
                   y.reshape(geom.batch, geom.c_out, *o3), layout.tabs[0], layout.tabs[1],
-                  layout.steps, layout.phases, layout.ptaps, layout.qblock, plan.threads(geom))
+                  layout.steps, layout.phases, layout.ptaps, layout.qblock, plan.threads(geom),
+                  ISA)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import convt
+from convt import _depthwise as dw
 
 from conftest import assert_close, np_dtype
 
@@ -134,3 +135,33 @@ def test_depthwise_bit_identical_for_any_thread_count(groups, cg, mg, dtype, fmt
     ys = [ops[n](xl) for n in (1, 2, 3, 1)]
     for y in ys[1:]:
         np.testing.assert_array_equal(ys[0], y)
+
+
+# Rows for the AVX2 row kernel (_dwkernel.h): innermost stride 1 and 2, interiors shorter than
+# a vector, between one and four vectors, longer and not a whole number of vectors (the last
+# vector overlaps), odd output lengths (phase 1 one output short), taps on either border,
+# explicit output_shape with bias-only tails, 2-3 channels per group (several rows a term).
+# (size, kernel, strides, dilations, pads or output_shape, output_padding, channels)
+ROWS = [
+    ((2, 5), (2, 3), (1, 1), (1, 1), (0, 1, 0, 1), (0, 0), (3, 1, 1)),
+    ((3, 11), (3, 4), (2, 2), (1, 1), (1, 1, 1, 1), (0, 1), (4, 1, 1)),
+    ((2, 37), (2, 4), (1, 2), (1, 1), (0, 1, 1, 2), (0, 1), (2, 1, 2)),
+    ((1, 70), (1, 5), (1, 2), (1, 2), (0, 3, 0, 0), (0, 1), (2, 2, 3)),
+    ((2, 64), (4, 4), (2, 2), (1, 1), (1, 1, 1, 1), (0, 0), (3, 1, 1)),
+    ((1, 29), (1, 7), (1, 1), (1, 3), (0, 5, 0, 2), (0, 0), (1, 3, 1)),
+    ((2, 50), (2, 3), (2, 2), (1, 1), (2, 135), None, (2, 1, 1)),
+    ((3, 9), (2, 2), (1, 2), (1, 1), (0, 0, 0, 0), (0, 1), (2, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("isa", [dw.ISA, 0] if dw.ISA else [0])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("row", ROWS, ids=[f"r{i}" for i in range(len(ROWS))])
+def test_depthwise_rows_both_kernels(row, dtype, isa, monkeypatch):
+    """Both row kernels (AVX2 + FMA where the CPU has it, the portable loop) against the
+    reference, rows of every length class the vector loop distinguishes."""
+    monkeypatch.setattr(dw, "ISA", isa)
+    size, k, strides, dil, pads, op, channels = row
+    case = (size, k, strides, dil, pads, op, channels, 2, "NCX")
+    y, ref = _run(case, np_dtype(dtype))
+    assert_close(y, ref, "direct", dtype)
