@@ -229,6 +229,9 @@ _PARALLEL_MERGE_VALUES = 1 << 19
 # so each GEMM keeps an M that BLAS runs at full speed. Block sizes depend on the geometry
 # only, never on the thread count: the results must not either.
 _TILE_VALUES = 1 << 17
+# Write-out kernels: -1 the best this CPU has (AVX2 when it has it), 0 portable; tests set 0
+# to run both on one machine.
+ISA = -1
 _MIN_TILE_ROWS = 64
 _MAX_SET = 64         # phases per set (the kernel keeps per-set tables on the stack)
 # Tile row width (phases x C_out) of a set. BLAS repacks the whole weight operand (Cg x N)
@@ -319,5 +322,5 @@ def run_gemm(xa, layout, geom, w_merged, bias, workers, arena):
     with blas_threads(1):
         phase_gemm(xp.reshape(-1), w_merged, w_merged, bias, scratch, y.reshape(-1),
                    layout.phases, layout.sets, layout.ops, layout.tasks, layout.xoff,
-                   layout.woff, layout.tap_e, dims, ystr, layout.tile_rows, tile, workers)
+                   layout.woff, layout.tap_e, dims, ystr, layout.tile_rows, tile, workers, ISA)
     return y

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _cost, _plan
+from convt import _cost, _phase_gemm, _plan
 from convt._phase_gemm import batch_rows_layout, gemm_layout
 
 from conftest import assert_close
@@ -178,3 +178,23 @@ def test_weights_packed_only_for_kernels_that_read_them(method, variant, packs, 
     assert ("w_packed" in vars(op._plan)) == packs
     ref = convt.conv_transpose(x, w, strides=(2, 2), pads=(1, 1, 1, 1), method="reference")
     assert_close(y, ref.astype(np.float64), method, "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("size,k,pads,op", [
+    ((3, 21), (2, 2), (0, 0, 0, 0), (0, 0)),       # pure upsampling: phase pairs of 21
+    ((2, 40), (3, 4), (1, 1, 1, 1), (1, 1)),       # pairs of 40 (vectors and remainder)
+    ((2, 19), (3, 3), (1, 1, 1, 1), (0, 0)),       # odd row: phase 1 one short, no pair
+    ((1, 33), (1, 5), (0, 2, 0, 1), (0, 1)),       # 1-tap rows, pads at one end only
+])
+def test_gemm_channels_first_pairs_both_kernels(size, k, pads, op, dtype, monkeypatch):
+    """Stride-2 phase pairs interleaved by the AVX2 write-out and the portable one: both
+    match the reference and each other (one rounding per value in both)."""
+    case = (2, (2, 2), (1, 1), k, pads, op, size, 2, 2)
+    ys = []
+    for isa in (-1, 0):
+        monkeypatch.setattr(_phase_gemm, "ISA", isa)
+        y, ref = _run(case, dtype, force="grid", monkeypatch=monkeypatch)
+        assert_close(y, ref, "direct", dtype)
+        ys.append(y)
+    np.testing.assert_array_equal(ys[0], ys[1])

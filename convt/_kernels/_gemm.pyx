@@ -37,6 +37,15 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 from ._types cimport real
 
+cdef extern from "_ukernel.h" nogil:
+    int convt_ukernel_isa()
+    void convt_zip2_f32(int isa, const float* a, const float* b, float bias, float* y,
+                        int64_t n)
+    void convt_zip2_f64(int isa, const double* a, const double* b, double bias, double* y,
+                        int64_t n)
+
+cdef int _ISA = convt_ukernel_isa()
+
 # Task kinds (column 3 of the task table; convt._phase_gemm writes the same values).
 cdef enum:
     _GRID = 0    # grid rows of a set of consecutive phases (column 0: the set)
@@ -102,7 +111,7 @@ cdef inline void _gemm_cf(int m, int n, int k, const real* a, int lda, const rea
               &ldc)
 
 
-cdef void _grid_task(const real* xp, const real* wm, const real* bias, real* y, real* t,
+cdef void _grid_task(int isa, const real* xp, const real* wm, const real* bias, real* y, real* t,
                      const int64_t* ph, const int64_t* st, const int64_t* ops, int64_t r0,
                      int64_t m, const int64_t* d, const int64_t* ystr,
                      int64_t R) noexcept nogil:
@@ -148,7 +157,7 @@ cdef void _grid_task(const real* xp, const real* wm, const real* bias, real* y, 
     if pixel_major:
         _write_nxc(t, r0, m, bias, ph, nset, y, d, ystr)
     else:
-        _write_ncx(t, R, r0, m, bias, ph, nset, y, d, ystr)
+        _write_ncx(isa, t, R, r0, m, bias, ph, nset, y, d, ystr)
 
 
 cdef inline int64_t _slots(const int64_t* ph, int64_t nset, int64_t r, int64_t r_end,
@@ -210,17 +219,20 @@ cdef void _write_nxc(const real* t, int64_t r0, int64_t m, const real* bias,
         r += run
 
 
-cdef void _write_ncx(const real* t, int64_t R, int64_t r0, int64_t m, const real* bias,
-                     const int64_t* ph, int64_t nset, real* y, const int64_t* d,
-                     const int64_t* ystr) noexcept nogil:
+cdef void _write_ncx(int isa, const real* t, int64_t R, int64_t r0, int64_t m,
+                     const real* bias, const int64_t* ph, int64_t nset, real* y,
+                     const int64_t* d, const int64_t* ystr) noexcept nogil:
     # Channels-first y from a channel-major tile (column stride R): channel by channel, all
     # of the task's rows, so each channel's writes sweep one region of its plane (the
     # hardware prefetcher follows; going position by position over all channels stalled on
     # store misses, one plane apart each). Per phase, a unit-stride tile read and a
     # stride-s2 write; the s2 phases that interleave on one output line follow each other,
-    # so the line is completed while in L1.
+    # so the line is completed while in L1. Stride 2 along a contiguous last axis: the two
+    # phases c2 = 0, 1 of a line go out together, interleaved in vectors (convt_zip2).
     cdef int64_t G = d[7], Mg = d[9], cs = ystr[4], sx = d[6] * ystr[3]
     cdef int64_t r, run, jj, i, j, g, mm, co
+    cdef bint zip2 = sx == 2 and ystr[3] == 1
+    cdef const real* tb
     cdef int64_t lim[_MAX_SET]
     cdef int64_t off[_MAX_SET]
     cdef int64_t colj[_MAX_SET]
@@ -235,8 +247,19 @@ cdef void _write_ncx(const real* t, int64_t R, int64_t r0, int64_t m, const real
             r = r0
             while r < r0 + m:
                 jj = _slots(ph, nset, r, r0 + m, d, ystr, &run, lim, off, colj, taps)
-                for j in range(jj):
+                j = 0
+                while j < jj:
                     dd = y + co * cs + off[j]
+                    if (zip2 and j + 1 < jj and taps[j] and taps[j + 1]
+                            and off[j + 1] == off[j] + 1 and lim[j + 1] == lim[j]):
+                        tg = t + (g * nset * Mg + colj[j] + mm) * R + r - r0
+                        tb = t + (g * nset * Mg + colj[j + 1] + mm) * R + r - r0
+                        if real is float:
+                            convt_zip2_f32(isa, tg, tb, bc, dd, lim[j])
+                        else:
+                            convt_zip2_f64(isa, tg, tb, bc, dd, lim[j])
+                        j += 2
+                        continue
                     if taps[j]:
                         tg = t + (g * nset * Mg + colj[j] + mm) * R + r - r0
                         for i in range(lim[j]):
@@ -244,6 +267,7 @@ cdef void _write_ncx(const real* t, int64_t R, int64_t r0, int64_t m, const real
                     else:
                         for i in range(lim[j]):
                             dd[i * sx] = bc
+                    j += 1
                 r += run
 
 
@@ -319,13 +343,16 @@ def phase_gemm(const real[::1] xp,            # IN  padded input, flat (N, P0, P
                const int64_t[::1] ystr,       # IN  y element strides (n, o0, o1, o2, channel)
                int64_t tile_rows,             # IN  rows of a grid task's tile
                int64_t tile,                  # IN  scratch values per thread
-               int num_threads):
+               int num_threads,
+               int isa=-1):                   # IN  write-out: 1 AVX2, 0 portable, -1 this CPU's
     """Compute y; releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k
     cdef const int64_t* ph
     cdef const int64_t* tk
     if ntasks == 0:
         return
+    if isa < 0:
+        isa = _ISA
     cdef const real* xptr = &xp[0]
     cdef const real* wptr = &w[0]
     cdef const real* wmptr = &wm[0]
@@ -353,5 +380,5 @@ def phase_gemm(const real[::1] xp,            # IN  padded input, flat (N, P0, P
                             xo, wo, te, dm, yst)
             else:
                 stk = sptr_ + 4 * tk[0]
-                _grid_task(xptr, wmptr, bptr, yptr, sptr + threadid() * tile,
+                _grid_task(isa, xptr, wmptr, bptr, yptr, sptr + threadid() * tile,
                            pptr + 8 * stk[0], stk, optr, tk[1], tk[2], dm, yst, tile_rows)

@@ -297,4 +297,65 @@ static inline void convt_t8_f32(int isa, const float* src, int64_t lds, float* d
             dst[j * ldd + k] = src[k * lds + j];
 }
 
+/* Two phases of one channel interleaved into a channels-first output row, with the bias:
+ *
+ *     y[2i] = a[i] + bias,  y[2i + 1] = b[i] + bias,   i < n
+ *
+ * (the GEMM variant's write-out of stride-2 phase pairs from a channel-major tile; the scalar
+ * loop stored one value per strided store). One rounding per value, as the scalar loop. */
+#define CONVT_ZIP2_GENERIC(T)                                                            \
+    for (; i < n; i++) {                                                                 \
+        y[2 * i] = a[i] + bias;                                                          \
+        y[2 * i + 1] = b[i] + bias;                                                      \
+    }
+
+#if CONVT_HAVE_AVX2_PATH
+#define CONVT_ZIP2_AVX2(NAME, T, V, LANES, SET1, LOADU, STOREU, ADD, UNPLO, UNPHI, PERM)  \
+__attribute__((target("avx2")))                                                          \
+static void NAME(const T* a, const T* b, T bias, T* y, int64_t n)                        \
+{                                                                                        \
+    int64_t i = 0;                                                                       \
+    V bv = SET1(bias);                                                                   \
+    for (; i + LANES <= n; i += LANES) {                                                 \
+        V va = ADD(LOADU(a + i), bv), vb = ADD(LOADU(b + i), bv);                        \
+        V lo = UNPLO(va, vb), hi = UNPHI(va, vb);                                        \
+        STOREU(y + 2 * i, PERM(lo, hi, 0x20));                                           \
+        STOREU(y + 2 * i + LANES, PERM(lo, hi, 0x31));                                   \
+    }                                                                                    \
+    CONVT_ZIP2_GENERIC(T)                                                                \
+}
+CONVT_ZIP2_AVX2(convt_zip2_f32_avx2, float, __m256, 8, _mm256_set1_ps, _mm256_loadu_ps,
+                _mm256_storeu_ps, _mm256_add_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
+                _mm256_permute2f128_ps)
+CONVT_ZIP2_AVX2(convt_zip2_f64_avx2, double, __m256d, 4, _mm256_set1_pd, _mm256_loadu_pd,
+                _mm256_storeu_pd, _mm256_add_pd, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
+                _mm256_permute2f128_pd)
+#endif
+
+static inline void convt_zip2_f32(int isa, const float* a, const float* b, float bias, float* y,
+                                  int64_t n)
+{
+    int64_t i = 0;
+#if CONVT_HAVE_AVX2_PATH
+    if (isa == 1) {
+        convt_zip2_f32_avx2(a, b, bias, y, n);
+        return;
+    }
+#endif
+    CONVT_ZIP2_GENERIC(float)
+}
+
+static inline void convt_zip2_f64(int isa, const double* a, const double* b, double bias,
+                                  double* y, int64_t n)
+{
+    int64_t i = 0;
+#if CONVT_HAVE_AVX2_PATH
+    if (isa == 1) {
+        convt_zip2_f64_avx2(a, b, bias, y, n);
+        return;
+    }
+#endif
+    CONVT_ZIP2_GENERIC(double)
+}
+
 #endif /* CONVT_UKERNEL_H */
