@@ -305,18 +305,21 @@ def _finite_weights(plan):
 
 def _direct_backend(geom, plan):
     variant, state = direct_variant(geom) if plan.pin is None else direct_variant(geom, plan.pin)
-    if variant in ("gemm", "micro") and not _finite_weights(plan):
-        # The GEMMs also multiply each tap's weights by the zero halo (outputs whose input
-        # for that tap lies outside the data): 0 * NaN or 0 * Inf would reach outputs the
-        # tap does not touch. The pixel kernel only visits taps in range.
+    # The GEMMs and register tiles also multiply each tap's weights by zeros (the halo, rows
+    # outside the data): 0 * NaN or 0 * Inf would reach outputs the tap does not touch. The
+    # pixel kernel only visits taps in range, so it runs when a weight is not finite.
+    if variant == "micro":  # the weights packed per phase for the register tiles
+        layout = micro_layout(geom, micro_nr(plan.compute_dtype))
+        wp, finite = packed_weights(layout, plan.w_iox_compute, geom.groups, plan.workers)
+        plan.packed("finite", lambda p: finite)   # checked in the packing pass (one read)
+        if finite:
+            return variant, _RUNNERS[variant], (layout, wp)
+        variant, state = "pixel", tables(geom)
+    if variant == "gemm" and not _finite_weights(plan):
         variant, state = "pixel", tables(geom)
     if variant == "gemm":   # the layout's weights, merged per GEMM op, once per geometry
         state = (state, plan.w_packed.reshape(-1) if state.batch_rows
                  else merged_weights(state, plan.w_iox_compute, plan.workers))
-    elif variant == "micro":  # the weights packed per phase for the register tiles
-        layout = micro_layout(geom, micro_nr(plan.compute_dtype))
-        state = (layout, packed_weights(layout, plan.w_iox_compute, geom.groups,
-                                        plan.workers))
     return variant, _RUNNERS[variant], state
 
 

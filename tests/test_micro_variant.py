@@ -242,7 +242,8 @@ def test_packed_weights_start_on_a_cache_line():
     for dtype in (np.float32, np.float64):
         lay = _micro.micro_layout(geom, _micro.micro_nr(dtype))
         for _ in range(4):
-            wp = _micro.packed_weights(lay, np.ones((16, 20, 3, 3), dtype), 1, 1)
+            wp, finite = _micro.packed_weights(lay, np.ones((16, 20, 3, 3), dtype), 1, 1)
+            assert finite
             assert wp.ctypes.data % 64 == 0 and wp.size == lay.packed
 
 
@@ -275,3 +276,22 @@ def test_cost_model_counts_the_layouts_work():
             assert _cost.micro_macs(geom, nr) == _micro.micro_layout(geom, nr).macs, case
         checked += 1
     assert checked > 80
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_packed_weights_report_non_finite(dtype):
+    """The packing pass says whether every weight is finite: one NaN or +-Inf anywhere
+    (a tap no phase uses, a channel in the transposes' remainder) makes it False; the
+    largest finite values and subnormals do not."""
+    op = convt.ConvTranspose(np.ones((13, 20, 3, 3), np.float32), strides=(2, 2))
+    lay = _micro.micro_layout(op.geometry((1, 13, 5, 5)), _micro.micro_nr(dtype))
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((13, 20, 3, 3)).astype(dtype)
+    info = np.finfo(dtype)
+    w[0, 0, 0, 0], w[12, 19, 2, 2], w[5, 17, 1, 2] = info.max, -info.max, info.smallest_subnormal
+    assert _micro.packed_weights(lay, w, 1, 2)[1]
+    for bad in (np.nan, np.inf, -np.inf):
+        for idx in [(0, 0, 0, 0), (12, 19, 2, 2), (7, 16, 1, 0), (3, 4, 2, 1)]:
+            wb = w.copy()
+            wb[idx] = bad
+            assert not _micro.packed_weights(lay, wb, 1, 2)[1], (bad, idx)
