@@ -1,6 +1,7 @@
 """convt against PyTorch, ONNX Runtime and OpenVINO on the 14 workloads: data and bar chart.
 
     python docs/scripts/peers.py --isolated          # each implementation in its own process
+    python docs/scripts/peers.py --isolated --rounds 5   # ... taking turns 5 times, medians
     python docs/scripts/peers.py                     # all interleaved in one process
     python docs/scripts/peers.py --from-json F.json  # take a saved `compare.py --json` run
     python docs/scripts/peers.py --plot-only         # redraw docs/images/peers.png
@@ -20,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,16 +47,24 @@ def run(python, compare, reps, impls=None):
             return json.load(f)
 
 
-def run_isolated(python, compare, reps):
-    """One harness process per implementation, rows merged (sgemm: the lowest of the runs)."""
-    rows, sgemm = {}, []
-    for impls in PEERS + (",".join(CONVT),):
-        data = run(python, compare, reps, impls)
-        sgemm.append(data["sgemm_gflops"])
-        for r in data["rows"]:
-            rows.setdefault(r["name"], dict(name=r["name"], gflop=r["gflop"], ms={}))
-            rows[r["name"]]["ms"].update(r["ms"])
-    return dict(sgemm_gflops=min(sgemm), rows=list(rows.values()))
+def run_isolated(python, compare, reps, rounds=1):
+    """One harness process per implementation, rows merged (sgemm: the lowest of the runs).
+    With several rounds the implementations take turns, round after round, and each time is
+    the median over the rounds: a slow spell of the (shared) machine then falls on every
+    implementation instead of the one that happened to run in it."""
+    times, sgemm, gflop = {}, [], {}
+    for _ in range(rounds):
+        for impls in PEERS + (",".join(CONVT),):
+            data = run(python, compare, reps, impls)
+            sgemm.append(data["sgemm_gflops"])
+            for r in data["rows"]:
+                gflop[r["name"]] = r["gflop"]
+                for impl, t in r["ms"].items():
+                    times.setdefault(r["name"], {}).setdefault(impl, []).append(t)
+    rows = [dict(name=name, gflop=gflop[name],
+                 ms={impl: statistics.median(ts) for impl, ts in ms.items()})
+            for name, ms in times.items()]
+    return dict(sgemm_gflops=min(sgemm), rows=rows)
 
 
 def speedups(row):
@@ -135,6 +145,8 @@ def main():
     ap.add_argument("--from-json", help="a saved `compare.py --json` output instead of a run")
     ap.add_argument("--isolated", action="store_true",
                     help="one harness process per implementation (default: interleaved)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="--isolated: implementations take turns this many times (median)")
     ap.add_argument("--note", default="", help="a remark stored with the data (e.g. load)")
     ap.add_argument("--plot-only", action="store_true", help="redraw from the saved data")
     a = ap.parse_args()
@@ -148,9 +160,10 @@ def main():
                 data = json.load(f)
             command = f"compare.py --json output {os.path.basename(a.from_json)}"
         elif a.isolated:
-            data = run_isolated(a.python, a.compare, a.reps)
+            data = run_isolated(a.python, a.compare, a.reps, a.rounds)
             command = ("../peers-venv/bin/python ../shared/bench/compare.py --reps "
-                       f"{a.reps} --impls X, once per implementation")
+                       f"{a.reps} --impls X, once per implementation"
+                       + (f", {a.rounds} rounds in turn, median" if a.rounds > 1 else ""))
         else:
             data = run(a.python, a.compare, a.reps)
             command = f"../peers-venv/bin/python ../shared/bench/compare.py --reps {a.reps}"
