@@ -11,9 +11,10 @@
  * (two phases interleaved with unpack / permute into whole vectors of y, instead of a second pass
  * through a phase buffer), the last one overlapping the one before when the interior is not a
  * whole number of vectors (its outputs are written twice with the same values: a scalar tail
- * cost as much as the vectors on 64-output rows); the rest is scalar with the range check. Both sum in tap order with
- * one fused multiply-add per tap, so an output is rounded the same whichever path takes its q:
- * results do not depend on how rows are split into blocks or threads. The portable path is the
+ * cost as much as the vectors on 64-output rows); the rest is scalar with the range check.
+ * Both sum in tap order with one fused multiply-add per tap, so an output is rounded the same
+ * whichever path takes its q: results do not depend on how rows are split into blocks or
+ * threads. The portable path is the
  * Cython loop (_phase + _interleave), with a multiply and an add per tap: the two agree to
  * rounding, not bit for bit (as the micro-kernels, _ukernel.h).
  *
@@ -29,39 +30,50 @@
 #if CONVT_HAVE_AVX2_PATH
 
 /* The scalar outputs of phase c on [q0, q1), with the range check. */
-#define CONVT_DW_SCALAR(T, FMA)                                                          \
-    for (q = q0; q < q1; q++) {                                                          \
+#define CONVT_DW_SCALAR(T, FMA, Q0, Q1)                                                  \
+    for (q = (Q0); q < (Q1); q++) {                                                      \
         T acc_ = b;                                                                      \
-        for (t = 0; t < n; t++) {                                                        \
-            int64_t i_ = q + e[t];                                                       \
+        for (t = 0; t < nt[c]; t++) {                                                    \
+            int64_t i_ = q + e[c][t];                                                    \
             if (i_ >= 0 && i_ < I2)                                                      \
-                acc_ = FMA(w[t], x[off[t] + q], acc_);                                   \
+                acc_ = FMA(w[c][t], x[off[c][t] + q], acc_);                             \
         }                                                                                \
         y[q * s2 + c] = acc_;                                                            \
     }
 
-/* acc = b + sum_t w[t] * x[off[t] + q + j], j < lanes, in tap order. */
-#define CONVT_DW_VEC(V, SET1, LOADU, FMADD, ACC, OFF, W, N, Q)                            \
+/* acc[i] = b + sum_t w[c][t] * x[off[c][t] + q + i*lanes + j], j < lanes, i < NV, in tap
+ * order: NV independent chains of fused multiply-adds (one chain is bound by the FMA
+ * latency). */
+#define CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, ACC, C, Q)                      \
     do {                                                                                 \
-        int64_t t_;                                                                      \
-        ACC = SET1(b);                                                                   \
-        for (t_ = 0; t_ < (N); t_++)                                                     \
-            ACC = FMADD(SET1((W)[t_]), LOADU(x + (OFF)[t_] + (Q)), ACC);                 \
+        int64_t t_, i_;                                                                  \
+        for (i_ = 0; i_ < (NV); i_++)                                                    \
+            ACC[i_] = SET1(b);                                                           \
+        for (t_ = 0; t_ < nt[C]; t_++) {                                                 \
+            V w_ = SET1(w[C][t_]);                                                       \
+            const T* p_ = x + off[C][t_] + (Q);                                          \
+            for (i_ = 0; i_ < (NV); i_++)                                                \
+                ACC[i_] = FMADD(w_, LOADU(p_ + i_ * LANES), ACC[i_]);                    \
+        }                                                                                \
     } while (0)
 
-/* The same for the four vectors at q, q + lanes, q + 2 lanes, q + 3 lanes: four independent
- * chains of fused multiply-adds (one chain is bound by the FMA latency). */
-#define CONVT_DW_VEC4(T, V, SET1, LOADU, FMADD, LANES, ACC, OFF, W, N, Q)                  \
+/* NV vectors of outputs from q: phase 0's alone (s2 == 1), or phases 0 and 1 interleaved. */
+#define CONVT_DW_STORE(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, NV)   \
     do {                                                                                 \
-        int64_t t_;                                                                      \
-        ACC[0] = ACC[1] = ACC[2] = ACC[3] = SET1(b);                                     \
-        for (t_ = 0; t_ < (N); t_++) {                                                   \
-            V w_ = SET1((W)[t_]);                                                        \
-            const T* p_ = x + (OFF)[t_] + (Q);                                           \
-            ACC[0] = FMADD(w_, LOADU(p_), ACC[0]);                                       \
-            ACC[1] = FMADD(w_, LOADU(p_ + LANES), ACC[1]);                               \
-            ACC[2] = FMADD(w_, LOADU(p_ + 2 * LANES), ACC[2]);                           \
-            ACC[3] = FMADD(w_, LOADU(p_ + 3 * LANES), ACC[3]);                           \
+        V a_[NV], b_[NV], l_, h_;                                                        \
+        int64_t i_;                                                                      \
+        CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, a_, 0, q);                     \
+        if (s2 == 1) {                                                                   \
+            for (i_ = 0; i_ < (NV); i_++)                                                \
+                STOREU(y + q + i_ * LANES, a_[i_]);                                      \
+            break;                                                                       \
+        }                                                                                \
+        CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, b_, 1, q);                     \
+        for (i_ = 0; i_ < (NV); i_++) {                                                  \
+            l_ = UNPLO(a_[i_], b_[i_]);                                                  \
+            h_ = UNPHI(a_[i_], b_[i_]);                                                  \
+            STOREU(y + 2 * (q + i_ * LANES), PERM(l_, h_, 0x20));                        \
+            STOREU(y + 2 * (q + i_ * LANES) + LANES, PERM(l_, h_, 0x31));                \
         }                                                                                \
     } while (0)
 
@@ -71,11 +83,10 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
                  const int64_t* hi, const int64_t* nt, const T* x, const int64_t* off0,  \
                  const int64_t* e0, const T* w0, int64_t I2, T b)                        \
 {                                                                                        \
-    int64_t L = qa, H = qe[0], c, q, qv, q0, q1, t, n;                                   \
-    const int64_t *off, *e;                                                              \
-    const T* w;                                                                          \
-    const int64_t* off1 = off0 + nt[0];                                                  \
-    const T* w1 = w0 + nt[0];                                                            \
+    int64_t L = qa, H = qe[0], c, q, qv, t;                                              \
+    const int64_t* off[2] = {off0, off0 + nt[0]};   /* phase c's terms */               \
+    const int64_t* e[2] = {e0, e0 + nt[0]};                                              \
+    const T* w[2] = {w0, w0 + nt[0]};                                                    \
     for (c = 0; c < s2; c++) {                                                           \
         L = lo[c] > L ? lo[c] : L;                                                       \
         H = hi[c] < H ? hi[c] : H;                                                       \
@@ -84,73 +95,23 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     if (H < L)                                                                           \
         H = L;                                                                           \
     for (c = 0; c < s2; c++) {   /* outside the common interior: scalar */               \
-        off = c ? off1 : off0;                                                           \
-        e = c ? e0 + nt[0] : e0;                                                         \
-        w = c ? w1 : w0;                                                                 \
-        n = nt[c];                                                                       \
-        q0 = qa;                                                                         \
-        q1 = L < qe[c] ? L : qe[c];                                                      \
-        CONVT_DW_SCALAR(T, FMA)                                                          \
-        q0 = H > qa ? H : qa;                                                            \
-        q1 = qe[c];                                                                      \
-        CONVT_DW_SCALAR(T, FMA)                                                          \
+        CONVT_DW_SCALAR(T, FMA, qa, L < qe[c] ? L : qe[c])                               \
+        CONVT_DW_SCALAR(T, FMA, H > qa ? H : qa, qe[c])                                  \
     }                                                                                    \
-    q = L;                                                                               \
-    if (s2 == 1) {                                                                       \
-        for (; q + 4 * LANES <= H; q += 4 * LANES) {                                     \
-            V a_[4];                                                                     \
-            CONVT_DW_VEC4(T, V, SET1, LOADU, FMADD, LANES, a_, off0, w0, nt[0], q);         \
-            for (c = 0; c < 4; c++)                                                      \
-                STOREU(y + q + c * LANES, a_[c]);                                        \
+    for (q = L; q + 4 * LANES <= H; q += 4 * LANES)                                      \
+        CONVT_DW_STORE(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, 4);  \
+    for (; q < H; q += LANES) {                                                          \
+        if (q + LANES > H) {                                                             \
+            if (H - L < LANES)                                                           \
+                break;                                                                   \
+            q = H - LANES;   /* the last vector again, overlapping */                    \
         }                                                                                \
-        for (; q < H; q += LANES) {                                                      \
-            V a0;                                                                        \
-            if (q + LANES > H) {                                                         \
-                if (H - L < LANES)                                                       \
-                    break;                                                               \
-                q = H - LANES;   /* the last vector again, overlapping */                \
-            }                                                                            \
-            CONVT_DW_VEC(V, SET1, LOADU, FMADD, a0, off0, w0, nt[0], q);                 \
-            STOREU(y + q, a0);                                                           \
-        }                                                                                \
-    } else {                                                                             \
-        for (; q + 4 * LANES <= H; q += 4 * LANES) {                                     \
-            V a_[4], b_[4], l_, h_;                                                      \
-            CONVT_DW_VEC4(T, V, SET1, LOADU, FMADD, LANES, a_, off0, w0, nt[0], q);         \
-            CONVT_DW_VEC4(T, V, SET1, LOADU, FMADD, LANES, b_, off1, w1, nt[1], q);         \
-            for (c = 0; c < 4; c++) {                                                    \
-                l_ = UNPLO(a_[c], b_[c]);                                                \
-                h_ = UNPHI(a_[c], b_[c]);                                                \
-                STOREU(y + 2 * (q + c * LANES), PERM(l_, h_, 0x20));                     \
-                STOREU(y + 2 * (q + c * LANES) + LANES, PERM(l_, h_, 0x31));             \
-            }                                                                            \
-        }                                                                                \
-        for (; q < H; q += LANES) {                                                      \
-            V a0, a1, l_, h_;                                                            \
-            if (q + LANES > H) {                                                         \
-                if (H - L < LANES)                                                       \
-                    break;                                                               \
-                q = H - LANES;   /* the last vector again, overlapping */                \
-            }                                                                            \
-            CONVT_DW_VEC(V, SET1, LOADU, FMADD, a0, off0, w0, nt[0], q);                 \
-            CONVT_DW_VEC(V, SET1, LOADU, FMADD, a1, off1, w1, nt[1], q);                 \
-            l_ = UNPLO(a0, a1);                                                          \
-            h_ = UNPHI(a0, a1);                                                          \
-            STOREU(y + 2 * q, PERM(l_, h_, 0x20));                                       \
-            STOREU(y + 2 * q + LANES, PERM(l_, h_, 0x31));                               \
-        }                                                                                \
+        CONVT_DW_STORE(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, 1);  \
     }                                                                                    \
-    /* an interior shorter than a vector: scalar, same sums (q == H otherwise) */   \
+    /* an interior shorter than a vector: scalar, same sums (q == H otherwise) */        \
     qv = q;                                                                              \
-    for (c = 0; c < s2; c++) {                                                           \
-        off = c ? off1 : off0;                                                           \
-        e = c ? e0 + nt[0] : e0;                                                         \
-        w = c ? w1 : w0;                                                                 \
-        n = nt[c];                                                                       \
-        q0 = qv;                                                                         \
-        q1 = H;                                                                          \
-        CONVT_DW_SCALAR(T, FMA)                                                          \
-    }                                                                                    \
+    for (c = 0; c < s2; c++)                                                             \
+        CONVT_DW_SCALAR(T, FMA, qv, H)                                                   \
 }
 
 CONVT_DW_ROW(convt_dw_row_f32_avx2, float, __m256, 8, _mm256_set1_ps, _mm256_loadu_ps,

@@ -233,6 +233,7 @@ cdef void _write_ncx(int isa, const real* t, int64_t R, int64_t r0, int64_t m,
     cdef int64_t r, run, jj, i, j, g, mm, co
     cdef bint zip2 = sx == 2 and ystr[3] == 1
     cdef const real* tb
+    cdef const real* tc
     cdef int64_t lim[_MAX_SET]
     cdef int64_t off[_MAX_SET]
     cdef int64_t colj[_MAX_SET]
@@ -247,13 +248,14 @@ cdef void _write_ncx(int isa, const real* t, int64_t R, int64_t r0, int64_t m,
             r = r0
             while r < r0 + m:
                 jj = _slots(ph, nset, r, r0 + m, d, ystr, &run, lim, off, colj, taps)
+                tc = t + (g * nset * Mg + mm) * R + r - r0   # + colj[j] * R: phase j's run
                 j = 0
                 while j < jj:
                     dd = y + co * cs + off[j]
+                    tg = tc + colj[j] * R
                     if (zip2 and j + 1 < jj and taps[j] and taps[j + 1]
                             and off[j + 1] == off[j] + 1 and lim[j + 1] == lim[j]):
-                        tg = t + (g * nset * Mg + colj[j] + mm) * R + r - r0
-                        tb = t + (g * nset * Mg + colj[j + 1] + mm) * R + r - r0
+                        tb = tc + colj[j + 1] * R
                         if real is float:
                             convt_zip2_f32(isa, tg, tb, bc, dd, lim[j])
                         else:
@@ -261,7 +263,6 @@ cdef void _write_ncx(int isa, const real* t, int64_t R, int64_t r0, int64_t m,
                         j += 2
                         continue
                     if taps[j]:
-                        tg = t + (g * nset * Mg + colj[j] + mm) * R + r - r0
                         for i in range(lim[j]):
                             dd[i * sx] = tg[i] + bc
                     else:

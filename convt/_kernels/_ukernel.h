@@ -303,7 +303,7 @@ static inline void convt_t8_f32(int isa, const float* src, int64_t lds, float* d
  *
  * (the GEMM variant's write-out of stride-2 phase pairs from a channel-major tile; the scalar
  * loop stored one value per strided store). One rounding per value, as the scalar loop. */
-#define CONVT_ZIP2_GENERIC(T)                                                            \
+#define CONVT_ZIP2_GENERIC                                                               \
     for (; i < n; i++) {                                                                 \
         y[2 * i] = a[i] + bias;                                                          \
         y[2 * i + 1] = b[i] + bias;                                                      \
@@ -322,7 +322,7 @@ static void NAME(const T* a, const T* b, T bias, T* y, int64_t n)               
         STOREU(y + 2 * i, PERM(lo, hi, 0x20));                                           \
         STOREU(y + 2 * i + LANES, PERM(lo, hi, 0x31));                                   \
     }                                                                                    \
-    CONVT_ZIP2_GENERIC(T)                                                                \
+    CONVT_ZIP2_GENERIC                                                                   \
 }
 CONVT_ZIP2_AVX2(convt_zip2_f32_avx2, float, __m256, 8, _mm256_set1_ps, _mm256_loadu_ps,
                 _mm256_storeu_ps, _mm256_add_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
@@ -342,7 +342,7 @@ static inline void convt_zip2_f32(int isa, const float* a, const float* b, float
         return;
     }
 #endif
-    CONVT_ZIP2_GENERIC(float)
+    CONVT_ZIP2_GENERIC
 }
 
 static inline void convt_zip2_f64(int isa, const double* a, const double* b, double bias,
@@ -355,7 +355,7 @@ static inline void convt_zip2_f64(int isa, const double* a, const double* b, dou
         return;
     }
 #endif
-    CONVT_ZIP2_GENERIC(double)
+    CONVT_ZIP2_GENERIC
 }
 
 #endif /* CONVT_UKERNEL_H */
