@@ -19,6 +19,8 @@ from . import _tune
 from ._cost import direct_kind, direct_threads, estimate
 from ._fft import plan_fft
 from ._micro import micro_layout, micro_nr, packed_weights, run_micro
+from . import _micro
+from ._winograd import run_wino, wino_layout, wino_weights
 from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace
 from ._dtypes import as_array, compute_dtype
@@ -61,16 +63,17 @@ def variant_choice(geom):
 # plans in microseconds (fcn32s_k64's 4096-tap layout takes ~13 ms to build).
 @functools.lru_cache(maxsize=64)
 def direct_variant(geom, pin=None):
-    """("depthwise", layout), ("gemm", layout) or ("pixel", phase tables): how the direct
-    backend runs ``geom``; ``pin`` = (name, batch_rows) imposes a variant (every variant
-    computes every geometry; convt.dask pins the whole array's on each of its blocks, so
-    each output's terms are summed in the same order)."""
+    """("depthwise", layout), ("gemm", layout), ("pixel", phase tables), ("micro", None) or
+    ("winograd", None): how the direct backend runs ``geom``; ``pin`` = (name, batch_rows)
+    imposes a variant (every variant computes every geometry; convt.dask pins the whole
+    array's on each of its blocks, so each output's terms are summed in the same order; for
+    "winograd" the second item is the block's ``convt._winograd.wino_alignment``)."""
     name, batch_rows = variant_choice(geom) if pin is None else pin
     if name == "depthwise":
         return name, depthwise_layout(geom)
     if name == "pixel":
         return name, tables(geom)
-    if name == "micro":   # its layout depends on the compute dtype too (_direct_backend)
+    if name in ("micro", "winograd"):   # layouts depend on the compute dtype too
         return name, None
     layout = gemm_layout(geom)
     return name, batch_rows_layout(layout, geom.batch) if batch_rows else layout
@@ -295,8 +298,23 @@ def _run_micro(xa, state, geom, plan):
         return run_micro(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena)
 
 
+def _run_wino(xa, state, geom, plan):
+    layout, wp, fallback = state
+    with plan.workspace.borrow() as arena:
+        y = run_wino(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena,
+                     _micro.ISA)
+    if y is not None:
+        return y
+    # A NaN, Inf or huge input value: the products would not propagate it as the taps do
+    # (docs/reliability.md); the micro variant (or the pixel kernel) runs this call.
+    if not fallback:
+        fallback.append(_micro_backend(geom, plan))
+    _, runner, micro_state = fallback[0]
+    return runner(xa, micro_state, geom, plan)
+
+
 _RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise,
-            "micro": _run_micro}
+            "micro": _run_micro, "winograd": _run_wino}
 
 
 def _finite_weights(plan):
@@ -305,6 +323,26 @@ def _finite_weights(plan):
 
 def _direct_backend(geom, plan):
     variant, state = direct_variant(geom) if plan.pin is None else direct_variant(geom, plan.pin)
+    if variant == "winograd":
+        # the products' weights are sums of taps: a non-finite weight, or a sum that
+        # overflows, runs the micro variant (which then checks its own)
+        align = plan.pin[1] if plan.pin is not None and plan.pin[1] else None
+        layout = wino_layout(geom, micro_nr(plan.compute_dtype), align)
+        if layout is not None:
+            wp, finite = wino_weights(layout, plan.w_iox_compute, geom.groups, plan.workers)
+            if finite:
+                return variant, _RUNNERS[variant], (layout, wp, [])
+        return _micro_backend(geom, plan)
+    if variant == "micro":
+        return _micro_backend(geom, plan)
+    return _other_backend(variant, state, geom, plan)
+
+
+def _micro_backend(geom, plan):
+    return _other_backend("micro", None, geom, plan)
+
+
+def _other_backend(variant, state, geom, plan):
     # The GEMMs and register tiles also multiply each tap's weights by zeros (the halo, rows
     # outside the data): 0 * NaN or 0 * Inf would reach outputs the tap does not touch. The
     # pixel kernel only visits taps in range, so it runs when a weight is not finite.

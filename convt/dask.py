@@ -37,6 +37,7 @@ from ._geometry import PadRule, resolve
 from ._guard import check_range
 from ._plan import Plan, pick, variant_choice
 from ._validate import bad_type, choice, fail
+from ._winograd import wino_alignment
 
 __all__ = ["conv_transpose", "CONVENTIONS"]
 
@@ -257,8 +258,12 @@ def _graph(x, plan, geom, method, pin):
         rule = PadRule(kind="explicit", output_padding=(0,) * nd,
                        pads_begin=tuple(p.pads_begin for p in pieces),
                        pads_end=tuple(p.pads_end for p in pieces))
+        # Winograd tiles pair outputs from the block's start: the block takes the whole
+        # array's pairs and Winograd axes, so its outputs are the same sums
+        block_pin = pin if pin is None or pin[0] != "winograd" else (
+            "winograd", wino_alignment(geom, tuple(p.out_start for p in pieces)))
         block = _Block(cuts=tuple(p.cuts for p in pieces), spec=replace(spec, rule=rule),
-                       method=method, pin=pin, workers=plan.workers,
+                       method=method, pin=block_pin, workers=plan.workers,
                        spatial_axes=spatial_axes)
         grid = list(itertools.product(*(range(p.first_chunk, p.first_chunk + len(p.cuts))
                                         for p in pieces)))

@@ -222,7 +222,11 @@ def test_micro_nonfinite_weights_run_the_pixel_kernel(monkeypatch):
 
 @pytest.mark.skipif(_micro.ISA != 1, reason="the micro variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("xs, ws, kw, variant", [
-    ((16, 512, 4, 4), (512, 256, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), "micro"),
+    # 2 x 2 taps per phase, 64+ channels: Winograd products (convt._winograd)
+    ((16, 512, 4, 4), (512, 256, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), "winograd"),
+    # the same taps on 32 channels per group: the micro variant
+    ((2, 256, 32, 32), (256, 32, 3, 3),
+     dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1), group=8), "micro"),
     ((1, 64, 64, 64), (64, 64, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2)), "micro"),
     # pure upsampling (K = s): grid mode's one GEMM over all phases
     ((1, 256, 64, 64), (256, 128, 2, 2), dict(strides=(2, 2)), "gemm"),

@@ -65,6 +65,10 @@ cdef extern from "_ukernel.h" nogil:
                            int64_t astride, int64_t aoff, const double* b, int64_t bstride,
                            double* c, int64_t ldc, int acc)
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
+    void convt_corners_f32(int isa, const float* src, const int64_t* off, int n, float* dst,
+                           int64_t C)
+    void convt_corners_f64(int isa, const double* src, const int64_t* off, int n,
+                           double* dst, int64_t C)
 
 MR = CONVT_MR
 NR_F32 = CONVT_NR_F32
@@ -149,6 +153,52 @@ cdef void _pointers(const real* x, const real* zero, const int64_t* ph, const in
                 ptr[t * mpad + i] = x + (((q[0] * I0 + i0) * I1 + i1) * I2 + i2) * C_in
             else:
                 ptr[t * mpad + i] = zero
+
+
+cdef void _wino_build(int isa, const real* x, const real* zero, const int64_t* ph,
+                      const int64_t* toff, const int64_t* tkind, int64_t t0, int64_t nt,
+                      int64_t r0, int64_t m, int64_t mpad, const int64_t* d, real* v,
+                      const real** ptr) noexcept nogil:
+    # As _pointers, for a Winograd product (wino_conv): row r0 + i is the tile (n, j0, j1,
+    # j2) and its tap t reads the pixel x + toff[tap] + n * d[22] + sum of m_a * j_a * d[19 + a]
+    # (steps m_a in ph[3:6]) of the zero-haloed grid. A tap of kind 0 reads it in place; one
+    # of another kind reads its differences, built here into v (row t * mpad + i, C_in
+    # values): the signed sum of the pixel's corners along the kind's axes (bit a: axis a;
+    # _ukernel.h's convt_corners). The planner keeps every read inside the grid.
+    cdef int64_t C = d[11], i, t, tap, base, kind, a, j, n
+    cdef int64_t q[4]
+    cdef int64_t off[8]
+    cdef real* dst
+    _row_pos(r0, ph, d, q)
+    for i in range(mpad):
+        if i >= m:
+            for t in range(nt):
+                ptr[t * mpad + i] = zero
+            continue
+        if i:
+            _next_pos(ph, d, q)
+        base = (q[0] * d[22] + ph[3] * q[1] * d[19] + ph[4] * q[2] * d[20]
+                + ph[5] * q[3] * d[21])
+        for t in range(nt):
+            tap = ph[6] + t0 + t
+            kind = tkind[tap]
+            if kind == 0:
+                ptr[t * mpad + i] = x + toff[tap] + base
+                continue
+            # corner j's offset: bit b of j steps along the kind's b-th axis
+            off[0] = 0
+            n = 1
+            for a in range(3):
+                if kind >> a & 1:
+                    for j in range(n):
+                        off[n + j] = off[j] + d[19 + a]
+                    n *= 2
+            dst = v + (t * mpad + i) * C
+            if real is float:
+                convt_corners_f32(isa, x + toff[tap] + base, off, <int> n, dst, C)
+            else:
+                convt_corners_f64(isa, x + toff[tap] + base, off, <int> n, dst, C)
+            ptr[t * mpad + i] = dst
 
 
 cdef int64_t _phase_rows(const int64_t* ph, int64_t r0, int64_t m,
@@ -319,7 +369,8 @@ cdef void _masked_ukernel(int isa, uint64_t mask, int64_t nt, int64_t kc, const 
 
 cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const int64_t* ph,
                 const int64_t* tap_e, int64_t r0, int64_t m, const int64_t* d, real* t,
-                const real** ptr, uint64_t* masks) noexcept nogil:
+                const real** ptr, uint64_t* masks, const int64_t* tkind=NULL,
+                real* v=NULL) noexcept nogil:
     # The tile of rows r0..r0+m of the phase ph (which has taps): blocks of TB taps (pointers
     # looked up once per block), chunks of CC channels, then per group and panel the MR-row
     # sub-tiles. A sub-tile runs only the taps that read data for at least one of its rows
@@ -334,7 +385,10 @@ cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const 
     t0 = 0
     while t0 < T:
         nt = min(TB, T - t0)
-        _pointers(x, zero, ph, tap_e, t0, nt, r0, m, mpad, d, ptr)
+        if tkind != NULL:   # a Winograd product (wino_conv): tap_e holds flat offsets
+            _wino_build(isa, x, zero, ph, tap_e, tkind, t0, nt, r0, m, mpad, d, v, ptr)
+        else:
+            _pointers(x, zero, ph, tap_e, t0, nt, r0, m, mpad, d, ptr)
         _tap_masks(zero, ptr, nt, mpad, masks)
         c0 = 0
         while c0 < Cg:
@@ -427,28 +481,233 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                       <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB)
 
 
+# ------------------------------------------------------------------ Winograd variant
+#
+# convt._winograd plans it: per phase, along each axis whose phase has two taps one input apart
+# (y[q] = W_lo x[q + e] + W_hi x[q + e + 1]), outputs q = 2j, 2j + 1 come from three products
+# (Winograd's F(2, 2), interpolation points 0, 1, infinity), each a GEMM over the channels:
+#     m0 = (x[u] - x[u+1]) W_lo,  m1 = x[u+1] (W_lo + W_hi),  m2 = (x[u+2] - x[u+1]) (-W_hi)
+#     y[2j] = m0 + m1,  y[2j+1] = m1 + m2           (u = 2j + e)
+# 3 products for 2 outputs instead of 4 (per axis; 9 for 4 in 2-D). The weights' sums are
+# made once per plan (pack_wino). A product is run as a phase of the micro variant (register
+# tiles, blocking and packing as there) whose taps read the input on a zero-haloed grid with
+# a step of 2 tiles along Winograd axes; a tap that reads differences has them built per task
+# (_wino_build, into the thread's scratch: contiguous rows, in cache when the kernel reads
+# them). A task's products are then combined in place, one axis after the other (the "output
+# transform"), and the 2^w sub-tiles (t = 0, 1 per Winograd axis) written out like the micro
+# variant's tiles (channels-last; the caller transposes channels-first y afterwards). Axes
+# without the two-tap structure, and phases without any, run their taps as they are (one
+# product summing all of a phase's taps).
+
+cdef enum:
+    WINO_COLS = 17   # J0..2 (tiles), c0..2, m0..2 (2: Winograd axis), first product,
+                     # products, Q0..2 (outputs), pi0..2 (tile j covers q = 2j - pi, 2j + 1
+                     # - pi: 1 when a dask block's tiles keep the whole array's pairs)
+
+
+cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
+                     const real* bias, real* y, const int64_t* rp, const int64_t* prods,
+                     const int64_t* toff, const int64_t* tkind, int64_t r0, int64_t m,
+                     const int64_t* d, const int64_t* ystr, real* t, real* v,
+                     const real** ptr, int64_t* off) noexcept nogil:
+    # Tile rows r0..r0+m of the real phase rp: its products' tiles (the i-th at
+    # t + i * MB * ldc), the output transform, then each sub-phase's rows written.
+    cdef int64_t MB = d[14], ldc = d[15], width = d[7] * d[10] * d[17], G = d[7], Mg = d[9]
+    cdef int64_t gw = d[10] * d[17], npr = rp[10], p, a, stride = 1, sl, dig, i, k
+    cdef int64_t nw = 0, sub, slot, r, mv, i0, g, pos
+    cdef int64_t ax[3]
+    cdef int64_t tt[3]
+    cdef int64_t q[4]
+    cdef real* ts
+    cdef const real* tsrc
+    cdef uint64_t* masks = <uint64_t*> (off + MB)
+    cdef bint ok
+    for p in range(npr):
+        _tile(isa, x, zero, wp, prods + PHASE_COLS * (rp[9] + p), toff, r0, m, d,
+              t + p * MB * ldc, ptr, masks, tkind, v)
+    # slots count the Winograd axes' digits in C order: the last axis's varies fastest
+    for a in range(2, -1, -1):
+        if rp[6 + a] != 2:
+            continue
+        ax[nw] = a
+        nw += 1
+        for sl in range(npr):
+            dig = (sl // stride) % 3
+            # slots with a digit 1 on an axis already combined are dead
+            k = sl % stride
+            while k and k % 3 != 1:
+                k //= 3
+            if dig == 1 or k % 3 == 1:
+                continue
+            ts = t + sl * MB * ldc
+            tsrc = t + (sl + stride if dig == 0 else sl - stride) * MB * ldc
+            for i in range(m):
+                for k in range(width):
+                    ts[i * ldc + k] += tsrc[i * ldc + k]
+        stride *= 3
+    for sub in range(1 << nw):
+        tt[0] = tt[1] = tt[2] = 0
+        slot = 0
+        stride = 1
+        for r in range(nw):
+            tt[ax[r]] = (sub >> r) & 1
+            slot += 2 * tt[ax[r]] * stride
+            stride *= 3
+        ts = t + slot * MB * ldc if npr else NULL
+        # the sub-phase's rows that are outputs (an odd Q leaves the last tile's t = 1 out),
+        # moved up to be contiguous, with their offsets in y
+        mv = 0
+        _row_pos(r0, rp, d, q)
+        for i in range(m):
+            if i:
+                _next_pos(rp, d, q)
+            pos = q[0] * ystr[0]
+            ok = True
+            for a in range(3):
+                k = rp[6 + a] * q[1 + a] + tt[a] - rp[14 + a]
+                ok = ok and 0 <= k < rp[11 + a]
+                pos += (k * d[4 + a] + rp[3 + a]) * ystr[1 + a]
+            if not ok:
+                continue
+            off[mv] = pos
+            if ts != NULL and mv != i:
+                for k in range(width):
+                    ts[mv * ldc + k] = ts[i * ldc + k]
+            mv += 1
+        if ystr[4] == 1:
+            _write_nxc(ts, ldc, bias, y, mv, d, off)
+        elif real is float and ts != NULL and rp[8] * d[6] == 1:
+            _write_blocks(isa, ts, NULL, bias, y, mv, d, ystr[4], off, 1)
+        else:
+            i0 = 0
+            while i0 < mv:
+                for g in range(G):
+                    _cols(ts + g * gw if ts != NULL else NULL, NULL, ldc, bias + g * Mg,
+                          y + g * Mg * ystr[4], ystr[4], off, i0, min(mv, i0 + _WRITE_ROWS),
+                          Mg)
+                i0 += _WRITE_ROWS
+
+
+def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-haloed grid
+              const real[::1] zero,           # IN  C_in zeros (rows past a task's last)
+              const real[::1] wp,             # IN  packed product weights (pack_wino)
+              const real[::1] bias,           # IN  (C_out,), zeros when there is none
+              real[::1] y,                    # OUT addressed through ystr
+              const int64_t[:, ::1] real_ph,  # IN  per real phase, WINO_COLS columns
+              const int64_t[:, ::1] prods,    # IN  per product, as micro_conv's phases with
+                                              #     the steps m0..2 in place of c0..2
+              const int64_t[::1] toff,        # IN  per product tap: flat offset into x
+              const int64_t[::1] tkind,       # IN  per product tap: axes it differences
+              const int64_t[:, ::1] tasks,    # IN  per task: real phase, first tile row, rows
+              const int64_t[::1] dims,        # IN  micro_conv's dims (I0..2 unused, BI = 0,
+                                              #     SM = most products of a phase), then x's
+                                              #     strides per axis and per image
+              const int64_t[::1] ystr,        # IN  y element strides (n, o0, o1, o2, channel)
+              real[::1] tiles,                # OUT scratch: nthreads * (SM * ldc + TB * C_in)
+                                              #     * MB values
+              int64_t[::1] pointers,          # OUT scratch: nthreads * (MB * (TB + 1) + MB /
+                                              #     MR) slots of 8 bytes
+              int isa, int num_threads):
+    """Compute y by the Winograd products; releases the GIL. See the section comment."""
+    cdef int64_t ntasks = tasks.shape[0], k, tid
+    cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
+    cdef int64_t tstride = (SM * ldc + TB * dims[11]) * MB
+    cdef const int64_t* tk
+    if ntasks == 0:
+        return
+    cdef const real* xptr = &x[0]
+    cdef const real* zeros = &zero[0]
+    cdef const real* wptr = &wp[0]
+    cdef const real* bptr = &bias[0]
+    cdef real* yptr = &y[0]
+    cdef const int64_t* rptr = &real_ph[0, 0]
+    cdef const int64_t* pr = &prods[0, 0] if prods.shape[0] else NULL
+    cdef const int64_t* to = &toff[0] if toff.shape[0] else NULL
+    cdef const int64_t* tkd = &tkind[0] if tkind.shape[0] else NULL
+    cdef const int64_t* tptr = &tasks[0, 0]
+    cdef const int64_t* dm = &dims[0]
+    cdef const int64_t* yst = &ystr[0]
+    cdef real* tl = &tiles[0]
+    cdef int64_t* pp = &pointers[0]
+    cdef int64_t pstride = MB * (TB + 1) + MB // CONVT_MR
+    with nogil:
+        for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
+            tk = tptr + 3 * k
+            tid = threadid()
+            _wino_task(isa, xptr, zeros, wptr, bptr, yptr, rptr + WINO_COLS * tk[0], pr, to,
+                       tkd, tk[1], tk[2], dm, yst, tl + tid * tstride,
+                       tl + tid * tstride + SM * MB * ldc,
+                       <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB)
+
+
+def wino_ready(const real[::1] x, int64_t spare_bits, int num_threads):
+    """Whether every value of x is below 2^(emax + 1 - spare_bits) in magnitude (finite, and
+    a signed sum of 2^spare_bits of them cannot overflow): the Winograd products of values
+    past that would not propagate NaN, Inf or overflow as the taps do, so the caller runs
+    the micro variant then. Releases the GIL."""
+    cdef int64_t n = x.shape[0], i, blk, nb, bad = 0
+    cdef uint32_t lim32 = (255u - <uint32_t> spare_bits) << 23
+    cdef uint64_t lim64 = (2047u - <uint64_t> spare_bits) << 52
+    cdef const uint32_t* u32
+    cdef const uint64_t* u64
+    if n == 0:
+        return True
+    blk = 1 << 16
+    nb = (n + blk - 1) // blk
+    with nogil:
+        for i in prange(nb, schedule="static", num_threads=num_threads):
+            if real is float:
+                bad += _above(<const uint32_t*> &x[0] + i * blk, min(blk, n - i * blk), lim32)
+            else:
+                bad += _above64(<const uint64_t*> &x[0] + i * blk, min(blk, n - i * blk),
+                                lim64)
+    return bad == 0
+
+
+cdef int64_t _above(const uint32_t* u, int64_t n, uint32_t lim) noexcept nogil:
+    cdef int64_t i
+    cdef uint32_t bad = 0
+    for i in range(n):
+        bad |= (u[i] & 0x7f800000u) >= lim
+    return bad != 0
+
+
+cdef int64_t _above64(const uint64_t* u, int64_t n, uint64_t lim) noexcept nogil:
+    cdef int64_t i
+    cdef uint64_t bad = 0
+    for i in range(n):
+        bad |= (u[i] & 0x7ff0000000000000u) >= lim
+    return bad != 0
+
+
 cdef enum:
     _PACK_KB = 64    # kernel taps per transposed block in pack_micro
+
+
+cdef void _transpose_taps(int isa, const real* src, real* tmp, int64_t Mg, int64_t KT,
+                          int64_t k0, int64_t kb, int64_t Mgp) noexcept nogil:
+    # taps k0..k0+kb of one input channel's (Mg, KT) weights -> tmp rows (kb, Mgp)
+    cdef int64_t mm, k, m8 = 0, k8 = 0
+    if real is float:   # 8 x 8 register transposes (the scalar loop was 2/3 of the pack)
+        m8 = Mg - Mg % 8
+        k8 = kb - kb % 8
+        for mm in range(0, m8, 8):
+            for k in range(0, k8, 8):
+                convt_t8_f32(isa, src + mm * KT + k0 + k, KT, tmp + k * Mgp + mm, Mgp)
+    for mm in range(Mg):
+        for k in range(k8 if mm < m8 else 0, kb):
+            tmp[k * Mgp + mm] = src[mm * KT + k0 + k]
 
 
 cdef void _pack_channel(int isa, const real* src, real* out, real* tmp, const int64_t* kd,
                         const int64_t* ks, int64_t g, int64_t c, int64_t Mg, int64_t KT,
                         int64_t NP, int64_t NR) noexcept nogil:
     # one input channel's (Mg, KT) weights -> its NR-value line in every (tap, panel)
-    cdef int64_t Mgp = NP * NR, k0 = 0, kb, k, mm, jp, j, m8 = 0, k8
+    cdef int64_t Mgp = NP * NR, k0 = 0, kb, k, jp, j
     cdef real* dst
     while k0 < KT:
         kb = min(<int64_t> _PACK_KB, KT - k0)
-        k8 = 0
-        if real is float:   # 8 x 8 register transposes (the scalar loop was 2/3 of the pack)
-            m8 = Mg - Mg % 8
-            k8 = kb - kb % 8
-            for mm in range(0, m8, 8):
-                for k in range(0, k8, 8):
-                    convt_t8_f32(isa, src + mm * KT + k0 + k, KT, tmp + k * Mgp + mm, Mgp)
-        for mm in range(Mg):
-            for k in range(k8 if mm < m8 else 0, kb):
-                tmp[k * Mgp + mm] = src[mm * KT + k0 + k]
+        _transpose_taps(isa, src, tmp, Mg, KT, k0, kb, Mgp)
         for k in range(kb):
             if kd[k0 + k] < 0:
                 continue
@@ -511,5 +770,72 @@ def pack_micro(const real[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, prod
         for ci in prange(C_in, schedule="static", num_threads=num_threads):
             _pack_channel(isa, wptr + ci * Mg * KT, optr, tmp + threadid() * _PACK_KB * Mgp, kd,
                           ks, ci // Cg, ci % Cg, Mg, KT, NP, NR)
+            bad += _nonfinite(wptr + ci * Mg * KT, Mg * KT)
+    return bad == 0
+
+
+cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
+                                const int64_t* ck, const real* cf, const int64_t* ud,
+                                const int64_t* us, int64_t U, int64_t g, int64_t c, int64_t Mg,
+                                int64_t KT, int64_t NP, int64_t NR) noexcept nogil:
+    # one input channel: its taps transposed (KT <= PACK_KB), then per product tap u the sum
+    # of cf[u, e] * tap ck[u, e] over its 8 entries (cf = 0: unused), in entry order, into
+    # its NR-value line of every panel; returns 1 when a sum is not finite
+    cdef int64_t Mgp = NP * NR, u, e, j, jp, bad = 0
+    cdef real* row = tmp + KT * Mgp
+    cdef real* dst
+    cdef const real* tk
+    cdef real f
+    _transpose_taps(isa, src, tmp, Mg, KT, 0, KT, Mgp)
+    for u in range(U):
+        for j in range(Mgp):
+            row[j] = 0
+        for e in range(8):
+            f = cf[8 * u + e]
+            if f == 0:
+                continue
+            tk = tmp + ck[8 * u + e] * Mgp
+            for j in range(Mgp):
+                row[j] = row[j] + f * tk[j]
+        bad |= _nonfinite(row, Mgp)
+        dst = out + ud[u] + g * NP * us[u] + c * NR
+        for jp in range(NP):
+            for j in range(NR):
+                dst[jp * us[u] + j] = row[jp * NR + j]
+    return bad
+
+
+def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod(K)), K <= PACK_KB
+              real[::1] out,                   # OUT packed, per product [G][NP][tap][Cg][NR]
+              const int64_t[:, ::1] ck,        # IN  per product tap, 8 kernel taps ...
+              const real[:, ::1] cf,           # IN  ... and their coefficients (0: unused)
+              const int64_t[::1] udst,         # IN  per product tap: offset of its (group 0,
+                                               #     panel 0, channel 0) line
+              const int64_t[::1] ustride,      # IN  per product tap: panel stride
+              real[::1] scratch,               # IN  zeros, num_threads * (PACK_KB + 1) * Mg
+                                               #     padded to NR (the padding stays zero)
+              int64_t groups, int64_t NR, int num_threads, int isa=-1):
+    """Pack the Winograd products' weights for wino_conv (each product tap's weights are a
+    signed sum of kernel taps, summed here in the compute dtype); releases the GIL. Returns
+    whether every weight and every sum is finite."""
+    cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2], U = ck.shape[0]
+    cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR
+    cdef int64_t ci, bad = 0
+    if C_in == 0 or Mg == 0 or KT == 0 or U == 0:
+        return True
+    if isa < 0:
+        isa = convt_ukernel_isa()
+    cdef const real* wptr = &w[0, 0, 0]
+    cdef real* optr = &out[0]
+    cdef real* tmp = &scratch[0]
+    cdef const int64_t* kp = &ck[0, 0]
+    cdef const real* fp = &cf[0, 0]
+    cdef const int64_t* ud = &udst[0]
+    cdef const int64_t* us = &ustride[0]
+    with nogil:
+        for ci in prange(C_in, schedule="static", num_threads=num_threads):
+            bad += _pack_wino_channel(isa, wptr + ci * Mg * KT, optr,
+                                      tmp + threadid() * (_PACK_KB + 1) * Mgp, kp, fp, ud, us,
+                                      U, ci // Cg, ci % Cg, Mg, KT, NP, NR)
             bad += _nonfinite(wptr + ci * Mg * KT, Mg * KT)
     return bad == 0

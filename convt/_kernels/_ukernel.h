@@ -358,4 +358,62 @@ static inline void convt_zip2_f64(int isa, const double* a, const double* b, dou
     CONVT_ZIP2_GENERIC
 }
 
+/* The differences a Winograd product tap reads (convt/_kernels/_micro.pyx, _wino_build): the
+ * signed sum of n = 2, 4 or 8 corners of a pixel, in corner order,
+ *
+ *     dst[c] = src[off[0] + c] - src[off[1] + c] ... ,  sign of corner j: (-1)^popcount(j)
+ *
+ * (the corners of the axes differenced, first one then two apart in bits). Adds and
+ * subtracts only, in the same order in both bodies: identical results. */
+#define CONVT_CORNER_SIGN(j) (__builtin_popcount((unsigned) (j)) & 1)
+#define CONVT_CORNERS_GENERIC(T)                                                         \
+    for (; c < C; c++) {                                                                 \
+        T acc = src[off[0] + c];                                                         \
+        for (j = 1; j < n; j++)                                                          \
+            acc = CONVT_CORNER_SIGN(j) ? acc - src[off[j] + c] : acc + src[off[j] + c];  \
+        dst[c] = acc;                                                                    \
+    }
+
+#if CONVT_HAVE_AVX2_PATH
+#define CONVT_CORNERS_AVX2(NAME, T, V, LANES, LOADU, STOREU, ADD, SUB)                    \
+__attribute__((target("avx2")))                                                          \
+static void NAME(const T* src, const int64_t* off, int n, T* dst, int64_t C)            \
+{                                                                                        \
+    int64_t c = 0;                                                                       \
+    int j;                                                                               \
+    for (; c + LANES <= C; c += LANES) {                                                 \
+        V acc = LOADU(src + off[0] + c);                                                 \
+        for (j = 1; j < n; j++)                                                          \
+            acc = CONVT_CORNER_SIGN(j) ? SUB(acc, LOADU(src + off[j] + c))               \
+                                       : ADD(acc, LOADU(src + off[j] + c));              \
+        STOREU(dst + c, acc);                                                            \
+    }                                                                                    \
+    CONVT_CORNERS_GENERIC(T)                                                             \
+}
+CONVT_CORNERS_AVX2(convt_corners_f32_avx2, float, __m256, 8, _mm256_loadu_ps,
+                   _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps)
+CONVT_CORNERS_AVX2(convt_corners_f64_avx2, double, __m256d, 4, _mm256_loadu_pd,
+                   _mm256_storeu_pd, _mm256_add_pd, _mm256_sub_pd)
+#endif
+
+#define CONVT_CORNERS(NAME, T, AVX2)                                                     \
+static inline void NAME(int isa, const T* src, const int64_t* off, int n, T* dst,       \
+                        int64_t C)                                                       \
+{                                                                                        \
+    int64_t c = 0;                                                                       \
+    int j;                                                                               \
+    if (isa == 1 && CONVT_HAVE_AVX2_PATH) {                                              \
+        AVX2(src, off, n, dst, C);                                                       \
+        return;                                                                          \
+    }                                                                                    \
+    CONVT_CORNERS_GENERIC(T)                                                             \
+}
+#if CONVT_HAVE_AVX2_PATH
+CONVT_CORNERS(convt_corners_f32, float, convt_corners_f32_avx2)
+CONVT_CORNERS(convt_corners_f64, double, convt_corners_f64_avx2)
+#else
+CONVT_CORNERS(convt_corners_f32, float, (void))
+CONVT_CORNERS(convt_corners_f64, double, (void))
+#endif
+
 #endif /* CONVT_UKERNEL_H */

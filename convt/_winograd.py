@@ -1,0 +1,266 @@
+"""Planning for the Winograd variant of the direct backend (kernel: convt._kernels._micro's
+``wino_conv``; the algorithm is described there, above it).
+
+Per geometry and register-tile width NR: which axes of each phase are Winograd axes (two taps
+one input apart, and enough outputs that tiles of two save work), the products of each phase
+(3 per Winograd axis; the other axes' taps summed in each), each product's taps as flat
+offsets into the zero-haloed channels-last input grid with the axes whose differences they
+read, the weights of each product tap as signed sums of kernel taps, and the tasks (blocks
+of a phase's tile rows). The micro variant's tile width, panels, channel chunks and tap blocks
+are reused as they are. Workspace per call: the grid (the input plus its halo) and, per
+thread, a task's product tiles (at most _TILE_BYTES, or one sub-tile per product) plus a tap
+block of differences (TB x MB x C_in values); channels-first y is also staged channels-last.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from ._direct import bias_filled, element_strides, pad3
+from ._kernels._layout import to_padded_nxc
+from ._kernels._micro import MR, PACK_KB, pack_wino, wino_conv, wino_ready
+from ._micro import _KC, _MAX_MB, _MAX_TB
+from ._phase_gemm import _axes3, _axis_phases
+
+__all__ = ["WinoLayout", "wino_alignment", "wino_axes", "wino_layout", "wino_weights",
+           "run_wino"]
+
+# The grid may hold at most this many pixels per input + output pixel: the halo of a heavily
+# cropped or padded layer would otherwise make it, not the data, the size of the call.
+_MAX_GRID_GROWTH = 8
+# A task's product tiles, all held until combined: 1 MiB (dcgan_g1, 512 KiB of weights per
+# product: 4.4 ms with one task per phase, 5.1 with two at 512 KiB; 2 workers, float32).
+_TILE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class WinoLayout:
+    real: np.ndarray     # (n_phases, 17): J0..2 (tiles), c0..2, m0..2 (2: Winograd axis),
+                         # first product, products, Q0..2 (outputs), pi0..2 (tile j covers
+                         # q = 2j - pi, 2j + 1 - pi)
+    prods: np.ndarray    # (n_products, 9): J0..2, m0..2, first tap, taps, weight offset
+    toff: np.ndarray     # per product tap: flat offset into the grid (image 0, tile 0)
+    tkind: np.ndarray    # per product tap: the axes it differences (bit a: axis a)
+    ck: np.ndarray       # per product tap: 8 kernel taps (flat index) ...
+    cf: np.ndarray       # ... and their coefficients, +-1 (0: unused entry)
+    tasks: np.ndarray    # (n_tasks, 3): real phase, first tile row, rows
+    halo: tuple          # zero elements before the data, per axis
+    grid: tuple          # spatial shape P of the zero-haloed input grid
+    diff_axes: int       # most axes a tap differences
+    nr: int
+    panels: int
+    cc: int
+    tb: int
+    mb: int
+    prod_max: int        # most products of a phase (tiles held per thread)
+    ldc: int
+    packed: int          # values of the packed weights
+    macs: int            # multiply-adds of every product tap of every tile row (NR padding in)
+
+
+def _axis_wino(q, taps):
+    """Whether an axis of a phase (Q outputs, taps [(k, e)]) gets tiles of two: two taps one
+    input apart, and 3 * ceil(Q / 2) products fewer than its 2 * Q tap rows."""
+    return len(taps) == 2 and abs(taps[0][1] - taps[1][1]) == 1 and 3 * (-(-q // 2)) < 2 * q
+
+
+def wino_axes(geom):
+    """Per axis (3, padded in front) the phases' (Q, taps, Winograd?) for ``geom``."""
+    strides, dils, kernel, _, pbs, out_shape = _axes3(geom)
+    return [[(q, taps, _axis_wino(q, taps)) for q, taps in _axis_phases(*a)]
+            for a in zip(strides, dils, kernel, pbs, out_shape)]
+
+
+def _axis_products(q, taps, wino, pi):
+    """One axis of a phase: (tiles J, step m, products), each product a list of terms (kind
+    bit set?, input offset, [(k, coefficient)]) summed in one tile; tile j covers q = 2j - pi
+    and 2j + 1 - pi."""
+    if not wino:
+        return q, 1, [[(False, e, [(k, 1)]) for k, e in taps]]
+    (k_lo, e_lo), (k_hi, _) = sorted(taps, key=lambda t: t[1])
+    e = e_lo - pi   # u = 2j + e: m0 = (x[u] - x[u+1]) W_lo, m1 = x[u+1] (W_lo + W_hi),
+    #                 m2 = (x[u+1] - x[u+2]) (-W_hi)
+    return -(-(q + pi) // 2), 2, [[(True, e, [(k_lo, 1)])],
+                                  [(False, e + 1, [(k_lo, 1), (k_hi, 1)])],
+                                  [(True, e + 1, [(k_hi, -1)])]]
+
+
+def wino_alignment(geom, out_start):
+    """The ``align`` of ``wino_layout`` for a block of ``geom``'s output that starts at
+    ``out_start`` (per spatial axis; convt.dask): per axis (3, padded in front), the start
+    modulo 2 s and whether each residue of ``geom`` has a Winograd axis there, so that the
+    block pairs the outputs (and so sums the terms) as the whole array does."""
+    strides = pad3(geom.strides, 1)
+    starts = pad3(tuple(out_start), 0)
+    return tuple((o % (2 * s), tuple(w for _, _, w in ax))
+                 for o, s, ax in zip(starts, strides, wino_axes(geom)))
+
+
+@functools.lru_cache(maxsize=64)
+def wino_layout(geom, nr, align=None):
+    """The ``WinoLayout`` of ``geom`` for tile width ``nr``, or None when no phase has a
+    Winograd axis, the kernel has more than PACK_KB taps or the grid would exceed
+    _MAX_GRID_GROWTH times the data. ``align`` (``wino_alignment``): a dask block's, whose
+    phases take the whole array's Winograd axes and tile pairs."""
+    axes = wino_axes(geom)
+    strides = pad3(geom.strides, 1)
+    if align is not None:   # local residue c is the whole array's (start + c) mod s
+        axes = [[(q, taps, flags[(r + c) % s]) for c, (q, taps, _) in enumerate(ax)]
+                for ax, s, (r, flags) in zip(axes, strides, align)]
+    pis = [[((r + c) // s) % 2 for c in range(s)]
+           for s, (r, _) in zip(strides, align or ((0, ()),) * 3)]
+    if not any(w for ax in axes for _, _, w in ax):
+        return None
+    kernel = pad3(geom.kernel, 1)
+    in3 = pad3(geom.in_shape, 1)
+    if prod(kernel) > PACK_KB:
+        return None
+    n, g = geom.batch, geom.groups
+    cg, mg = geom.c_in // g, geom.c_out // g
+    panels = -(-mg // nr)
+    ldc = (g * panels + 1 - g * panels % 2) * nr
+    # pass 1: every phase's per-axis products, and the input range each axis reads
+    phases, lo, hi = [], [0, 0, 0], [i - 1 for i in in3]
+    for cs in itertools.product(*(range(len(ax)) for ax in axes)):
+        per = [_axis_products(*axes[a][c], pis[a][c] if axes[a][c][2] else 0)
+               for a, c in enumerate(cs)]
+        pi = tuple(pis[a][c] if axes[a][c][2] else 0 for a, c in enumerate(cs))
+        qs = tuple(axes[a][c][0] for a, c in enumerate(cs))
+        if n * prod(qs) == 0:
+            continue
+        for a, (j, m, products) in enumerate(per):
+            for terms in products:
+                for diff, e, _ in terms:
+                    lo[a] = min(lo[a], e)
+                    hi[a] = max(hi[a], m * (j - 1) + e + diff)
+        phases.append((cs, qs, per, pi))
+    halo = tuple(max(0, -v) for v in lo)
+    grid = tuple(max(h + i, top + h + 1) for h, i, top in zip(halo, in3, hi))
+    img = prod(grid)
+    if img > _MAX_GRID_GROWTH * (prod(in3) + prod(pad3(geom.out_shape, 1))):
+        return None
+    zstr = (grid[1] * grid[2] * geom.c_in, grid[2] * geom.c_in, geom.c_in)
+    # pass 2: the tables
+    real, prods, toff, tkind, ck, cf = [], [], [], [], [], []
+    woff = macs = 0
+    per_tap = g * panels * cg * nr
+    for cs, qs, per, pi in phases:
+        js = tuple(p[0] for p in per)
+        ms = tuple(p[1] for p in per)
+        has_taps = all(p[2][0] for p in per)
+        first = len(prods)
+        if has_taps:
+            # products in C order of the Winograd axes' digits (the kernel's slot numbering)
+            for combo in itertools.product(*(p[2] for p in per)):
+                terms = list(itertools.product(*combo))
+                prods.append([*js, *ms, len(toff), len(terms), woff])
+                for term in terms:
+                    kind = sum(1 << a for a, (diff, _, _) in enumerate(term) if diff)
+                    pos = sum((e + h) * st for (_, e, _), h, st in zip(term, halo, zstr))
+                    toff.append(pos)
+                    tkind.append(kind)
+                    entries = [((k0 * kernel[1] + k1) * kernel[2] + k2, f0 * f1 * f2)
+                               for (k0, f0), (k1, f1), (k2, f2)
+                               in itertools.product(*(t[2] for t in term))]
+                    ck.append([k for k, _ in entries] + [0] * (8 - len(entries)))
+                    cf.append([f for _, f in entries] + [0] * (8 - len(entries)))
+                woff += len(terms) * per_tap
+                macs += n * prod(js) * len(terms) * per_tap
+        real.append([*js, *cs, *ms, first, len(prods) - first, *qs, *pi])
+    prod_max = max((r[10] for r in real), default=1) or 1
+    set_values = _TILE_BYTES // (64 // nr)
+    mb = set_values // (prod_max * ldc) // MR * MR
+    mb = max(MR, min(_MAX_MB, mb))
+    tasks = []
+    for p, r in enumerate(real):
+        rows = n * r[0] * r[1] * r[2]
+        size = -(-rows // -(-rows // mb) // MR) * MR
+        tasks += [(p, r0, min(size, rows - r0)) for r0 in range(0, rows, size)]
+    cc = max(1, min(cg, _KC))
+    return WinoLayout(real=np.array(real, np.int64).reshape(-1, 17),
+                      prods=np.array(prods, np.int64).reshape(-1, 9),
+                      toff=np.array(toff, np.int64), tkind=np.array(tkind, np.int64), ck=np.array(ck, np.int64).reshape(-1, 8),
+                      cf=np.array(cf, np.int64).reshape(-1, 8),
+                      tasks=np.array(tasks, np.int64).reshape(-1, 3),
+                      halo=halo, grid=grid, diff_axes=max((bin(k).count("1") for k in tkind), default=0), nr=nr,
+                      panels=panels, cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb,
+                      prod_max=prod_max, ldc=ldc, packed=woff, macs=macs)
+
+
+def wino_weights(layout, w_iox, groups, workers):
+    """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX
+    filter in the compute dtype, starting on a 64-byte boundary; finite is False when a
+    weight or a sum of weights is not finite (the caller runs another variant then)."""
+    c_in, mg = w_iox.shape[:2]
+    item = w_iox.dtype.itemsize
+    buf = np.empty(max(1, layout.packed) + 64 // item, w_iox.dtype)
+    start = (-buf.ctypes.data % 64) // item
+    out = buf[start:start + max(1, layout.packed)]
+    if not layout.packed:
+        return out, bool(np.isfinite(w_iox).all())
+    w3 = np.ascontiguousarray(w_iox).reshape(c_in, mg, -1)
+    taps = layout.ck.shape[0]
+    t = np.arange(taps)
+    first = np.repeat(layout.prods[:, 6], layout.prods[:, 7])
+    ntaps = np.repeat(layout.prods[:, 7], layout.prods[:, 7])
+    udst = np.repeat(layout.prods[:, 8], layout.prods[:, 7]) + (t - first) * (c_in // groups) * layout.nr
+    ustride = ntaps * (c_in // groups) * layout.nr
+    threads = workers if layout.packed >= (1 << 19) else 1
+    scratch = np.zeros(threads * (PACK_KB + 1) * layout.panels * layout.nr, w_iox.dtype)
+    finite = pack_wino(w3, out, layout.ck, layout.cf.astype(w_iox.dtype), udst, ustride,
+                       scratch, groups, layout.nr, threads)
+    return out, bool(finite)
+
+
+def run_wino(xa, layout, geom, wp, bias, workers, arena, isa):
+    """y in ``geom``'s data layout and the dtype of ``wp``, or None when the input (or a
+    difference of it) is not finite: the caller runs the micro variant then."""
+    ct = wp.dtype
+    n, c_in = geom.batch, geom.c_in
+    if c_in == 0:
+        return bias_filled(geom, bias, ct)
+    y = np.empty(geom.array_shape("output"), ct)
+    if y.size == 0:
+        return y
+    in3 = pad3(geom.in_shape, 1)
+    img = prod(layout.grid)
+    x = arena.get("wino_x", (n, *layout.grid, c_in), ct,
+                  zero_key=("wino", layout.halo, layout.grid, n, c_in))
+    h = layout.halo
+    if geom.data_format == "NXC":
+        x[:, h[0]:h[0] + in3[0], h[1]:h[1] + in3[1], h[2]:h[2] + in3[2]] = \
+            xa.reshape(n, *in3, c_in)
+    else:
+        x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
+        to_padded_nxc(x5, x, np.array(h, np.int64), workers, isa)
+    x = x.reshape(-1)
+    if not wino_ready(x, layout.diff_axes + 1, workers):
+        return None
+    zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
+    # Channels-first y is written channels-last first, then transposed: a sub-phase's outputs
+    # are 2 * s apart along the last axis, so stores of one value each into y's channel rows
+    # (4 x 64 of a 16-image dcgan_g3, the others filling the rest of each line in other
+    # tasks) took ...
+    nxc = geom.data_format == "NXC"
+    yl = y if nxc else arena.get("wino_y", (n, *pad3(geom.out_shape, 1), geom.c_out), ct)
+    ystr = element_strides(yl, geom) if nxc else np.array([*(v // yl.itemsize for v in yl.strides)], np.int64)
+    g = geom.groups
+    zstr = (layout.grid[1] * layout.grid[2] * c_in, layout.grid[2] * c_in, c_in)
+    dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, geom.c_out // g,
+                     layout.panels, c_in, layout.cc, layout.tb, layout.mb, layout.ldc,
+                     layout.prod_max, layout.nr, 0, *zstr, img * c_in], np.int64)
+    tiles = arena.get("tiles", (workers * (layout.prod_max * layout.ldc + layout.tb * c_in)
+                                * layout.mb,), ct)
+    pointers = arena.get("pointers",
+                         (workers * (layout.mb * (layout.tb + 1) + layout.mb // MR),), np.int64)
+    wino_conv(x, zero, wp, bias, yl.reshape(-1), layout.real, layout.prods, layout.toff,
+              layout.tkind, layout.tasks, dims, ystr, tiles, pointers, isa, workers)
+    if not nxc:   # (N, O, C) -> (N, C, O), as to_padded_nxc's transpose of (N, C', 1, 1, I2)
+        o = prod(geom.out_shape)
+        to_padded_nxc(yl.reshape(n, o, 1, 1, geom.c_out), y.reshape(n, 1, 1, geom.c_out, o),
+                      np.zeros(3, np.int64), workers, isa)
+    return y

@@ -1,0 +1,238 @@
+"""The Winograd variant of the direct backend (F(2, 2) products along two-tap axes).
+
+Forced on a wide random space of geometries that have Winograd axes, against the float64
+reference, with both kernels; the edges of the planning (odd output counts, tiles read from
+the halo, several tasks and channel chunks, groups, phases without taps, 3-D); thread-count
+independence; the fall-backs for non-finite or huge inputs and weights; the dispatch rule; dask
+blocks that keep the whole array's tile pairs.
+"""
+import numpy as np
+import pytest
+
+import convt
+from convt import _micro, _plan, _winograd
+
+from conftest import assert_close
+
+ISAS = [_micro.ISA, 0] if _micro.ISA else [0]
+
+
+def _force(monkeypatch):
+    orig = _plan.direct_variant
+    monkeypatch.setattr(_plan, "direct_variant",
+                        lambda geom, pin=None: orig(geom, pin or ("winograd", False)))
+
+
+def _cases(count, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        nd = int(rng.integers(1, 4))
+        s = tuple(int(v) for v in rng.integers(1, 4, nd))
+        d = tuple(int(v) for v in rng.integers(1, 3, nd))
+        k = tuple(int(v) for v in rng.integers(1, 4 if nd == 3 else 7, nd))
+        pads = tuple(int(v) for v in rng.integers(0, 3, 2 * nd))
+        op = tuple(int(rng.integers(0, max(a, b))) for a, b in zip(s, d))
+        size = tuple(int(v) for v in rng.integers(1, 6 if nd == 3 else 10, nd))
+        case = dict(nd=nd, kw=dict(strides=s, dilations=d, pads=pads, output_padding=op,
+                                   group=int(rng.choice([1, 2, 3]))),
+                    k=k, size=size, cg=int(rng.integers(1, 30)), mg=int(rng.integers(1, 30)),
+                    batch=int(rng.integers(1, 4)), data_format=str(rng.choice(["NCX", "NXC"])))
+        try:
+            x = np.zeros((case["batch"], case["cg"] * case["kw"]["group"], *size))
+            w = np.zeros((case["cg"] * case["kw"]["group"], case["mg"], *k))
+            geom = convt.ConvTranspose(w, **case["kw"])._plan.geometry(x.shape).geom
+        except ValueError:
+            continue
+        if _winograd.wino_layout(geom, 16) is not None:   # only layers with Winograd axes
+            out.append(case)
+    return out
+
+
+CASES = _cases(80, 11)
+
+
+def _data(xs, ws, kw, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(xs), rng.standard_normal(ws),
+            rng.standard_normal(ws[1] * kw.get("group", 1)))
+
+
+def _check(x, w, b, kw, dtype, data_format, monkeypatch, workers=2):
+    ref = convt.conv_transpose(x, w, b, method="reference", **kw)
+    nxc = data_format == "NXC"
+    _force(monkeypatch)
+    op = convt.ConvTranspose(w.astype(dtype), b.astype(dtype), method="direct",
+                             workers=workers, data_format=data_format, **kw)
+    xl = np.moveaxis(x, 1, -1) if nxc else x
+    assert op._plan.geometry(xl.shape).variant == "winograd"
+    y = op(xl.astype(dtype))
+    assert_close(np.moveaxis(y, -1, 1) if nxc else y, ref, "direct", dtype)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", CASES, ids=[f"c{i}" for i in range(len(CASES))])
+def test_winograd_matches_reference(case, dtype, isa, monkeypatch):
+    monkeypatch.setattr(_micro, "ISA", isa)
+    g = case["kw"]["group"]
+    x, w, b = _data((case["batch"], case["cg"] * g, *case["size"]),
+                    (case["cg"] * g, case["mg"], *case["k"]), case["kw"], len(str(case)))
+    _check(x, w, b, case["kw"], dtype, case["data_format"], monkeypatch)
+
+
+# (x shape, w shape, keywords) with what each exercises.
+EDGES = [
+    # 1-D, 2 taps per phase, odd Q (the last tile's second output is not one)
+    ((2, 8, 7), (8, 12, 4), dict(strides=(2,), pads=(1, 1))),
+    # hifigan-like: 8 phases of 2 taps, C_in 300 (channel chunks of 256 + 44)
+    ((1, 300, 9), (300, 20, 16), dict(strides=(8,), pads=(4, 4))),
+    # 2-D, 2 x 2 taps, several tasks per phase (rows past one task), a padded last panel
+    ((3, 16, 23, 21), (16, 33, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    # 3 x 3 stride 2 with output_padding: phases of 1 and 2 taps per axis mixed
+    ((2, 12, 9, 8), (12, 10, 3, 3), dict(strides=(2, 2), pads=(1, 1, 1, 1),
+                                         output_padding=(1, 1))),
+    # 3-D, 27 products in the all-Winograd phase; groups
+    ((1, 12, 5, 4, 6), (12, 8, 3, 3, 3), dict(strides=(2, 2, 2), pads=(1,) * 6,
+                                              output_padding=(1, 1, 1), group=2)),
+    # stride 1, two taps: one phase, tiles read the zero halo on both sides
+    ((2, 6, 9, 10), (6, 7, 2, 2), dict()),
+    # dilation 2, stride 4: taps 2 apart in k, 1 apart in input offset
+    ((1, 6, 11), (6, 5, 3), dict(strides=(4,), dilations=(2,), pads=(2, 1))),
+    # phases without taps (bias only) and an explicit output shape past the natural one
+    ((2, 8, 6, 6), (8, 8, 4, 1), dict(strides=(2, 3), output_shape=(16, 19))),
+    # Q = 2 per phase, batch 5: a tile per image and axis
+    ((5, 8, 2, 2), (8, 9, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    # a three-tap axis (not Winograd) beside a two-tap one
+    ((1, 8, 6, 7), (8, 8, 6, 4), dict(strides=(2, 2), pads=(1, 2, 1, 1))),
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
+def test_winograd_edges(xs, ws, kw, dtype, data_format, isa, monkeypatch):
+    monkeypatch.setattr(_micro, "ISA", isa)
+    x, w, b = _data(xs, ws, kw, 3)
+    _check(x, w, b, kw, dtype, data_format, monkeypatch)
+
+
+def test_edges_reach_what_they_name():
+    def layout(xs, ws, kw):
+        geom = convt.ConvTranspose(np.zeros(ws), **kw)._plan.geometry(xs).geom
+        return _winograd.wino_layout(geom, 16)
+
+    e = [layout(*edge) for edge in EDGES]
+    assert (e[0].real[:, 13] % 2 == 1).all()                       # odd Q, 1-D
+    assert len(e[1].real) == 8 and e[1].cc == 256                  # chunks of 256 + 44
+    assert len(e[2].tasks) > len(e[2].real) and e[2].panels == 3   # 33 = 2 panels + 1
+    assert sorted(set(e[3].real[:, 10])) == [1, 3, 9]              # 1, 3 or 9 products
+    assert e[4].prod_max == 27
+    assert min(e[5].halo[1:]) == 1 and len(e[5].real) == 1
+    assert (e[7].real[:, 10] == 0).any()                           # a tap-less phase
+    assert (e[8].real[:, 1:3] == 1).all()                          # one tile per axis
+    assert (e[9].real[:, 7] == 1).all() and (e[9].real[:, 8] == 2).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_winograd_bit_identical_for_any_thread_count(dtype, monkeypatch):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 64, 13, 11)).astype(dtype)
+    w = rng.standard_normal((64, 48, 4, 4)).astype(dtype)
+    _force(monkeypatch)
+    ops = {n: convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), workers=n)
+           for n in (1, 2, 3)}
+    assert ops[1]._plan.geometry(x.shape).variant == "winograd"
+    ys = [ops[n](x) for n in (1, 2, 3, 1)]
+    for y in ys[1:]:
+        np.testing.assert_array_equal(ys[0], y)
+
+
+def _micro_result(w, x, kw, monkeypatch):
+    orig = _plan.direct_variant
+    with monkeypatch.context() as m:
+        m.setattr(_plan, "direct_variant", lambda geom, pin=None: orig(geom, ("micro", False)))
+        return convt.ConvTranspose(w, method="direct", **kw)(x)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 1e38])
+def test_winograd_input_it_cannot_take_runs_the_micro_variant(bad, monkeypatch):
+    """A NaN or Inf would turn into NaN where the taps give Inf, and a value near the float32
+    range (here above 2^125: four of them summed could overflow) would overflow in a
+    difference: such a call runs the micro variant, whose result
+    (and NaN and Inf pattern) it returns exactly."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 16, 9, 9)).astype(np.float32)
+    x[0, 3, 4, 2] = bad
+    w = rng.standard_normal((16, 20, 4, 4)).astype(np.float32)
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    _force(monkeypatch)
+    op = convt.ConvTranspose(w, method="direct", **kw)
+    assert op._plan.geometry(x.shape).variant == "winograd"
+    y = op(x)
+    np.testing.assert_array_equal(y, _micro_result(w, x, kw, monkeypatch))
+    ok = op(rng.standard_normal(x.shape).astype(np.float32))   # the next call: Winograd
+    assert np.isfinite(ok).all()
+
+
+@pytest.mark.parametrize("bad", [np.nan, 2e38])
+def test_winograd_weights_it_cannot_take_run_another_variant(bad, monkeypatch):
+    """A NaN weight runs the pixel kernel (through the micro variant's check); two finite
+    weights whose sum overflows float32 run the micro variant."""
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((16, 20, 4, 4)).astype(np.float32)
+    w[2, 3, 0, 1] = w[2, 3, 2, 1] = bad   # the two taps of one phase along axis 0
+    x = (0.01 * rng.standard_normal((1, 16, 7, 7))).astype(np.float32)   # y within range
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    _force(monkeypatch)
+    op = convt.ConvTranspose(w, method="direct", **kw)
+    assert op._plan.geometry(x.shape).variant == ("pixel" if np.isnan(bad) else "micro")
+    ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), method="reference",
+                               **kw)
+    y = op(x)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    if not np.isnan(bad):
+        assert np.isfinite(y).all()
+        assert_close(y, ref, "direct", "float32")
+
+
+@pytest.mark.skipif(_micro.ISA != 1, reason="the Winograd variant runs only with AVX2+FMA")
+@pytest.mark.parametrize("xs, ws, kw, variant", [
+    ((1, 512, 256), (512, 256, 16), dict(strides=(8,), pads=(4, 4)), "winograd"),
+    ((1, 128, 64, 64), (128, 64, 3, 3), dict(strides=(2, 2), pads=(1, 1, 1, 1),
+                                              output_padding=(1, 1)), "winograd"),
+    # 32 -> 16 channels: the differences and the combining cost more than the products save
+    ((1, 32, 24, 24, 24), (32, 16, 3, 3, 3), dict(strides=(2, 2, 2), pads=(1,) * 6,
+                                                   output_padding=(1, 1, 1)), "micro"),
+    # one tap per phase: nothing to pair
+    ((1, 256, 64, 64), (256, 128, 2, 2), dict(strides=(2, 2)), "gemm"),
+])
+def test_variant_rule(xs, ws, kw, variant):
+    op = convt.ConvTranspose(np.ones(ws, np.float32), **kw)
+    assert op._plan.geometry(xs).variant == variant
+
+
+def test_cost_model_prices_the_products():
+    geom = convt.ConvTranspose(np.ones((512, 256, 4, 4), np.float32), strides=(2, 2),
+                               pads=(1, 1, 1, 1))._plan.geometry((16, 512, 4, 4)).geom
+    kind = convt._cost.direct_kind(geom)
+    layout = _winograd.wino_layout(geom, 16)
+    # 16 images x 4 phases x 2 x 2 tiles x 9 products x 512 x 256
+    assert kind.variant == "winograd" and kind.macs == layout.macs == 16 * 4 * 4 * 9 * 512 * 256
+
+
+def test_dask_blocks_keep_the_whole_arrays_pairs():
+    """Blocks starting at odd tiles (chunks of 3, 5 and 4 inputs) pair the outputs as the
+    whole array does, so the values are bit for bit the in-memory call's."""
+    da = pytest.importorskip("dask.array")
+    import convt.dask as cdask
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 64, 12, 9)).astype(np.float32)
+    w = rng.standard_normal((64, 64, 4, 3)).astype(np.float32)
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(0, 1))
+    op = convt.ConvTranspose(w, **kw)
+    assert op._plan.geometry(x.shape).variant == "winograd"
+    y = cdask.conv_transpose(da.from_array(x, chunks=(1, 64, (3, 5, 4), (4, 5))), w, **kw)
+    np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
