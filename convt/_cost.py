@@ -249,37 +249,6 @@ def _wino_kind(geom, micro):
     return DirectKind("winograd", "", layout.macs, micro.useful)
 
 
-# A one-shot call packs the weights every time, and the Winograd products' are larger (9
-# products for a 2 x 2-tap phase's 4 taps): it keeps that variant only when the products'
-# estimated saving exceeds the extra packing. Packed weights are written at about
-# _PACK_BYTES_PER_S (2 workers, float32: the Winograd pack 12.6-18.9 MB in 2.1-2.5 ms, the
-# micro one 8.4 MB in 0.71-0.75 ms), and a call saves _WINO_SAVED of the multiply-adds the
-# products remove (measured 0.25-0.64 on dcgan_g1, dcgan_g3 and hifigan_up1: the
-# differences, the combining and the staging of y take the rest). So dcgan_g1 and
-# hifigan_up1 (8 MB of weights) run one-shot on the micro variant, dcgan_g3 (0.5 MB) on the
-# Winograd one.
-_PACK_BYTES_PER_S = 6e9
-_WINO_SAVED = 0.4
-
-
-def wino_pays_its_pack(geom, compute_dtype, threads, constants=None):
-    """Whether a one-shot call of ``geom`` (whose variant is "winograd") should keep it."""
-    from ._winograd import wino_layout
-
-    c = CONSTANTS if constants is None else constants
-    f64 = np.dtype(compute_dtype) == np.float64
-    nr = 8 if f64 else MICRO_NR_F32
-    layout = wino_layout(geom, nr)
-    mgp = -(-(geom.c_out // geom.groups) // nr) * nr
-    extra = (layout.packed - prod(geom.kernel) * geom.c_in * mgp) * (8 if f64 else 4)
-    cg = geom.c_in // geom.groups
-    rate = c["micro_macs_per_s"] * cg / (cg + c["micro_channel_half"]) / (c["direct_f64"]
-                                                                          if f64 else 1)
-    removed = _useful_padded(geom, direct_kind(geom).useful, nr) - layout.macs
-    saving = _WINO_SAVED * removed / rate / _parallel(threads, c)
-    return saving > extra / _PACK_BYTES_PER_S
-
-
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
 # used (gemm_fits); the 14 bench workloads (shared/bench) have 0.0-0.85.
 _MAX_GRID_GROWTH = 8

@@ -16,7 +16,7 @@ import numpy as np
 from ._depthwise import depthwise_layout, run_depthwise
 from ._direct import pack_weights, run_direct, tables
 from . import _tune
-from ._cost import direct_kind, direct_threads, estimate, wino_pays_its_pack
+from ._cost import direct_kind, direct_threads, estimate
 from ._fft import plan_fft
 from ._micro import micro_layout, micro_nr, packed_weights, run_micro
 from . import _micro
@@ -113,7 +113,6 @@ class Plan:
         ct = compute_dtype(self.dtype)
         # Storage dtype first (an explicit cast request rounds there), then the compute dtype.
         # copy=False (a one-shot call's plan, convt._api._OneShot): views where the dtype allows
-        self.one_shot = not copy
         copy = True if copy else None
         self.w_iox = np.array(w_iox, dtype=self.dtype, copy=copy)
         self.bias = None if b is None else np.array(b, dtype=self.dtype, copy=copy)
@@ -324,9 +323,6 @@ def _finite_weights(plan):
 
 def _direct_backend(geom, plan):
     variant, state = direct_variant(geom) if plan.pin is None else direct_variant(geom, plan.pin)
-    if variant == "winograd" and plan.pin is None and plan.one_shot and not wino_pays_its_pack(
-            geom, plan.compute_dtype, plan.threads(geom)):
-        variant = "micro"   # packed for this call alone: the larger pack would cost more
     if variant == "winograd":
         # the products' weights are sums of taps: a non-finite weight, or a sum that
         # overflows, runs the micro variant (which then checks its own)

@@ -25,6 +25,10 @@ CASES = [
      {}),
     ("micro-nxc", (3, 9, 11, 16), (16, 16, 3, 3), dict(pads=(1, 1, 1, 1), data_format="NXC"),
      "direct", "micro", {}),
+    ("winograd-ncx", (2, 64, 12, 14), (64, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)),
+     "direct", "winograd", {}),
+    ("winograd-nxc", (2, 30, 64), (64, 64, 4), dict(strides=(2,), pads=(1, 1), data_format="NXC"),
+     "direct", "winograd", {}),
     ("pixel", (1, 8, 3, 3), (8, 8, 3, 3), dict(dilations=(4, 4)), "direct", "pixel", {}),
     ("pixel-1d", (2, 8, 5), (8, 8, 5), dict(dilations=(7,)), "direct", "pixel", {}),
     ("depthwise-ncx", (2, 6, 10, 10), (6, 1, 3, 3), dict(group=6, strides=(2, 2)), "direct",
@@ -61,7 +65,7 @@ def _op(case, workers=2):
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_case_runs_the_variant_it_names(case, monkeypatch):
     """Guards the table: each case really reaches its backend and direct variant."""
-    if case[5] == "micro" and ISA != 1:
+    if case[5] in ("micro", "winograd") and ISA != 1:
         pytest.skip("the micro variant runs only with AVX2+FMA (elsewhere: GEMMs)")
     if case[0] == "fft-overlap-add":   # a small budget forces the tiles
         monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", 1 << 12)
@@ -123,6 +127,7 @@ def test_same_result_for_one_and_two_threads_and_run_to_run(case, monkeypatch):
 GIL_CASES = [
     ("gemm", (4, 128, 48, 48), (128, 128, 4, 4), dict(strides=(2, 2))),
     ("micro", (4, 128, 48, 48), (128, 128, 4, 4), dict(strides=(2, 2))),
+    ("winograd", (4, 128, 48, 48), (128, 128, 4, 4), dict(strides=(2, 2))),
     ("pixel", (1, 128, 24, 24), (128, 128, 5, 5), dict(dilations=(9, 9))),
     ("depthwise", (16, 64, 96, 96), (64, 1, 5, 5), dict(group=64, strides=(2, 2))),
 ]

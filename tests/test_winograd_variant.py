@@ -236,17 +236,3 @@ def test_dask_blocks_keep_the_whole_arrays_pairs():
     assert op._plan.geometry(x.shape).variant == "winograd"
     y = cdask.conv_transpose(da.from_array(x, chunks=(1, 64, (3, 5, 4), (4, 5))), w, **kw)
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
-
-
-@pytest.mark.skipif(_micro.ISA != 1, reason="the Winograd variant runs only with AVX2+FMA")
-def test_one_shot_keeps_winograd_only_when_it_pays_its_pack():
-    """A one-shot call packs its weights each time; the products' pack is larger: 8 MB of
-    weights (dcgan_g1) run one-shot on the micro variant, 0.5 MB (dcgan_g3) stay Winograd."""
-    from convt._api import _OneShot
-
-    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1))
-    for xs, ws, one_shot in [((16, 512, 4, 4), (512, 256, 4, 4), "micro"),
-                             ((16, 128, 16, 16), (128, 64, 4, 4), "winograd")]:
-        w = np.ones(ws, np.float32)
-        assert convt.ConvTranspose(w, **kw)._plan.geometry(xs).variant == "winograd"
-        assert _OneShot(w, **kw)._plan.geometry(xs).variant == one_shot
