@@ -22,7 +22,8 @@ from ._kernels._layout import to_padded_nxc
 from ._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
 from ._phase_gemm import _axes3, _axis_phases, phase_combos
 
-__all__ = ["MicroLayout", "micro_layout", "micro_nr", "packed_weights", "run_micro", "ISA"]
+__all__ = ["MicroLayout", "micro_layout", "micro_nr", "packed_weights", "packing_arrays",
+           "run_micro", "ISA"]
 
 # The micro-kernel the running CPU gets (1: AVX2 + FMA, 0: portable C), chosen once at import.
 ISA = isa()
@@ -157,19 +158,26 @@ def _pack_tables(layout, cg, kt):
     return kdst, kstride
 
 
+def packing_arrays(values, w_iox):
+    """(out, w3): ``values`` (at least one) uninitialised values of ``w_iox``'s dtype starting
+    on a 64-byte boundary (one cache line), and the IOX weights as (C_in, Mg, prod(K)),
+    C-contiguous (None when there is nothing to pack)."""
+    item = w_iox.dtype.itemsize
+    buf = np.empty(max(1, values) + 64 // item, w_iox.dtype)
+    start = (-buf.ctypes.data % 64) // item
+    out = buf[start:start + max(1, values)]
+    w3 = np.ascontiguousarray(w_iox).reshape(*w_iox.shape[:2], -1) if values else None
+    return out, w3
+
+
 def packed_weights(layout, w_iox, groups, workers):
     """(packed, finite): the weights as ``micro_conv`` reads them, from the IOX filter
     ``w_iox`` (C_in, Mg, *K) in the compute dtype, the array starting on a 64-byte boundary
     (one cache line); and whether every weight is finite, checked in the same pass (a separate
     ``np.isfinite`` pass cost 0.2-0.9 ms a call on 8 MB of weights, one-shot)."""
-    c_in, mg = w_iox.shape[:2]
-    item = w_iox.dtype.itemsize
-    buf = np.empty(max(1, layout.packed) + 64 // item, w_iox.dtype)
-    start = (-buf.ctypes.data % 64) // item
-    out = buf[start:start + max(1, layout.packed)]
-    if not layout.packed:
+    out, w3 = packing_arrays(layout.packed, w_iox)
+    if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
-    w3 = np.ascontiguousarray(w_iox).reshape(c_in, mg, -1)
     threads = workers if layout.packed >= _PARALLEL_PACK_VALUES else 1
     kdst, kstride = _pack_tables(layout, w3.shape[0] // groups, w3.shape[2])
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)

@@ -23,7 +23,7 @@ import numpy as np
 from ._direct import bias_filled, element_strides, pad3
 from ._kernels._layout import to_padded_nxc
 from ._kernels._micro import MR, PACK_KB, pack_wino, wino_conv, wino_ready
-from ._micro import _KC, _MAX_MB, _MAX_TB
+from ._micro import _KC, _MAX_MB, _MAX_TB, _PARALLEL_PACK_VALUES, packing_arrays
 from ._phase_gemm import _axes3, _axis_phases
 
 __all__ = ["WinoLayout", "wino_alignment", "wino_axes", "wino_layout", "wino_weights",
@@ -183,10 +183,12 @@ def wino_layout(geom, nr, align=None):
     cc = max(1, min(cg, _KC))
     return WinoLayout(real=np.array(real, np.int64).reshape(-1, 17),
                       prods=np.array(prods, np.int64).reshape(-1, 9),
-                      toff=np.array(toff, np.int64), tkind=np.array(tkind, np.int64), ck=np.array(ck, np.int64).reshape(-1, 8),
+                      toff=np.array(toff, np.int64), tkind=np.array(tkind, np.int64),
+                      ck=np.array(ck, np.int64).reshape(-1, 8),
                       cf=np.array(cf, np.int64).reshape(-1, 8),
                       tasks=np.array(tasks, np.int64).reshape(-1, 3),
-                      halo=halo, grid=grid, diff_axes=max((bin(k).count("1") for k in tkind), default=0), nr=nr,
+                      halo=halo, grid=grid,
+                      diff_axes=max((bin(k).count("1") for k in tkind), default=0), nr=nr,
                       panels=panels, cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb,
                       prod_max=prod_max, ldc=ldc, packed=woff, macs=macs)
 
@@ -195,21 +197,18 @@ def wino_weights(layout, w_iox, groups, workers):
     """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX
     filter in the compute dtype, starting on a 64-byte boundary; finite is False when a
     weight or a sum of weights is not finite (the caller runs another variant then)."""
-    c_in, mg = w_iox.shape[:2]
-    item = w_iox.dtype.itemsize
-    buf = np.empty(max(1, layout.packed) + 64 // item, w_iox.dtype)
-    start = (-buf.ctypes.data % 64) // item
-    out = buf[start:start + max(1, layout.packed)]
-    if not layout.packed:
+    out, w3 = packing_arrays(layout.packed, w_iox)
+    if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
-    w3 = np.ascontiguousarray(w_iox).reshape(c_in, mg, -1)
+    c_in = w3.shape[0]
     taps = layout.ck.shape[0]
-    t = np.arange(taps)
-    first = np.repeat(layout.prods[:, 6], layout.prods[:, 7])
-    ntaps = np.repeat(layout.prods[:, 7], layout.prods[:, 7])
-    udst = np.repeat(layout.prods[:, 8], layout.prods[:, 7]) + (t - first) * (c_in // groups) * layout.nr
-    ustride = ntaps * (c_in // groups) * layout.nr
-    threads = workers if layout.packed >= (1 << 19) else 1
+    line = (c_in // groups) * layout.nr        # one tap's lines of a panel
+    per = layout.prods[:, 7]
+    # product tap u of product p: its line at p's weight offset + (u - p's first tap) lines
+    udst = (np.repeat(layout.prods[:, 8], per)
+            + (np.arange(taps) - np.repeat(layout.prods[:, 6], per)) * line)
+    ustride = np.repeat(per, per) * line
+    threads = workers if layout.packed >= _PARALLEL_PACK_VALUES else 1
     scratch = np.zeros(threads * (PACK_KB + 1) * layout.panels * layout.nr, w_iox.dtype)
     finite = pack_wino(w3, out, layout.ck, layout.cf.astype(w_iox.dtype), udst, ustride,
                        scratch, groups, layout.nr, threads)
@@ -242,12 +241,13 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa):
         return None
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
     # Channels-first y is written channels-last first, then transposed: a sub-phase's outputs
-    # are 2 * s apart along the last axis, so stores of one value each into y's channel rows
-    # (4 x 64 of a 16-image dcgan_g3, the others filling the rest of each line in other
-    # tasks) took ...
+    # are 2 * s apart along the last axis, and stores of one value each into y's channel
+    # rows (each 64-byte line filled by 4 phases x 2 sub-phases, from different tasks) took
+    # about 1.5 ms of dcgan_g3's 10.5 on one thread (perf); staged and transposed, 0.9.
     nxc = geom.data_format == "NXC"
     yl = y if nxc else arena.get("wino_y", (n, *pad3(geom.out_shape, 1), geom.c_out), ct)
-    ystr = element_strides(yl, geom) if nxc else np.array([*(v // yl.itemsize for v in yl.strides)], np.int64)
+    ystr = (element_strides(yl, geom) if nxc
+            else np.array([v // yl.itemsize for v in yl.strides], np.int64))
     g = geom.groups
     zstr = (layout.grid[1] * layout.grid[2] * c_in, layout.grid[2] * c_in, c_in)
     dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, geom.c_out // g,
