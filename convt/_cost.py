@@ -27,6 +27,7 @@ import numpy as np
 from ._micro import ISA as MICRO_ISA
 from ._kernels._micro import NR_F32 as MICRO_NR_F32
 from ._phase_gemm import _MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, _axis_phases, grid_shape
+from ._winograd import wino_layout
 
 __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
            "estimate", "seconds", "set_constants", "calibration_path", "load_calibration", "save_calibration"]
@@ -238,8 +239,6 @@ def _useful_padded(geom, useful, nr):
 
 
 def _wino_kind(geom, micro):
-    from ._winograd import wino_layout
-
     if min(geom.c_in, geom.c_out) < _WINO_MIN_CHANNELS * geom.groups:
         return micro
     layout = wino_layout(geom, MICRO_NR_F32)

@@ -333,16 +333,14 @@ def _direct_backend(geom, plan):
             if finite:
                 return variant, _RUNNERS[variant], (layout, wp, [])
         return _micro_backend(geom, plan)
-    if variant == "micro":
-        return _micro_backend(geom, plan)
-    return _other_backend(variant, state, geom, plan)
+    return _variant_backend(variant, state, geom, plan)
 
 
 def _micro_backend(geom, plan):
-    return _other_backend("micro", None, geom, plan)
+    return _variant_backend("micro", None, geom, plan)
 
 
-def _other_backend(variant, state, geom, plan):
+def _variant_backend(variant, state, geom, plan):
     # The GEMMs and register tiles also multiply each tap's weights by zeros (the halo, rows
     # outside the data): 0 * NaN or 0 * Inf would reach outputs the tap does not touch. The
     # pixel kernel only visits taps in range, so it runs when a weight is not finite.

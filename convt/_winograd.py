@@ -50,6 +50,7 @@ class WinoLayout:
     tasks: np.ndarray    # (n_tasks, 3): real phase, first tile row, rows
     halo: tuple          # zero elements before the data, per axis
     grid: tuple          # spatial shape P of the zero-haloed input grid
+    zstr: tuple          # the grid's strides per axis, in values (channels last)
     diff_axes: int       # most axes a tap differences
     nr: int
     panels: int
@@ -126,9 +127,8 @@ def wino_layout(geom, nr, align=None):
     # pass 1: every phase's per-axis products, and the input range each axis reads
     phases, lo, hi = [], [0, 0, 0], [i - 1 for i in in3]
     for cs in itertools.product(*(range(len(ax)) for ax in axes)):
-        per = [_axis_products(*axes[a][c], pis[a][c] if axes[a][c][2] else 0)
-               for a, c in enumerate(cs)]
         pi = tuple(pis[a][c] if axes[a][c][2] else 0 for a, c in enumerate(cs))
+        per = [_axis_products(*axes[a][c], pi[a]) for a, c in enumerate(cs)]
         qs = tuple(axes[a][c][0] for a, c in enumerate(cs))
         if n * prod(qs) == 0:
             continue
@@ -187,7 +187,7 @@ def wino_layout(geom, nr, align=None):
                       ck=np.array(ck, np.int64).reshape(-1, 8),
                       cf=np.array(cf, np.int64).reshape(-1, 8),
                       tasks=np.array(tasks, np.int64).reshape(-1, 3),
-                      halo=halo, grid=grid,
+                      halo=halo, grid=grid, zstr=zstr,
                       diff_axes=max((bin(k).count("1") for k in tkind), default=0), nr=nr,
                       panels=panels, cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb,
                       prod_max=prod_max, ldc=ldc, packed=woff, macs=macs)
@@ -216,8 +216,9 @@ def wino_weights(layout, w_iox, groups, workers):
 
 
 def run_wino(xa, layout, geom, wp, bias, workers, arena, isa):
-    """y in ``geom``'s data layout and the dtype of ``wp``, or None when the input (or a
-    difference of it) is not finite: the caller runs the micro variant then."""
+    """y in ``geom``'s data layout and the dtype of ``wp``, or None when the input is not
+    finite or holds a value a difference could overflow on (``wino_ready``): the caller runs
+    the micro variant then."""
     ct = wp.dtype
     n, c_in = geom.batch, geom.c_in
     if c_in == 0:
@@ -249,10 +250,9 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa):
     ystr = (element_strides(yl, geom) if nxc
             else np.array([v // yl.itemsize for v in yl.strides], np.int64))
     g = geom.groups
-    zstr = (layout.grid[1] * layout.grid[2] * c_in, layout.grid[2] * c_in, c_in)
     dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, geom.c_out // g,
                      layout.panels, c_in, layout.cc, layout.tb, layout.mb, layout.ldc,
-                     layout.prod_max, layout.nr, 0, *zstr, img * c_in], np.int64)
+                     layout.prod_max, layout.nr, 0, *layout.zstr, img * c_in], np.int64)
     tiles = arena.get("tiles", (workers * (layout.prod_max * layout.ldc + layout.tb * c_in)
                                 * layout.mb,), ct)
     pointers = arena.get("pointers",

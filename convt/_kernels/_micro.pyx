@@ -645,39 +645,14 @@ def wino_ready(const real[::1] x, int64_t spare_bits, int num_threads):
     a signed sum of 2^spare_bits of them cannot overflow): the Winograd products of values
     past that would not propagate NaN, Inf or overflow as the taps do, so the caller runs
     the micro variant then. Releases the GIL."""
-    cdef int64_t n = x.shape[0], i, blk, nb, bad = 0
-    cdef uint32_t lim32 = (255u - <uint32_t> spare_bits) << 23
-    cdef uint64_t lim64 = (2047u - <uint64_t> spare_bits) << 52
-    cdef const uint32_t* u32
-    cdef const uint64_t* u64
+    cdef int64_t n = x.shape[0], i, blk = 1 << 16, bad = 0
     if n == 0:
         return True
-    blk = 1 << 16
-    nb = (n + blk - 1) // blk
+    cdef const real* xp = &x[0]
     with nogil:
-        for i in prange(nb, schedule="static", num_threads=num_threads):
-            if real is float:
-                bad += _above(<const uint32_t*> &x[0] + i * blk, min(blk, n - i * blk), lim32)
-            else:
-                bad += _above64(<const uint64_t*> &x[0] + i * blk, min(blk, n - i * blk),
-                                lim64)
+        for i in prange((n + blk - 1) // blk, schedule="static", num_threads=num_threads):
+            bad += _exponent_at_least(xp + i * blk, min(blk, n - i * blk), spare_bits)
     return bad == 0
-
-
-cdef int64_t _above(const uint32_t* u, int64_t n, uint32_t lim) noexcept nogil:
-    cdef int64_t i
-    cdef uint32_t bad = 0
-    for i in range(n):
-        bad |= (u[i] & 0x7f800000u) >= lim
-    return bad != 0
-
-
-cdef int64_t _above64(const uint64_t* u, int64_t n, uint64_t lim) noexcept nogil:
-    cdef int64_t i
-    cdef uint64_t bad = 0
-    for i in range(n):
-        bad |= (u[i] & 0x7ff0000000000000u) >= lim
-    return bad != 0
 
 
 cdef enum:
@@ -718,25 +693,30 @@ cdef void _pack_channel(int isa, const real* src, real* out, real* tmp, const in
         k0 += kb
 
 
-cdef int64_t _nonfinite(const real* v, int64_t n) noexcept nogil:
-    # 1 if any of v[:n] is NaN or +-Inf (exponent bits all ones), else 0: integer operations,
-    # which the compiler vectorises (a float comparison reduction it would not, without
-    # -ffast-math), in the pass that reads the weights anyway.
+cdef int64_t _exponent_at_least(const real* v, int64_t n, int64_t spare) noexcept nogil:
+    # 1 if any of v[:n] has an exponent field of at least all ones minus spare (spare 0: NaN
+    # or +-Inf; wino_ready's bound otherwise), else 0: integer operations, which the compiler
+    # vectorises (a float comparison reduction it would not, without -ffast-math).
     cdef int64_t i
-    cdef uint32_t bad32 = 0
-    cdef uint64_t bad64 = 0
+    cdef uint32_t bad32 = 0, lim32 = (0xffu - <uint32_t> spare) << 23
+    cdef uint64_t bad64 = 0, lim64 = (0x7ffu - <uint64_t> spare) << 52
     cdef const uint32_t* u32
     cdef const uint64_t* u64
     if real is float:
         u32 = <const uint32_t*> v
         for i in range(n):
-            bad32 |= (u32[i] & 0x7f800000u) == 0x7f800000u
+            bad32 |= (u32[i] & 0x7f800000u) >= lim32
         return bad32 != 0
     else:
         u64 = <const uint64_t*> v
         for i in range(n):
-            bad64 |= (u64[i] & 0x7ff0000000000000u) == 0x7ff0000000000000u
+            bad64 |= (u64[i] & 0x7ff0000000000000u) >= lim64
         return bad64 != 0
+
+
+cdef inline int64_t _nonfinite(const real* v, int64_t n) noexcept nogil:
+    # 1 if any of v[:n] is NaN or +-Inf, checked in the pass that reads the weights anyway
+    return _exponent_at_least(v, n, 0)
 
 
 PACK_KB = _PACK_KB
