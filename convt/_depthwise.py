@@ -41,6 +41,7 @@ class DepthwiseLayout:
     phases: np.ndarray   # (s2, 5) Q, q_lo, q_hi, first tap, number of taps (innermost axis)
     ptaps: np.ndarray    # (taps, 2) k2, e of every phase's taps, phase after phase
     qblock: int          # outputs q per task and phase
+    rows1: np.ndarray    # (O1, 2) axis 1's output rows phase by phase, continues a run
 
 
 def inner_phases(s, d, k_len, i_len, pb, o_len):
@@ -63,6 +64,21 @@ def inner_phases(s, d, k_len, i_len, pb, o_len):
     return phases, ptaps
 
 
+def row_runs(tab, s):
+    """Axis 1's output rows o phase by phase (o = q*s + p), and for each whether it continues
+    a run: the row before it in that order is o - s with the same taps (first kernel index,
+    count) one input row earlier (``tab`` rows: k_first, i_first, count). A run's rows are one
+    call of the AVX2 row kernel (its terms built once, then shifted by a row of x)."""
+    o_len = tab.shape[0]
+    order = np.concatenate([np.arange(p, o_len, s) for p in range(s)]).astype(np.int64)
+    t = tab[order]
+    cont = np.zeros(o_len, np.int64)
+    if o_len > 1:
+        cont[1:] = ((order[1:] == order[:-1] + s) & (t[1:, 0] == t[:-1, 0])
+                    & (t[1:, 2] == t[:-1, 2]) & (t[1:, 1] == t[:-1, 1] + 1))
+    return np.stack([order, cont], axis=1)
+
+
 def depthwise_layout(geom):
     """The ``DepthwiseLayout`` of ``geom`` (any rank, padded to 3 spatial axes)."""
     # depthwise_ncx walks the innermost axis by phases; only depthwise_nxc reads its table
@@ -72,8 +88,9 @@ def depthwise_layout(geom):
                                  geom.pads_begin[-1], geom.out_shape[-1])
     qmax = int(phases[0, 0])
     qblock = max(1, min(qmax, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    s1 = pad3(geom.strides, 1)[1]
     return DepthwiseLayout(tabs=tuple(tabs), steps=steps, phases=phases, ptaps=ptaps,
-                           qblock=qblock)
+                           qblock=qblock, rows1=row_runs(tabs[1], s1))
 
 
 def _pack_nxc(plan):
@@ -115,5 +132,5 @@ def _ncx(x, y, b, layout, geom, plan):
     i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
     depthwise_ncx(x.reshape(geom.batch, geom.c_in, *i3), plan.w_packed, b,
                   y.reshape(geom.batch, geom.c_out, *o3), layout.tabs[0], layout.tabs[1],
-                  layout.steps, layout.phases, layout.ptaps, layout.qblock, plan.threads(geom),
-                  ISA)
+                  layout.rows1, layout.steps, layout.phases, layout.ptaps, layout.qblock,
+                  plan.threads(geom), ISA)

@@ -165,3 +165,28 @@ def test_depthwise_rows_both_kernels(row, dtype, isa, monkeypatch):
     case = (size, k, strides, dil, pads, op, channels, 2, "NCX")
     y, ref = _run(case, np_dtype(dtype))
     assert_close(y, ref, "direct", dtype)
+
+
+# Innermost lengths 1..71 walk every path of the AVX2 row kernel's loop (blocks of four and
+# two vectors, single vectors inside one phase's interior and not the other's, masked vectors
+# on either border, rows shorter than a vector, partial last vectors): stride 2 with both
+# phases' interiors offset by one, stride 1 with dilation, and stride 2 with a kernel shorter
+# than the stride (phase 1 without taps) and output_padding (phase 0 one output longer).
+# (kernel, strides, dilations, pads, output_padding)
+ROW_SWEEP = [
+    ((2, 4), (2, 2), (1, 1), (1, 1, 1, 1), (0, 0)),
+    ((3, 3), (1, 1), (1, 2), (0, 2, 0, 1), (0, 0)),
+    ((2, 1), (2, 2), (1, 1), (0, 0, 0, 0), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("isa", [dw.ISA, 0] if dw.ISA else [0])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("geo", ROW_SWEEP, ids=["s2k4", "s1d2", "s2k1op"])
+def test_depthwise_every_row_length(geo, dtype, isa, monkeypatch):
+    monkeypatch.setattr(dw, "ISA", isa)
+    k, strides, dil, pads, op = geo
+    for n in range(1, 72):
+        case = ((3, n), k, strides, dil, pads, op, (2, 1, 1), 1, "NCX")
+        y, ref = _run(case, np_dtype(dtype))
+        assert_close(y, ref, "direct", dtype)

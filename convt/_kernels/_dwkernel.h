@@ -1,22 +1,32 @@
 /* AVX2 + FMA row kernel of the direct backend's depthwise variant (convt/_kernels/_depthwise.pyx),
  * channels first, innermost stride s2 = 1 or 2.
  *
- * One call computes one block of one output row:
+ * One call computes one block of nrows output rows, row r at y + r*ystep reading x + r*xstep
+ * (rows whose taps are the first row's, one input row further per row: convt._depthwise's
+ * row runs):
  *
- *     y[q*s2 + c] = b + sum over the taps t of phase c that are in range at q of  w[t] * x[off[t] + q]
+ *     y[q*s2 + c] = b + sum over the taps t of phase c in range at q of  w[t] * x[off[t] + q]
  *
  * for c < s2 and qa <= q < qe[c]. Phase c's taps are the nt[c] terms after phase c-1's in the
  * flat arrays off / e / w; tap t is in range at q when 0 <= q + e[t] < I2, which holds for every
- * tap of phase c on lo[c] <= q < hi[c]. Where that holds for all phases, vectors of q are taken
- * (two phases interleaved with unpack / permute into whole vectors of y, instead of a second pass
- * through a phase buffer), the last one overlapping the one before when the interior is not a
- * whole number of vectors (its outputs are written twice with the same values: a scalar tail
- * cost as much as the vectors on 64-output rows); the rest is scalar with the range check.
- * Both sum in tap order with one fused multiply-add per tap, so an output is rounded the same
- * whichever path takes its q: results do not depend on how rows are split into blocks or
- * threads. The portable path is the
- * Cython loop (_phase + _interleave), with a multiply and an add per tap: the two agree to
- * rounding, not bit for bit (as the micro-kernels, _ukernel.h).
+ * tap of phase c on lo[c] <= q < hi[c]. The row is taken in vectors of q from qa: blocks of
+ * four, then two, vectors where every phase's interior holds them (NV independent chains of
+ * fused multiply-adds, every tap on every lane), then single vectors, each phase's either so
+ * or, outside its interior, masked: each tap on the lanes where it is in range (masked load,
+ * fused multiply-add, blend back the other lanes, so a tap out of range adds nothing there, not
+ * even 0 * w). Lanes at or past qe[c] are not stored. Two phases are interleaved with unpack /
+ * permute into whole vectors of y. Every output is one chain of fused multiply-adds in tap
+ * order whichever kind of vector takes it, so results do not depend on how rows are split into
+ * blocks, runs or threads. The portable path is the Cython loop (_phase + _interleave), with a
+ * multiply and an add per tap: the two agree to rounding, not bit for bit (as the
+ * micro-kernels, _ukernel.h).
+ *
+ * The masked vectors replaced a scalar loop on the borders (4 of 128 outputs a row on
+ * depthwise_bilinear, a quarter of the kernel's samples: one latency-bound chain per output).
+ * Tried and dropped: the masked vectors of a run taken column by column with their masks
+ * computed once (slower: one dependent chain after another), and masked stores (vmaskmovps,
+ * 19% of the kernel's samples when every masked vector took one): the few partial vectors
+ * at a row's end are stored lane by lane.
  *
  * Used only when convt_ukernel_isa() says AVX2 and FMA (run-time selection, portable build). */
 #ifndef CONVT_DWKERNEL_H
@@ -29,22 +39,18 @@
 
 #if CONVT_HAVE_AVX2_PATH
 
-/* The scalar outputs of phase c on [q0, q1), with the range check. */
-#define CONVT_DW_SCALAR(T, FMA, Q0, Q1)                                                  \
-    for (q = (Q0); q < (Q1); q++) {                                                      \
-        T acc_ = b;                                                                      \
-        for (t = 0; t < nt[c]; t++) {                                                    \
-            int64_t i_ = q + e[c][t];                                                    \
-            if (i_ >= 0 && i_ < I2)                                                      \
-                acc_ = FMA(w[c][t], x[off[c][t] + q], acc_);                             \
-        }                                                                                \
-        y[q * s2 + c] = acc_;                                                            \
-    }
+/* Lane masks: loadu(convt_dw_m32 + 8 - z) has lanes j < z set (0 <= z <= 8); 64-bit likewise. */
+static const int32_t convt_dw_m32[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+static const int64_t convt_dw_m64[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
 
-/* acc[i] = b + sum_t w[c][t] * x[off[c][t] + q + i*lanes + j], j < lanes, i < NV, in tap
- * order: NV independent chains of fused multiply-adds (one chain is bound by the FMA
- * latency). */
-#define CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, ACC, C, Q)                      \
+static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
+{
+    return v < 0 ? 0 : (v > lanes ? lanes : v);
+}
+
+/* acc[i] = b + sum_t w[c][t] * x[off[c][t] + q + i*lanes + j], j < lanes, i < NV, every tap in
+ * range (tap order; NV independent chains: one chain is bound by the FMA latency). */
+#define CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, ACC, C, Q)                     \
     do {                                                                                 \
         int64_t t_, i_;                                                                  \
         for (i_ = 0; i_ < (NV); i_++)                                                    \
@@ -57,69 +63,132 @@
         }                                                                                \
     } while (0)
 
-/* NV vectors of outputs from q: phase 0's alone (s2 == 1), or phases 0 and 1 interleaved. */
-#define CONVT_DW_STORE(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, NV)   \
+/* The same for one vector at q, tap t on the lanes j with 0 <= q + j + e[c][t] < I2 only. */
+#define CONVT_DW_MVEC(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, ACC, C, Q)    \
     do {                                                                                 \
-        V a_[NV], b_[NV], l_, h_;                                                        \
-        int64_t i_;                                                                      \
+        int64_t t_, s_, u_, v_;                                                          \
+        ACC = SET1(b);                                                                   \
+        for (t_ = 0; t_ < nt[C]; t_++) {                                                 \
+            const T* p_ = x + off[C][t_] + (Q);                                          \
+            s_ = (Q) + e[C][t_];              /* input index of lane 0 */                \
+            u_ = convt_dw_clamp(-s_, LANES);                                             \
+            v_ = convt_dw_clamp(I2 - s_, LANES);                                         \
+            if (u_ >= v_)                                                                \
+                continue;                                                                \
+            if (u_ == 0 && v_ == LANES) {                                                \
+                ACC = FMADD(SET1(w[C][t_]), LOADU(p_), ACC);                             \
+            } else {                                                                     \
+                __m256i m_ = _mm256_andnot_si256(MASK(u_), MASK(v_));                    \
+                ACC = BLEND(ACC, FMADD(SET1(w[C][t_]), MLOAD(p_, m_), ACC), m_);         \
+            }                                                                            \
+        }                                                                                \
+    } while (0)
+
+/* Phases 0 and 1 interleaved: y[2q + 2j + c] from a[c] lane j, j < LANES (two vectors). */
+#define CONVT_DW_ZIP(UNPLO, UNPHI, PERM, A0, A1, LO, HI)                                 \
+    do {                                                                                 \
+        LO = UNPLO(A0, A1);                                                              \
+        HI = UNPHI(A0, A1);                                                              \
+        A0 = PERM(LO, HI, 0x20);                                                         \
+        A1 = PERM(LO, HI, 0x31);                                                         \
+    } while (0)
+
+/* NV vectors from q, every phase inside its interior: computed, interleaved, stored. */
+#define CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, NV)  \
+    do {                                                                                 \
         CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, a_, 0, q);                     \
         if (s2 == 1) {                                                                   \
             for (i_ = 0; i_ < (NV); i_++)                                                \
                 STOREU(y + q + i_ * LANES, a_[i_]);                                      \
-            break;                                                                       \
-        }                                                                                \
-        CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, b_, 1, q);                     \
-        for (i_ = 0; i_ < (NV); i_++) {                                                  \
-            l_ = UNPLO(a_[i_], b_[i_]);                                                  \
-            h_ = UNPHI(a_[i_], b_[i_]);                                                  \
-            STOREU(y + 2 * (q + i_ * LANES), PERM(l_, h_, 0x20));                        \
-            STOREU(y + 2 * (q + i_ * LANES) + LANES, PERM(l_, h_, 0x31));                \
+        } else {                                                                         \
+            CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, b_, 1, q);                 \
+            for (i_ = 0; i_ < (NV); i_++) {                                              \
+                CONVT_DW_ZIP(UNPLO, UNPHI, PERM, a_[i_], b_[i_], l_, h_);                \
+                STOREU(y + 2 * (q + i_ * LANES), a_[i_]);                                \
+                STOREU(y + 2 * (q + i_ * LANES) + LANES, b_[i_]);                        \
+            }                                                                            \
         }                                                                                \
     } while (0)
 
-#define CONVT_DW_ROW(NAME, T, V, LANES, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, FMA) \
+/* One vector of phase C at q: every tap on every lane inside the phase's interior, masked
+ * taps elsewhere (the same sums); Z = how many of its lanes are stored (q + j < qe[C]). */
+#define CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, ACC, C, Z)     \
+    do {                                                                                 \
+        if (q >= lo[C] && q + LANES <= hi[C] && q + LANES <= qe[C])                      \
+            CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, 1, ACC, C, q);                 \
+        else                                                                             \
+            CONVT_DW_MVEC(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, ACC[0], C, q); \
+        Z = convt_dw_clamp(qe[C] - q, LANES);                                            \
+    } while (0)
+
+#define CONVT_DW_ROW(NAME, T, V, LANES, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM,  \
+                     MASK, MLOAD, BLEND)                                                 \
 __attribute__((target("avx2,fma")))                                                      \
 static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t* lo,     \
                  const int64_t* hi, const int64_t* nt, const T* x, const int64_t* off0,  \
-                 const int64_t* e0, const T* w0, int64_t I2, T b)                        \
+                 const int64_t* e0, const T* w0, int64_t I2, T b, int64_t nrows,         \
+                 int64_t xstep, int64_t ystep)                                           \
 {                                                                                        \
-    int64_t L = qa, H = qe[0], c, q, qv, t;                                              \
-    const int64_t* off[2] = {off0, off0 + nt[0]};   /* phase c's terms */               \
+    int64_t L = qa, H = qe[0], c, q, r, i_, z0, z1;                                      \
+    const int64_t* off[2] = {off0, off0 + nt[0]};   /* phase c's terms */                \
     const int64_t* e[2] = {e0, e0 + nt[0]};                                              \
     const T* w[2] = {w0, w0 + nt[0]};                                                    \
-    for (c = 0; c < s2; c++) {                                                           \
+    T tmp_[2 * LANES];                                                                   \
+    V a_[4], b_[4], l_, h_;                                                              \
+    for (c = 0; c < s2; c++) {   /* [L, H): every phase's interior, below every qe */    \
         L = lo[c] > L ? lo[c] : L;                                                       \
         H = hi[c] < H ? hi[c] : H;                                                       \
         H = qe[c] < H ? qe[c] : H;                                                       \
     }                                                                                    \
-    if (H < L)                                                                           \
-        H = L;                                                                           \
-    for (c = 0; c < s2; c++) {   /* outside the common interior: scalar */               \
-        CONVT_DW_SCALAR(T, FMA, qa, L < qe[c] ? L : qe[c])                               \
-        CONVT_DW_SCALAR(T, FMA, H > qa ? H : qa, qe[c])                                  \
-    }                                                                                    \
-    for (q = L; q + 4 * LANES <= H; q += 4 * LANES)                                      \
-        CONVT_DW_STORE(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, 4);  \
-    for (; q < H; q += LANES) {                                                          \
-        if (q + LANES > H) {                                                             \
-            if (H - L < LANES)                                                           \
-                break;                                                                   \
-            q = H - LANES;   /* the last vector again, overlapping */                    \
+    b_[0] = SET1(b);   /* (phase 1's vector; unread when s2 == 1) */                     \
+    for (r = 0; r < nrows; r++, y += ystep, x += xstep) {                                \
+        for (q = qa; q < qe[0]; ) {                                                      \
+            if (q >= L && q + 4 * LANES <= H) {                                          \
+                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, 4); \
+                q += 4 * LANES;                                                          \
+                continue;                                                                \
+            }                                                                            \
+            if (q >= L && q + 2 * LANES <= H) {                                          \
+                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, 2); \
+                q += 2 * LANES;                                                          \
+                continue;                                                                \
+            }                                                                            \
+            CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, a_, 0, z0); \
+            z1 = 0;                                                                      \
+            if (s2 == 2) {                                                               \
+                CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, b_, 1, z1); \
+                CONVT_DW_ZIP(UNPLO, UNPHI, PERM, a_[0], b_[0], l_, h_);                  \
+            }                                                                            \
+            if (z0 == LANES && z1 == (s2 == 2 ? LANES : 0)) {                            \
+                STOREU(y + s2 * q, a_[0]);                                               \
+                if (s2 == 2)                                                             \
+                    STOREU(y + 2 * q + LANES, b_[0]);                                    \
+            } else {   /* lanes j of phase c stored when q + j < qe[c], one by one */    \
+                STOREU(tmp_, a_[0]);                                                     \
+                STOREU(tmp_ + LANES, b_[0]);                                             \
+                for (i_ = 0; i_ < LANES; i_++) {                                         \
+                    if (i_ < z0)                                                         \
+                        y[s2 * (q + i_)] = tmp_[s2 * i_];                                \
+                    if (i_ < z1)                                                         \
+                        y[2 * (q + i_) + 1] = tmp_[2 * i_ + 1];                          \
+                }                                                                        \
+            }                                                                            \
+            q += LANES;                                                                  \
         }                                                                                \
-        CONVT_DW_STORE(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, 1);  \
     }                                                                                    \
-    /* an interior shorter than a vector: scalar, same sums (q == H otherwise) */        \
-    qv = q;                                                                              \
-    for (c = 0; c < s2; c++)                                                             \
-        CONVT_DW_SCALAR(T, FMA, qv, H)                                                   \
 }
+
+#define CONVT_DW_MASK32(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m32 + 8 - (z)))
+#define CONVT_DW_MASK64(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m64 + 4 - (z)))
+#define CONVT_DW_BLEND32(a, b, m) _mm256_blendv_ps(a, b, _mm256_castsi256_ps(m))
+#define CONVT_DW_BLEND64(a, b, m) _mm256_blendv_pd(a, b, _mm256_castsi256_pd(m))
 
 CONVT_DW_ROW(convt_dw_row_f32_avx2, float, __m256, 8, _mm256_set1_ps, _mm256_loadu_ps,
              _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
-             _mm256_permute2f128_ps, fmaf)
+             _mm256_permute2f128_ps, CONVT_DW_MASK32, _mm256_maskload_ps, CONVT_DW_BLEND32)
 CONVT_DW_ROW(convt_dw_row_f64_avx2, double, __m256d, 4, _mm256_set1_pd, _mm256_loadu_pd,
              _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
-             _mm256_permute2f128_pd, fma)
+             _mm256_permute2f128_pd, CONVT_DW_MASK64, _mm256_maskload_pd, CONVT_DW_BLEND64)
 
 #endif /* CONVT_HAVE_AVX2_PATH */
 
@@ -129,20 +198,22 @@ CONVT_DW_ROW(convt_dw_row_f64_avx2, double, __m256d, 4, _mm256_set1_pd, _mm256_l
 static inline void convt_dw_row_f32(float* y, int64_t s2, int64_t qa, const int64_t* qe,
                                     const int64_t* lo, const int64_t* hi, const int64_t* nt,
                                     const float* x, const int64_t* off, const int64_t* e,
-                                    const float* w, int64_t I2, float b)
+                                    const float* w, int64_t I2, float b, int64_t nrows,
+                                    int64_t xstep, int64_t ystep)
 {
 #if CONVT_HAVE_AVX2_PATH
-    convt_dw_row_f32_avx2(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b);
+    convt_dw_row_f32_avx2(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep, ystep);
 #endif
 }
 
 static inline void convt_dw_row_f64(double* y, int64_t s2, int64_t qa, const int64_t* qe,
                                     const int64_t* lo, const int64_t* hi, const int64_t* nt,
                                     const double* x, const int64_t* off, const int64_t* e,
-                                    const double* w, int64_t I2, double b)
+                                    const double* w, int64_t I2, double b, int64_t nrows,
+                                    int64_t xstep, int64_t ystep)
 {
 #if CONVT_HAVE_AVX2_PATH
-    convt_dw_row_f64_avx2(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b);
+    convt_dw_row_f64_avx2(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep, ystep);
 #endif
 }
 
