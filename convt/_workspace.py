@@ -44,15 +44,20 @@ class Arena:
 
     def get(self, name, shape, dtype, zero_key=None):
         """A C-contiguous array of ``shape`` and ``dtype``, contents undefined, except: with a
-        ``zero_key`` it is zeroed when the buffer last served a different key (a caller that
-        only ever rewrites the same region keeps the rest zero from call to call)."""
+        ``zero_key`` it is zeroed when the buffer last served a different key or shape (a
+        caller that only ever rewrites the same region of the same shape keeps the rest zero
+        from call to call). The shape is part of the test: a smaller view zeroes only its own
+        elements, so a later larger view under the same key would find the earlier call's
+        data beyond them (a prepared operator called on a large, a small, then a larger batch
+        of the small input returned wrong values before the shape was checked)."""
         dtype = np.dtype(dtype)
         size = prod(shape)
         buf, key = self._bufs.get(name, (None, None))
         if buf is None or buf.dtype != dtype or buf.size < size:
             buf, key = np.empty(max(size, 1), dtype), None
         view = buf[:size].reshape(shape)
-        if zero_key is not None and key != zero_key:
+        key_now = None if zero_key is None else (zero_key, tuple(shape))
+        if key_now is not None and key != key_now:
             view.fill(0)
-        self._bufs[name] = (buf, zero_key)
+        self._bufs[name] = (buf, key_now)
         return view

@@ -198,3 +198,19 @@ def test_gemm_channels_first_pairs_both_kernels(size, k, pads, op, dtype, monkey
         assert_close(y, ref, "direct", dtype)
         ys.append(y)
     np.testing.assert_array_equal(ys[0], ys[1])
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+def test_halo_grid_rezeroed_when_its_shape_changes(fmt, monkeypatch):
+    """One prepared operator on a large input, a small one, then a larger batch of the small
+    one: the grid buffer is reused under the same halo key, and the third call must not find
+    the first call's data in the halo (it did before the workspace compared shapes)."""
+    _force(monkeypatch, batch_rows=False)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 6, 3, 3))
+    op = convt.ConvTranspose(w, pads=(1, 1, 1, 1), method="direct", data_format=fmt)
+    for shape in [(1, 8, 12, 12), (1, 8, 5, 5), (4, 8, 5, 5)]:
+        x = rng.standard_normal(shape)
+        ref = convt.conv_transpose(x, w, pads=(1, 1, 1, 1), method="reference")
+        y = op(np.ascontiguousarray(np.moveaxis(x, 1, -1)) if fmt == "NXC" else x)
+        assert_close(np.moveaxis(y, -1, 1) if fmt == "NXC" else y, ref, "direct", "float64")
