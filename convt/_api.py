@@ -77,7 +77,8 @@ class ConvTranspose:
     (2, 4, 32, 32)
     """
 
-    # The plan copies w and b (a caller may change them later); see _OneShot.
+    # The plan copies w and b (a caller may change them later) and owns its workspace; see
+    # _OneShot.
     _copy_weights = True
 
     def __init__(self, w, b=None, *, strides=None, pads=None, dilations=None,
@@ -94,7 +95,8 @@ class ConvTranspose:
                               pads=pads, strides=strides, data_format=data_format,
                               names=("x", "w", "b"))
         self._plan = Plan(self.spec, w_iox, ba, dt, allowed=ALL_FLOATS, method=method,
-                          workers=workers, cast=dtype is not None, copy=self._copy_weights)
+                          workers=workers, cast=dtype is not None, copy=self._copy_weights,
+                          one_shot=not self._copy_weights)
 
     @property
     def dtype(self):
@@ -268,7 +270,8 @@ def _tune_method(method, tune):
 class _OneShot(ConvTranspose):
     """conv_transpose's private operator: it lives for one call, and the kernels' weights are
     made from w and b at once, so the plan keeps views of them where the dtype allows (no
-    defensive copy: 8 MB on dcgan_g1, ~0.5 ms plus page faults)."""
+    defensive copy: 8 MB on dcgan_g1, ~0.5 ms plus page faults), and its scratch comes from
+    the calling thread's one-shot workspace (convt._workspace)."""
 
     _copy_weights = False
 

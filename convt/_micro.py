@@ -158,24 +158,26 @@ def _pack_tables(layout, cg, kt):
     return kdst, kstride
 
 
-def packing_arrays(values, w_iox):
+def packing_arrays(values, w_iox, buffer=None):
     """(out, w3): ``values`` (at least one) uninitialised values of ``w_iox``'s dtype starting
     on a 64-byte boundary (one cache line), and the IOX weights as (C_in, Mg, prod(K)),
-    C-contiguous (None when there is nothing to pack)."""
+    C-contiguous (None when there is nothing to pack). ``buffer(size, dtype)``: where the
+    values come from (a one-shot plan's workspace, convt._plan), default a new array."""
     item = w_iox.dtype.itemsize
-    buf = np.empty(max(1, values) + 64 // item, w_iox.dtype)
+    size = max(1, values) + 64 // item
+    buf = np.empty(size, w_iox.dtype) if buffer is None else buffer(size, w_iox.dtype)
     start = (-buf.ctypes.data % 64) // item
     out = buf[start:start + max(1, values)]
     w3 = np.ascontiguousarray(w_iox).reshape(*w_iox.shape[:2], -1) if values else None
     return out, w3
 
 
-def packed_weights(layout, w_iox, groups, workers):
+def packed_weights(layout, w_iox, groups, workers, buffer=None):
     """(packed, finite): the weights as ``micro_conv`` reads them, from the IOX filter
     ``w_iox`` (C_in, Mg, *K) in the compute dtype, the array starting on a 64-byte boundary
     (one cache line); and whether every weight is finite, checked in the same pass (a separate
     ``np.isfinite`` pass cost 0.2-0.9 ms a call on 8 MB of weights, one-shot)."""
-    out, w3 = packing_arrays(layout.packed, w_iox)
+    out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
     threads = workers if layout.packed >= _PARALLEL_PACK_VALUES else 1

@@ -193,11 +193,11 @@ def wino_layout(geom, nr, align=None):
                       prod_max=prod_max, ldc=ldc, packed=woff, macs=macs)
 
 
-def wino_weights(layout, w_iox, groups, workers):
+def wino_weights(layout, w_iox, groups, workers, buffer=None):
     """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX
     filter in the compute dtype, starting on a 64-byte boundary; finite is False when a
     weight or a sum of weights is not finite (the caller runs another variant then)."""
-    out, w3 = packing_arrays(layout.packed, w_iox)
+    out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
     c_in = w3.shape[0]

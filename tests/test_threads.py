@@ -182,3 +182,38 @@ def test_kernels_release_the_gil(variant, xs, ws, kw, monkeypatch):
     longest, span = _longest_pause(lambda: op(x))
     assert span > 0.05, f"kernel too short to show anything ({span:.3f} s)"
     assert longest < 0.5 * span, (longest, span)
+
+
+def test_one_shot_calls_in_a_row_share_a_workspace_safely():
+    """One thread, every case's one-shot call twice over with other weights in between: each
+    call borrows the thread's one-shot workspace (packed weights, grids, staging) after another
+    layer used it, and must still equal its prepared operator bit for bit."""
+    from convt._workspace import one_shot_workspace
+
+    ws = one_shot_workspace()
+    for rnd in range(2):
+        for case in CASES:
+            x, w, b = _data(case, 20 + rnd, grow=rnd)
+            w = w * (1 + rnd)    # other weights in the same packed-weight buffer
+            kw = dict(case[3], method=case[4], workers=2)
+            want = convt.ConvTranspose(w, b, **kw)(x)
+            np.testing.assert_array_equal(convt.conv_transpose(x, w, b, **kw), want)
+    assert one_shot_workspace() is ws and ws.nbytes() > 0
+
+
+def test_one_shot_workspace_is_per_thread_and_bounded():
+    from convt._workspace import ONE_SHOT_KEEP, Workspace, one_shot_workspace
+
+    other = []
+    t = threading.Thread(target=lambda: other.append(one_shot_workspace()))
+    t.start()
+    t.join()
+    assert other[0] is not one_shot_workspace()
+    ws = Workspace(keep=1000)
+    with ws.borrow() as arena:
+        arena.get("small", (100,), np.float32)
+    assert ws.nbytes() == 400
+    with ws.borrow() as arena:
+        arena.get("big", (1000,), np.float32)
+    assert ws.nbytes() == 0     # more than keep: emptied after the call
+    assert one_shot_workspace()._keep == ONE_SHOT_KEEP
