@@ -79,7 +79,7 @@ class ConvTranspose:
 
     # The plan copies w and b (a caller may change them later) and owns its workspace; see
     # _OneShot.
-    _copy_weights = True
+    _one_shot = False
 
     def __init__(self, w, b=None, *, strides=None, pads=None, dilations=None,
                  output_padding=None, output_shape=None, auto_pad="NOTSET", group=1,
@@ -95,8 +95,7 @@ class ConvTranspose:
                               pads=pads, strides=strides, data_format=data_format,
                               names=("x", "w", "b"))
         self._plan = Plan(self.spec, w_iox, ba, dt, allowed=ALL_FLOATS, method=method,
-                          workers=workers, cast=dtype is not None, copy=self._copy_weights,
-                          one_shot=not self._copy_weights)
+                          workers=workers, cast=dtype is not None, one_shot=self._one_shot)
 
     @property
     def dtype(self):
@@ -273,7 +272,7 @@ class _OneShot(ConvTranspose):
     defensive copy: 8 MB on dcgan_g1, ~0.5 ms plus page faults), and its scratch comes from
     the calling thread's one-shot workspace (convt._workspace)."""
 
-    _copy_weights = False
+    _one_shot = True
 
 
 def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,

@@ -49,15 +49,18 @@ def _samples(workers, dtype, probes, timer):
     return out
 
 
-def fit_constants(samples, start=None, prior=0.0):
+def fit_constants(samples, start=None, prior=0.0, names=None):
     """Constants (dict) fitted to ``samples`` [(geom, compute dtype, workers, method,
     seconds)]: least squares on log(estimate / measured), robust (soft L1) loss. ``prior``
     > 0 adds prior x log(constant / start) per constant, so that constants the samples do
-    not determine stay near ``start`` (calibrate's few probes cannot pin all of them)."""
+    not determine stay near ``start`` (calibrate's few probes cannot pin all of them).
+    ``names``: the constants to fit (default all but the fixed ones); the rest keep their
+    ``start`` values."""
     from scipy.optimize import least_squares
 
     start = dict(_cost.DEFAULTS if start is None else start)
-    names = [k for k in start if k not in _FIXED]
+    if names is None:
+        names = [k for k in start if k not in _FIXED]
 
     log0 = np.log([start[k] for k in names])
 

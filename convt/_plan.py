@@ -102,7 +102,7 @@ class Plan:
     """Weights packed once for ``spec``; callable on any input the spec accepts."""
 
     def __init__(self, spec, w_iox, b, dtype, *, allowed, method="auto", workers=None,
-                 cast=False, copy=True, one_shot=False):
+                 cast=False, one_shot=False):
         conv = spec.convention
         self.spec = spec
         self.method = choice(conv, "method", method, METHODS)
@@ -112,8 +112,9 @@ class Plan:
         self.cast = cast
         ct = compute_dtype(self.dtype)
         # Storage dtype first (an explicit cast request rounds there), then the compute dtype.
-        # copy=False (a one-shot call's plan, convt._api._OneShot): views where the dtype allows
-        copy = True if copy else None
+        # one_shot (the plan lives for one call, convt._api._OneShot): views where the dtype
+        # allows, and the calling thread's one-shot workspace instead of one of its own
+        copy = None if one_shot else True
         self.w_iox = np.array(w_iox, dtype=self.dtype, copy=copy)
         self.bias = None if b is None else np.array(b, dtype=self.dtype, copy=copy)
         # The kernels always add a bias: zeros stand in for a missing one.
@@ -123,8 +124,6 @@ class Plan:
         self._geoms = {}
         self._packed = {}
         self.pin = None  # the direct variant to run, (name, batch_rows); None: choose
-        # one_shot: the plan lives for one call (convt._api._OneShot) and borrows the calling
-        # thread's one-shot workspace instead of owning one (convt._workspace)
         self.workspace = one_shot_workspace() if one_shot else Workspace()
         self.one_shot = one_shot
         self._lock = threading.Lock()

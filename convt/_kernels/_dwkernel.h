@@ -32,7 +32,6 @@
 #ifndef CONVT_DWKERNEL_H
 #define CONVT_DWKERNEL_H
 
-#include <math.h>
 #include <stdint.h>
 
 #include "_ukernel.h"

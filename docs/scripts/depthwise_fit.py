@@ -4,8 +4,8 @@
 
 Times 22 depthwise layers (1-D to 3-D, strides 1-4, kernels 3-255, channel multipliers 1-3,
 both layouts) with ``method="direct"`` on 1 and 2 workers, float32, then fits
-``depthwise_macs_per_s`` and ``depthwise_row_s`` (the others held at their current values) by
-least squares on log(estimate / measured), the loss of ``convt._calibrate.fit_constants``.
+``depthwise_macs_per_s`` and ``depthwise_row_s`` (the others held at their current values)
+with ``convt._calibrate.fit_constants`` (least squares on log(estimate / measured)).
 Prints both constants and each layer's estimate / measured before and after. The values in
 ``convt._cost.DEFAULTS`` come from one run of this script (docs/dispatch.md).
 """
@@ -14,13 +14,13 @@ import os
 import sys
 
 import numpy as np
-from scipy.optimize import least_squares
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402,F401  (puts this checkout's convt first)
 
 import convt  # noqa: E402
 from convt import _cost, _tune  # noqa: E402
+from convt._calibrate import fit_constants  # noqa: E402
 
 P1, P2 = (1, 1, 1, 1), (1,) * 6
 LAYERS = [  # (x shape, w shape, keywords)
@@ -66,20 +66,19 @@ def samples():
     return out
 
 
+def log_errors(data, consts):
+    return np.array([math.log(_cost.seconds(g, ct, wk, m, consts) / t)
+                     for g, ct, wk, m, t in data])
+
+
 def main():
     data = samples()
     start = dict(_cost.CONSTANTS)
-
-    def resid(logv):
-        c = dict(start, **dict(zip(NAMES, np.exp(logv))))
-        return [math.log(_cost.seconds(g, ct, wk, m, c) / t) for g, ct, wk, m, t in data]
-
-    x0 = np.log([start[n] for n in NAMES])
-    fit = least_squares(resid, x0, loss="soft_l1")
-    r0, r1 = np.array(resid(x0)), np.array(resid(fit.x))
-    for label, v, r in (("current", x0, r0), ("fitted", fit.x, r1)):
-        consts = ", ".join(f"{n} {c:.3g}" for n, c in zip(NAMES, np.exp(v)))
-        print(f"{label}: {consts}; rms log(estimate / measured) {np.sqrt(np.mean(r ** 2)):.2f}")
+    fitted = fit_constants(data, start, names=NAMES)
+    r0, r1 = log_errors(data, start), log_errors(data, fitted)
+    for label, consts, r in (("current", start, r0), ("fitted", fitted, r1)):
+        values = ", ".join(f"{n} {consts[n]:.3g}" for n in NAMES)
+        print(f"{label}: {values}; rms log(estimate / measured) {np.sqrt(np.mean(r ** 2)):.2f}")
     for (g, _, wk, _, t), a, b in zip(data, r0, r1):
         print(f"{str(g.in_shape):16s} k{str(g.kernel):12s} s{str(g.strides):10s} "
               f"{g.data_format} w{wk} {t * 1e3:8.3f} ms  estimate / measured "
