@@ -342,7 +342,7 @@ def _direct_backend(geom, plan):
         layout = wino_layout(geom, micro_nr(plan.compute_dtype), align)
         if layout is not None:
             wp, finite = wino_weights(layout, plan.w_iox_compute, geom.groups, plan.workers,
-                                      plan.pack_buffer("packed_wino"))
+                                      _micro.ISA, plan.pack_buffer("packed_wino"))
             if finite:
                 return variant, _RUNNERS[variant], (layout, wp, [])
         return _micro_backend(geom, plan)

@@ -193,10 +193,11 @@ def wino_layout(geom, nr, align=None):
                       prod_max=prod_max, ldc=ldc, packed=woff, macs=macs)
 
 
-def wino_weights(layout, w_iox, groups, workers, buffer=None):
+def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
     """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX
     filter in the compute dtype, starting on a 64-byte boundary; finite is False when a
-    weight or a sum of weights is not finite (the caller runs another variant then)."""
+    weight or a sum of weights is not finite (the caller runs another variant then). ``isa``:
+    the sums' kernel (``convt._micro.ISA``; both give identical values)."""
     out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
@@ -209,9 +210,9 @@ def wino_weights(layout, w_iox, groups, workers, buffer=None):
             + (np.arange(taps) - np.repeat(layout.prods[:, 6], per)) * line)
     ustride = np.repeat(per, per) * line
     threads = workers if layout.packed >= _PARALLEL_PACK_VALUES else 1
-    scratch = np.zeros(threads * (PACK_KB + 1) * layout.panels * layout.nr, w_iox.dtype)
+    scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
     finite = pack_wino(w3, out, layout.ck, layout.cf.astype(w_iox.dtype), udst, ustride,
-                       scratch, groups, layout.nr, threads)
+                       scratch, groups, layout.nr, threads, isa)
     return out, bool(finite)
 
 

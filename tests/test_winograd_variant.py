@@ -149,6 +149,27 @@ def test_winograd_bit_identical_for_any_thread_count(dtype, monkeypatch):
         np.testing.assert_array_equal(ys[0], y)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
+def test_product_weights_identical_from_both_kernels(xs, ws, kw, dtype):
+    """The products' packed weights (sums of +-1 times taps, in entry order) are the same bits
+    from the AVX2 sums and the portable ones, on 1 and 2 threads."""
+    w = np.random.default_rng(4).standard_normal(ws).astype(dtype)
+    plan = convt.ConvTranspose(w, **kw)._plan
+    layout = _winograd.wino_layout(plan.geometry(xs).geom, _micro.micro_nr(np.dtype(dtype)))
+    if layout is None:
+        pytest.skip("no Winograd axis")
+    w_iox = plan.w_iox_compute
+    ref, ok = _winograd.wino_weights(layout, w_iox, kw.get("group", 1), 1, 0)
+    assert ok
+    for isa in ISAS:
+        for workers in (1, 2):
+            packed, ok = _winograd.wino_weights(layout, w_iox, kw.get("group", 1), workers, isa)
+            assert ok
+            np.testing.assert_array_equal(packed.view(f"u{packed.itemsize}"),
+                                          ref.view(f"u{ref.itemsize}"))
+
+
 def _micro_result(w, x, kw, monkeypatch):
     orig = _plan.direct_variant
     with monkeypatch.context() as m:
@@ -176,10 +197,12 @@ def test_winograd_input_it_cannot_take_runs_the_micro_variant(bad, monkeypatch):
     assert np.isfinite(ok).all()
 
 
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("bad", [np.nan, 2e38])
-def test_winograd_weights_it_cannot_take_run_another_variant(bad, monkeypatch):
+def test_winograd_weights_it_cannot_take_run_another_variant(bad, isa, monkeypatch):
     """A NaN weight runs the pixel kernel (through the micro variant's check); two finite
     weights whose sum overflows float32 run the micro variant."""
+    monkeypatch.setattr(_micro, "ISA", isa)
     rng = np.random.default_rng(9)
     w = rng.standard_normal((16, 20, 4, 4)).astype(np.float32)
     w[2, 3, 0, 1] = w[2, 3, 2, 1] = bad   # the two taps of one phase along axis 0

@@ -416,4 +416,96 @@ CONVT_CORNERS(convt_corners_f32, float, (void))
 CONVT_CORNERS(convt_corners_f64, double, (void))
 #endif
 
+/* The packed weights of one Winograd product tap (convt/_kernels/_micro.pyx, pack_wino): for
+ * every panel jp < NP, its NR-value line (one 64-byte line in both dtypes)
+ *
+ *     dst[jp * us + j] = ((0 + cf[0] * t_0[jp * NR + j]) + cf[1] * t_1[jp * NR + j]) + ...
+ *
+ * with t_e = tmp + ck[e] * Mgp, over the entries e < 8 whose cf[e] is not 0, in entry order.
+ * The coefficients are +-1 (convt._winograd), so every product is exact and the fused and
+ * unfused sums are identical. Returns 1 when a sum is NaN or +-Inf, else 0. */
+#define CONVT_WSUM_TERMS(T)                                                              \
+    const T* t[8];                                                                       \
+    T f[8];                                                                              \
+    int n = 0, e;                                                                        \
+    int64_t jp;                                                                          \
+    for (e = 0; e < 8; e++)                                                              \
+        if (cf[e] != 0) {                                                                \
+            t[n] = tmp + ck[e] * Mgp;                                                    \
+            f[n++] = cf[e];                                                              \
+        }
+
+#define CONVT_WSUM_GENERIC(NAME, T, NR)                                                  \
+static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* dst,      \
+                int64_t us, int64_t NP)                                                  \
+{                                                                                        \
+    CONVT_WSUM_TERMS(T)                                                                  \
+    int j, bad = 0;                                                                      \
+    T line[NR];                                                                          \
+    for (jp = 0; jp < NP; jp++) {                                                        \
+        for (j = 0; j < NR; j++)                                                         \
+            line[j] = 0;                                                                 \
+        for (e = 0; e < n; e++)                                                          \
+            for (j = 0; j < NR; j++)                                                     \
+                line[j] = line[j] + f[e] * t[e][jp * NR + j];                            \
+        for (j = 0; j < NR; j++) {                                                       \
+            dst[jp * us + j] = line[j];                                                  \
+            bad |= !(line[j] - line[j] == 0);   /* NaN or +-Inf */                       \
+        }                                                                                \
+    }                                                                                    \
+    return bad;                                                                          \
+}
+CONVT_WSUM_GENERIC(convt_wsum_f32_generic, float, CONVT_NR_F32)
+CONVT_WSUM_GENERIC(convt_wsum_f64_generic, double, CONVT_NR_F64)
+
+#if CONVT_HAVE_AVX2_PATH
+/* NR = 2 vectors; v - v is 0 for a finite v and NaN otherwise (the unordered compare). */
+#define CONVT_WSUM_AVX2(NAME, T, V, LANES, SET1, ZERO, LOADU, STOREU, FMA, SUB, CMP, OR,  \
+                        MOVEMASK)                                                        \
+__attribute__((target("avx2,fma")))                                                      \
+static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* dst,      \
+                int64_t us, int64_t NP)                                                  \
+{                                                                                        \
+    CONVT_WSUM_TERMS(T)                                                                  \
+    V fv[8], a0, a1, z = ZERO(), bad = ZERO();                                           \
+    for (e = 0; e < n; e++)                                                              \
+        fv[e] = SET1(f[e]);                                                              \
+    for (jp = 0; jp < NP; jp++) {                                                        \
+        a0 = ZERO();                                                                     \
+        a1 = ZERO();                                                                     \
+        for (e = 0; e < n; e++) {                                                        \
+            a0 = FMA(fv[e], LOADU(t[e] + jp * 2 * LANES), a0);                           \
+            a1 = FMA(fv[e], LOADU(t[e] + jp * 2 * LANES + LANES), a1);                   \
+        }                                                                                \
+        STOREU(dst + jp * us, a0);                                                       \
+        STOREU(dst + jp * us + LANES, a1);                                               \
+        bad = OR(bad, OR(CMP(SUB(a0, a0), z, _CMP_UNORD_Q),                              \
+                         CMP(SUB(a1, a1), z, _CMP_UNORD_Q)));                            \
+    }                                                                                    \
+    return MOVEMASK(bad) != 0;                                                           \
+}
+CONVT_WSUM_AVX2(convt_wsum_f32_avx2, float, __m256, 8, _mm256_set1_ps, _mm256_setzero_ps,
+                _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_sub_ps,
+                _mm256_cmp_ps, _mm256_or_ps, _mm256_movemask_ps)
+CONVT_WSUM_AVX2(convt_wsum_f64_avx2, double, __m256d, 4, _mm256_set1_pd, _mm256_setzero_pd,
+                _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_sub_pd,
+                _mm256_cmp_pd, _mm256_or_pd, _mm256_movemask_pd)
+#endif
+
+#define CONVT_WSUM(NAME, T, GENERIC, AVX2)                                               \
+static inline int NAME(int isa, const T* tmp, int64_t Mgp, const int64_t* ck,           \
+                       const T* cf, T* dst, int64_t us, int64_t NP)                      \
+{                                                                                        \
+    if (isa == 1 && CONVT_HAVE_AVX2_PATH)                                                \
+        return AVX2(tmp, Mgp, ck, cf, dst, us, NP);                                      \
+    return GENERIC(tmp, Mgp, ck, cf, dst, us, NP);                                       \
+}
+#if CONVT_HAVE_AVX2_PATH
+CONVT_WSUM(convt_wsum_f32, float, convt_wsum_f32_generic, convt_wsum_f32_avx2)
+CONVT_WSUM(convt_wsum_f64, double, convt_wsum_f64_generic, convt_wsum_f64_avx2)
+#else
+CONVT_WSUM(convt_wsum_f32, float, convt_wsum_f32_generic, (int))
+CONVT_WSUM(convt_wsum_f64, double, convt_wsum_f64_generic, (int))
+#endif
+
 #endif /* CONVT_UKERNEL_H */
