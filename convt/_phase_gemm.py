@@ -208,16 +208,20 @@ def _runs(taps, touched):
     return runs
 
 
-def merged_weights(layout, w_iox, workers):
-    """Per op and group, the (Cg, nj*Mg) weights of its taps side by side, flat, made in one
-    pass from the IOX filter ``w_iox`` (C_in, Mg, *K), C-contiguous in the compute dtype."""
+def merged_weights(layout, w_iox, workers, buffer=None):
+    """(merged, finite): per op and group, the (Cg, nj*Mg) weights of its taps side by side,
+    flat, made in one pass from the IOX filter ``w_iox`` (C_in, Mg, *K), C-contiguous in the
+    compute dtype; and whether every weight is finite, checked in that pass. ``buffer(size,
+    dtype)``: where the values go (a one-shot plan's workspace), default a new array."""
     c_in, mg = w_iox.shape[:2]
     size = c_in * mg * int(layout.ops[:, 3].sum())
-    out = np.empty(max(1, size), w_iox.dtype)
-    if size:
-        threads = workers if size >= _PARALLEL_MERGE_VALUES else 1
-        merge_iox(w_iox.reshape(-1), out, layout.merge_dst, layout.merge_step, mg, threads)
-    return out
+    out = (np.empty if buffer is None else buffer)(max(1, size), w_iox.dtype)
+    if not size:
+        return out, bool(np.isfinite(w_iox).all())
+    threads = workers if size >= _PARALLEL_MERGE_VALUES else 1
+    finite = merge_iox(w_iox.reshape(-1), out, layout.merge_dst, layout.merge_step, mg,
+                       threads)
+    return out, bool(finite)
 
 
 # Smaller weights merge faster than a thread team starts (~0.5 ms of copying at this size).

@@ -129,7 +129,7 @@ class Plan:
         self._lock = threading.Lock()
 
     def pack_buffer(self, name):
-        """Where the micro and Winograd packs put their weights: for a one-shot plan, the
+        """Where the micro, Winograd and GEMM packs put their weights: for a one-shot plan, the
         thread's one-shot workspace buffer ``name`` (reused by the next one-shot call, once
         this plan is gone); None (a new array) otherwise. 18.9 MB of fresh pages cost
         dcgan_g1's one-shot call about 1 ms of page faults."""
@@ -365,11 +365,19 @@ def _variant_backend(variant, state, geom, plan):
         if finite:
             return variant, _RUNNERS[variant], (layout, wp)
         variant, state = "pixel", tables(geom)
+    if variant == "gemm" and not state.batch_rows:
+        # the layout's weights, merged per GEMM op, once per geometry; finiteness checked in
+        # the merging pass (one read)
+        merged, finite = merged_weights(state, plan.w_iox_compute, plan.workers,
+                                        plan.pack_buffer("merged_gemm"))
+        plan.packed("finite", lambda p: finite)
+        if finite:
+            return variant, _RUNNERS[variant], (state, merged)
+        variant, state = "pixel", tables(geom)
     if variant == "gemm" and not _finite_weights(plan):
         variant, state = "pixel", tables(geom)
-    if variant == "gemm":   # the layout's weights, merged per GEMM op, once per geometry
-        state = (state, plan.w_packed.reshape(-1) if state.batch_rows
-                 else merged_weights(state, plan.w_iox_compute, plan.workers))
+    if variant == "gemm":   # batch rows: the direct kernels' packed weights
+        state = (state, plan.w_packed.reshape(-1))
     return variant, _RUNNERS[variant], state
 
 

@@ -18,6 +18,7 @@ Assumes: x and xp C-contiguous of the same dtype; H + I <= P per axis.
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 
+from ._finite cimport _nonfinite
 from ._types cimport real
 
 cdef extern from "_ukernel.h" nogil:
@@ -127,11 +128,12 @@ def merge_iox(const real[::1] w,             # IN  IOX weights, flat (G*Cg, Mg, 
     (convt._phase_gemm). A blocked transpose of each input channel's (Mg, Kt) block: 16 taps
     at a time, so every 64-byte line of w is read once while 16 output rows are written in
     order (reading one tap at a time touched a new line per value: fcn32s_k64's 4096 taps
-    took 5.5 ms for 7 MB). Rows are independent, one thread each. Releases the GIL."""
-    cdef int64_t Kt = dst.shape[0], rows, r, k0, kend, k, m
+    took 5.5 ms for 7 MB). Rows are independent, one thread each. Releases the GIL. Returns
+    whether every weight is finite (no NaN, no Inf), checked while they are read."""
+    cdef int64_t Kt = dst.shape[0], rows, r, k0, kend, k, m, bad = 0
     cdef const real* src
     if Mg == 0 or Kt == 0:
-        return
+        return True
     rows = w.shape[0] // (Mg * Kt)
     cdef real* o = &out[0]
     cdef const int64_t* d = &dst[0]
@@ -147,3 +149,5 @@ def merge_iox(const real[::1] w,             # IN  IOX weights, flat (G*Cg, Mg, 
                         if d[k] >= 0:
                             o[d[k] + r * rs[k] + m] = src[k]
                 k0 = kend
+            bad += _nonfinite(&w[0] + r * Mg * Kt, Mg * Kt)
+    return bad == 0
