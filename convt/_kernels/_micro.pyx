@@ -41,7 +41,7 @@ micro_conv; ystr = element strides (n, o0, o1, o2, channel), the last axis conti
 channels-first.
 """
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t
 
 from ._finite cimport _exponent_at_least, _nonfinite
 from ._types cimport real
