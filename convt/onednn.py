@@ -103,13 +103,15 @@ def conv_transpose(src, weights, bias=None, *, strides=None, pads_begin=None, pa
                         pads_end=pads_end, dilations=dilations, auto_pad=auto_pad,
                         output_padding=output_padding, groups=groups, data_format=data_format,
                         filter_format=filter_format, output_shape=output_shape, method=method,
-                        workers=workers)
+                        workers=workers, one_shot=True)
     return plan(xa, out, {"src": src, "weights": weights, "bias": bias})
 
 
 def _prepare(src, weights, bias, *, strides, pads_begin, pads_end, dilations, auto_pad,
-             output_padding, groups, data_format, filter_format, output_shape, method, workers):
-    """(validated src, Plan) of `conv_transpose`'s arguments; convt.dask plans with it too."""
+             output_padding, groups, data_format, filter_format, output_shape, method, workers,
+             one_shot=False):
+    """(validated src, Plan) of `conv_transpose`'s arguments; convt.dask plans with it too.
+    ``one_shot``: a plan for this call only (convt._api._OneShot)."""
     conv = "onednn"
     xa, w_iox, ba, dt, data_format, _ = intake(
         conv, src, weights, bias, allowed=TYPES, names=("src", "weights", "bias"),
@@ -121,4 +123,5 @@ def _prepare(src, weights, bias, *, strides, pads_begin, pads_end, dilations, au
                        pads_end=pads_end, output_padding=output_padding,
                        output_shape=output_shape)
     spec = make_spec(conv, attrs, rule, data_format, "src")
-    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES, method=method, workers=workers)
+    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES, method=method, workers=workers,
+                    one_shot=one_shot)

@@ -149,13 +149,15 @@ def conv_transpose(X, W, B=None, *, opset=11, auto_pad="NOTSET", dilations=None,
                         group=group, kernel_shape=kernel_shape, output_padding=output_padding,
                         output_shape=output_shape, pads=pads, strides=strides,
                         data_format=data_format, filter_format=filter_format, method=method,
-                        workers=workers)
+                        workers=workers, one_shot=True)
     return plan(xa, out, {"X": X, "W": W, "B": B})
 
 
 def _prepare(X, W, B, *, opset, auto_pad, dilations, group, kernel_shape, output_padding,
-             output_shape, pads, strides, data_format, filter_format, method, workers):
-    """(validated X, Plan) of `conv_transpose`'s arguments; convt.dask plans with it too."""
+             output_shape, pads, strides, data_format, filter_format, method, workers,
+             one_shot=False):
+    """(validated X, Plan) of `conv_transpose`'s arguments; convt.dask plans with it too.
+    ``one_shot``: a plan for this call only (convt._api._OneShot)."""
     conv = f"onnx (opset {opset})"
     version = operator_version("onnx", opset)
     xa, w_iox, ba, dt, data_format, _ = intake(conv, X, W, B, allowed=TYPES[version],
@@ -165,7 +167,8 @@ def _prepare(X, W, B, *, opset, auto_pad, dilations, group, kernel_shape, output
                      group=group, kernel_shape=kernel_shape, output_padding=output_padding,
                      output_shape=output_shape, pads=pads, strides=strides,
                      data_format=data_format)
-    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES[version], method=method, workers=workers)
+    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES[version], method=method, workers=workers,
+                    one_shot=one_shot)
 
 
 # Running ONNX models (needs the ``onnx`` package, ``pip install convt[onnx]``): loaded on

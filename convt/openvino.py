@@ -66,7 +66,7 @@ def _ungroup(conv, filt, filter_format):
 
 def _backprop(conv, data, filt, groups, *, output_shape, strides, pads_begin, pads_end,
               dilations, auto_pad, output_padding, data_format, filter_format, method,
-              workers):
+              workers, one_shot=False):
     xa, w_iox, _, dt, data_format, _ = intake(
         conv, data, filt, None, allowed=ALL_FLOATS, names=("data", "filter", "bias"),
         data_format=data_format, filter_format=filter_format)
@@ -77,12 +77,14 @@ def _backprop(conv, data, filt, groups, *, output_shape, strides, pads_begin, pa
                          pads_end=pads_end, output_padding=output_padding,
                          output_shape=output_shape)
     spec = make_spec(conv, attrs, rule, data_format, "data")
-    return xa, Plan(spec, w_iox, None, dt, allowed=ALL_FLOATS, method=method, workers=workers)
+    return xa, Plan(spec, w_iox, None, dt, allowed=ALL_FLOATS, method=method, workers=workers,
+                    one_shot=one_shot)
 
 
 def _prepare(data, filter, output_shape, *, grouped, filter_format, **attrs):
     """(validated data, Plan) of either public function's arguments (``grouped``: the
-    GroupConvolutionBackpropData filter layout); convt.dask plans with it too."""
+    GroupConvolutionBackpropData filter layout; ``one_shot``, in attrs: a plan for this call
+    only, convt._api._OneShot); convt.dask plans with it too."""
     if not grouped:
         return _backprop("openvino", data, filter, 1, output_shape=output_shape,
                          filter_format=filter_format, **attrs)
@@ -156,7 +158,7 @@ def convolution_backprop_data(data, filter, output_shape=None, *, strides=None,
                         pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
                         auto_pad=auto_pad, output_padding=output_padding,
                         data_format=data_format, filter_format=filter_format, method=method,
-                        workers=workers)
+                        workers=workers, one_shot=True)
     return plan(xa, out, {"data": data, "filter": filter, "output_shape": output_shape})
 
 
@@ -200,7 +202,7 @@ def group_convolution_backprop_data(data, filter, output_shape=None, *, strides=
                         pads_begin=pads_begin, pads_end=pads_end, dilations=dilations,
                         auto_pad=auto_pad, output_padding=output_padding,
                         data_format=data_format, filter_format=filter_format, method=method,
-                        workers=workers)
+                        workers=workers, one_shot=True)
     return plan(xa, out, {"data": data, "filter": filter, "output_shape": output_shape})
 
 
