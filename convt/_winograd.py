@@ -231,16 +231,17 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa):
     img = prod(layout.grid)
     x = arena.get("wino_x", (n, *layout.grid, c_in), ct,
                   zero_key=("wino", layout.halo, layout.grid, n, c_in))
-    h = layout.halo
+    h, spare = layout.halo, layout.diff_axes + 1
     if geom.data_format == "NXC":
         x[:, h[0]:h[0] + in3[0], h[1]:h[1] + in3[1], h[2]:h[2] + in3[2]] = \
             xa.reshape(n, *in3, c_in)
-    else:
+        ready = wino_ready(x.reshape(-1), spare, workers)
+    else:   # the transpose tests each block it reads: no second pass, no second region
         x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
-        to_padded_nxc(x5, x, np.array(h, np.int64), workers, isa)
-    x = x.reshape(-1)
-    if not wino_ready(x, layout.diff_axes + 1, workers):
+        ready = to_padded_nxc(x5, x, np.array(h, np.int64), workers, isa, spare)
+    if not ready:
         return None
+    x = x.reshape(-1)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
     # Channels-first y is written channels-last first, then transposed: a sub-phase's outputs
     # are 2 * s apart along the last axis, and stores of one value each into y's channel

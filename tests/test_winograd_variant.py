@@ -178,16 +178,28 @@ def _micro_result(w, x, kw, monkeypatch):
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, 1e38])
-def test_winograd_input_it_cannot_take_runs_the_micro_variant(bad, monkeypatch):
+@pytest.mark.parametrize("xs, at, fmt", [
+    ((1, 16, 9, 9), (0, 3, 4, 2), "NCX"),
+    ((2, 16, 9, 9), (1, 15, 8, 8), "NCX"),      # the last value: last block, last channel
+    ((2, 16, 9, 9), (1, 0, 0, 0), "NCX"),
+    ((2, 9, 9, 16), (1, 8, 8, 15), "NXC"),
+    ((1, 16, 700), (0, 9, 699), "NCX"),         # one row, split into shortened blocks
+    ((1, 16, 700), (0, 15, 256), "NCX"),
+])
+def test_winograd_input_it_cannot_take_runs_the_micro_variant(bad, xs, at, fmt, monkeypatch):
     """A NaN or Inf would turn into NaN where the taps give Inf, and a value near the float32
     range (here above 2^125: four of them summed could overflow) would overflow in a
     difference: such a call runs the micro variant, whose result
-    (and NaN and Inf pattern) it returns exactly."""
+    (and NaN and Inf pattern) it returns exactly. Channels-first inputs are tested in the
+    transpose into the grid, block by block (to_padded_nxc's spare_bits): a bad value in any
+    block, the last included, is seen."""
     rng = np.random.default_rng(8)
-    x = rng.standard_normal((1, 16, 9, 9)).astype(np.float32)
-    x[0, 3, 4, 2] = bad
-    w = rng.standard_normal((16, 20, 4, 4)).astype(np.float32)
-    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    x = rng.standard_normal(xs).astype(np.float32)
+    x[at] = bad
+    nd = len(xs) - 2
+    c_in = xs[1] if fmt == "NCX" else xs[-1]
+    w = rng.standard_normal((c_in, 20, *(4,) * nd)).astype(np.float32)
+    kw = dict(strides=(2,) * nd, pads=(1,) * (2 * nd), data_format=fmt)
     _force(monkeypatch)
     op = convt.ConvTranspose(w, method="direct", **kw)
     assert op._plan.geometry(x.shape).variant == "winograd"

@@ -18,7 +18,7 @@ Assumes: x and xp C-contiguous of the same dtype; H + I <= P per axis.
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 
-from ._finite cimport _nonfinite
+from ._finite cimport _exponent_at_least, _nonfinite
 from ._types cimport real
 
 cdef extern from "_ukernel.h" nogil:
@@ -62,11 +62,17 @@ cdef void _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
 def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
                   real[:, :, :, :, ::1] xp,        # OUT (N, P0, P1, P2, C), interior only
                   const int64_t[::1] halo,         # IN  (H0, H1, H2)
-                  int num_threads, int isa=-1):     # isa: 1 AVX2, 0 portable, -1 this CPU's
-    """Copy x into xp's interior; releases the GIL."""
+                  int num_threads, int isa=-1,      # isa: 1 AVX2, 0 portable, -1 this CPU's
+                  int64_t spare_bits=-1):           # >= 0: also wino_ready's test, on x
+    """Copy x into xp's interior; releases the GIL. Returns True, or with spare_bits >= 0
+    whether every value of x passes _micro.wino_ready's bound for spare_bits, tested on each
+    block right after its transpose read it: the Winograd variant's separate pass over the
+    grid and its parallel region go (transpose + test of hifigan_up3's 2 MB: median 0.177-
+    0.183 -> 0.152-0.153 ms; of dcgan_g3's 4 MB 0.306-0.384 -> 0.296-0.367; 2 threads)."""
     cdef int64_t N = x.shape[0], C = x.shape[1], I0 = x.shape[2], I1 = x.shape[3]
     cdef int64_t I2 = x.shape[4], P0 = xp.shape[1], P1 = xp.shape[2], P2 = xp.shape[3]
-    cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo
+    cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo, c
+    cdef int64_t bad = 0, m
     cdef int64_t H0 = halo[0], H1 = halo[1], H2 = halo[2]
     cdef int64_t blk = _I2BLOCK, want
     # fewer rows than work items for the threads (a 1-D signal): shorter blocks, of whole
@@ -77,7 +83,7 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
         blk = max(<int64_t> 2 * _T8, blk)
     cdef int64_t nb = (I2 + blk - 1) // blk
     if rows == 0 or C == 0 or I2 == 0:
-        return
+        return True
     if isa < 0:
         isa = _ISA
     cdef const real* xs = &x[0, 0, 0, 0, 0]
@@ -90,9 +96,14 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
             i0 = (r // I1) % I0
             n = r // (I1 * I0)
             lo = b * blk
+            m = min(blk, I2 - lo)
             _row(isa, xs + n * C * plane + (i0 * I1 + i1) * I2 + lo,
-                 xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C, C,
-                 min(blk, I2 - lo), plane)
+                 xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C, C, m, plane)
+            if spare_bits >= 0:
+                for c in range(C):
+                    bad += _exponent_at_least(xs + (n * C + c) * plane + (i0 * I1 + i1) * I2
+                                              + lo, m, spare_bits)
+    return bad == 0
 
 
 def iox_to_kio(const real[:, :, ::1] w,     # IN  (C_in, Mg, Kt): IOX weights, taps flat
