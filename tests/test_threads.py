@@ -242,11 +242,11 @@ def test_front_end_one_shot_calls_use_the_threads_workspace():
         before, y, after = seen[0]
         assert before == 0 and after > 0, name
         np.testing.assert_array_equal(y, want_nb if name == "openvino" else want, err_msg=name)
-    xa, plan = convt.onnx._prepare(x, w, b, opset=11, auto_pad="NOTSET", dilations=None,
-                                   group=2, kernel_shape=None, output_padding=None,
-                                   output_shape=None, pads=[1, 1, 1, 1], strides=[2, 2],
-                                   data_format="NCX", filter_format="IOX", method="auto",
-                                   workers=2)
+    _, plan = convt.onnx._prepare(x, w, b, opset=11, auto_pad="NOTSET", dilations=None,
+                                  group=2, kernel_shape=None, output_padding=None,
+                                  output_shape=None, pads=[1, 1, 1, 1], strides=[2, 2],
+                                  data_format="NCX", filter_format="IOX", method="auto",
+                                  workers=2)
     assert not plan.one_shot and not np.shares_memory(plan.w_iox, w)
 
 

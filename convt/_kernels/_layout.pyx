@@ -87,6 +87,7 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
     if isa < 0:
         isa = _ISA
     cdef const real* xs = &x[0, 0, 0, 0, 0]
+    cdef const real* src
     cdef real* xd = &xp[0, 0, 0, 0, 0]
     with nogil:
         for item in prange(rows * nb, schedule="static", num_threads=num_threads):
@@ -97,12 +98,12 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
             n = r // (I1 * I0)
             lo = b * blk
             m = min(blk, I2 - lo)
-            _row(isa, xs + n * C * plane + (i0 * I1 + i1) * I2 + lo,
-                 xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C, C, m, plane)
-            if spare_bits >= 0:
+            src = xs + n * C * plane + (i0 * I1 + i1) * I2 + lo
+            _row(isa, src, xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C, C, m,
+                 plane)
+            if spare_bits >= 0:   # channel c's m values, just read by _row
                 for c in range(C):
-                    bad += _exponent_at_least(xs + (n * C + c) * plane + (i0 * I1 + i1) * I2
-                                              + lo, m, spare_bits)
+                    bad += _exponent_at_least(src + c * plane, m, spare_bits)
     return bad == 0
 
 
