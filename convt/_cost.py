@@ -57,8 +57,8 @@ DEFAULTS = {
     # after the row kernel's runs and masked borders (2026-11-21) by docs/scripts/
     # depthwise_fit.py on 22 depthwise layers x 1 and 2 workers: rms log(estimate /
     # measured) 1.19 with the earlier 13.0e9 / 10.2e-9, 0.61 with these
-    "depthwise_macs_per_s": 26.2e9,
-    "depthwise_row_s": 2.11e-9,
+    "depthwise_macs_per_s": 25.1e9,
+    "depthwise_row_s": 3.52e-9,
     "bytes_per_s": 16.0e9,          # copies and writes of x and y
     "thread_efficiency": 0.759,      # second and later threads
     "direct_f64": 1.79,
@@ -84,10 +84,16 @@ _CACHE_LOCK = threading.Lock()
 _GRID_WASTE_OK = 1.25
 _MAX_GEMM_WASTE = 1.5
 _MIN_BATCH_ROWS = 8
-# Below this many input x output channels per group, a GEMM is too thin to beat the pixel
-# kernel; the depthwise kernel (memory-bound, DESIGN.md) was faster than the pixel kernel for
-# every few-channel layer tried (2-core EPYC, float32, 4x4 stride 2: 3-15x in NCX).
+# Below this many input or output channels per group, the depthwise kernel (memory-bound,
+# DESIGN.md) is a candidate, priced against the dense variant (direct_kind); it was faster
+# than the pixel kernel for every few-channel layer tried (2-core EPYC, float32, 4x4 stride
+# 2: 3-15x in NCX), so it always runs where the dense variant would be the pixel kernel.
 _MIN_GEMM_CHANNELS = 4
+# ... and only when the other side has at least this many: GEMMs with a few channels on both
+# sides run far below the GEMM model's rate (measured, 2 workers, float32, GEMM variant /
+# depthwise kernel: 8 and 64 channels depthwise 0.108 / 0.055 and 1.27 / 0.21 ms; 3 -> 3
+# channels 0.40 / 0.27; 2 -> 2 per group 3.7 / 1.3).
+_THICK_SIDE = 16
 _PIXEL_MARGIN = 1.5
 # Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
 # run serially: a 4.6k-MAC call measured 22 us on one thread, 127 us on two.
@@ -98,11 +104,13 @@ _PARALLEL_MIN_OUTPUTS = 1 << 18
 class DirectKind(NamedTuple):
     """How the direct backend runs a geometry: ``variant`` "depthwise", "micro", "winograd",
     "gemm" or "pixel";
-    ``mode`` "grid" or "batch-rows" (gemm); multiply-adds it performs and useful ones."""
+    ``mode`` "grid" or "batch-rows" (gemm); multiply-adds it performs and useful ones;
+    ``rows``: the depthwise kernel's row terms (``_depthwise_rows``), 0 for the others."""
     variant: str
     mode: str
     macs: int
     useful: int
+    rows: int = 0
 
 
 class Estimate(NamedTuple):
@@ -162,8 +170,39 @@ def direct_kind(geom):
     cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
     axes = _axes(geom)
     gemm, exact = gemm_counts(geom, axes)
-    if min(cg, mg) < _MIN_GEMM_CHANNELS:
-        return DirectKind("depthwise", "", exact, exact)
+    if min(cg, mg) >= _MIN_GEMM_CHANNELS:
+        return _dense_kind(geom, axes, gemm, exact)
+    # Fewer than _MIN_GEMM_CHANNELS on one side: the depthwise kernel, unless the model prices
+    # the dense variant below it. The depthwise kernel sums one output row over every input
+    # channel of its group and tap row, so the row terms grow with C_in / G: measured (2
+    # workers, float32, NCX) 64 -> 3 channels, 4x4 stride 2 (DCGAN's last layer) depthwise
+    # 4.46 ms, GEMM variant 1.43; 3 -> 16, 9x9 stride 1, depthwise 4.70, micro 2.92; 1 -> 64,
+    # 3x3, depthwise 0.49, GEMM 1.60 (docs/dispatch.md, "Few channels on one side").
+    depthwise = depthwise_kind(geom, axes, exact)
+    if max(cg, mg) < _THICK_SIDE:
+        return depthwise
+    dense = _dense_kind(geom, axes, gemm, exact)
+    if dense.variant == "pixel":
+        return depthwise
+    cost = lambda k: _direct_seconds(geom, k, False, 1, CONSTANTS)
+    return dense if cost(dense) < cost(depthwise) else depthwise
+
+
+def depthwise_kind(geom, axes=None, exact=None):
+    """The ``DirectKind`` of the depthwise kernel on ``geom`` (whichever variant runs it).
+    Its row terms: per output row (axes 0, 1) and input channel of its group, each tap row in
+    the data (``_axis_sums``' ``inside``), times the innermost axis's taps (set up per row,
+    convt._kernels._depthwise._row_ncx)."""
+    axes = _axes(geom) if axes is None else axes
+    if exact is None:
+        exact = gemm_counts(geom, axes)[1]
+    (_, _, _, in0, _), (_, _, _, in1, _) = axes[:2]
+    rows = geom.batch * geom.c_out * (geom.c_in // geom.groups) * in0 * in1 * geom.kernel[-1]
+    return DirectKind("depthwise", "", exact, exact, rows)
+
+
+def _dense_kind(geom, axes, gemm, exact):
+    """The variant for ``geom`` among micro, Winograd, GEMM and pixel (thick channels)."""
     useful = max(exact, 1)
     ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
     micro = _micro_kind(geom, axes, gemm <= ok * useful, exact)
@@ -302,8 +341,7 @@ def _direct_seconds(geom, kind, f64, threads, c):
         rate /= c["direct_f64"]
     work = kind.macs / rate + moved / c["bytes_per_s"]
     if kind.variant == "depthwise":
-        rows = geom.batch * geom.c_out * prod(geom.out_shape[:-1]) * prod(geom.kernel)
-        work += rows * c["depthwise_row_s"]
+        work += kind.rows * c["depthwise_row_s"]
     return c["call_s"] + work / _parallel(threads, c)
 
 
@@ -340,12 +378,14 @@ def _fft_fixed(geom, c):
 
 def seconds(geom, compute_dtype, workers, method, constants=None):
     """Estimated seconds of ``method`` ("direct" or "fft") on ``geom``, always computed
-    (`estimate` skips hopeless FFTs); for fitting the constants."""
+    (`estimate` skips hopeless FFTs); for fitting the constants. "depthwise" prices the
+    depthwise kernel even where the direct backend would run another variant."""
     c = CONSTANTS if constants is None else constants
     f64 = np.dtype(compute_dtype) == np.float64
     if method == "fft":
         return _fft_seconds(geom, compute_dtype, f64, workers, c)
-    return _direct_seconds(geom, direct_kind(geom), f64, direct_threads(geom, workers), c)
+    kind = depthwise_kind(geom) if method == "depthwise" else direct_kind(geom)
+    return _direct_seconds(geom, kind, f64, direct_threads(geom, workers), c)
 
 
 def estimate(geom, compute_dtype, workers, constants=None):

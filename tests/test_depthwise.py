@@ -1,7 +1,8 @@
 """The depthwise variant of the direct backend (1-3 channels per group in or out) against the
 reference: ranks 1-3, strides, dilations, kernels shorter than the stride, pads of either sign,
 output_padding, output_shape beyond the natural length, both layouts, non-contiguous inputs,
-dtypes; the plan picks the variant; results are bit-identical for any thread count."""
+dtypes; results are bit-identical for any thread count. The variant is pinned where the rule
+would price a dense variant below it (tests/test_dispatch.py tests the rule)."""
 import itertools
 
 import numpy as np
@@ -68,6 +69,7 @@ def _run(case, dtype=np.float64, workers=None, contiguous=True):
         big[tuple(slice(None, None, 2) for _ in xl.shape)] = xl
         xl = big[tuple(slice(None, None, 2) for _ in xl.shape)]
     op_ = convt.ConvTranspose(w, b, method="direct", data_format=fmt, workers=workers, **kw)
+    op_._plan.pin = ("depthwise", False)
     assert op_._plan.geometry(xl.shape).variant == "depthwise"
     y = op_(xl)
     assert y.flags.c_contiguous
@@ -131,6 +133,8 @@ def test_depthwise_bit_identical_for_any_thread_count(groups, cg, mg, dtype, fmt
     kw = dict(strides=(2, 3), pads=(1, 2, 0, 1), group=groups, data_format=fmt)
     xl = np.ascontiguousarray(np.moveaxis(x, 1, -1)) if fmt == "NXC" else x
     ops = {n: convt.ConvTranspose(w, workers=n, **kw) for n in (1, 2, 3)}
+    for op in ops.values():
+        op._plan.pin = ("depthwise", False)
     assert ops[1]._plan.geometry(xl.shape).variant == "depthwise"
     ys = [ops[n](xl) for n in (1, 2, 3, 1)]
     for y in ys[1:]:

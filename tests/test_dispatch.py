@@ -224,3 +224,24 @@ def test_calibrate_fits_and_saves(tmp_path, monkeypatch, constants):
     assert constants == got and got["call_s"] == 1e-3
     _cost.set_constants(_cost.DEFAULTS)
     assert _cost.load_calibration(path, _tune.stamp()) and constants == got
+
+
+# Few channels on one side: the depthwise kernel against the dense variant, priced. Measured
+# (2 workers, float32, NCX; docs/dispatch.md, "Few channels on one side"): 64 -> 3 channels
+# depthwise 4.46 ms, GEMM 1.43; 3 -> 16 depthwise 4.70, micro 2.92 (GEMM 3.40); 1 -> 64
+# depthwise 0.49, GEMM 1.60; depthwise layers stay on the depthwise kernel.
+@pytest.mark.parametrize("x, w, kw, variants", [
+    ((16, 64, 32, 32), (64, 3, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), {"gemm"}),
+    ((4, 3, 64, 64), (3, 16, 9, 9), {}, {"micro", "gemm"}),
+    ((1, 1, 128, 128), (1, 64, 3, 3), dict(pads=(1, 1, 1, 1)), {"depthwise"}),
+    ((1, 64, 64, 64), (64, 1, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1), group=64),
+     {"depthwise"}),
+    ((4, 16, 20000), (16, 2, 8), dict(strides=(4,), pads=(2, 2), group=16), {"depthwise"}),
+], ids=["64to3", "3to16_k9", "1to64", "depthwise", "depthwise_x2_1d"])
+def test_few_channels_priced_against_the_dense_variant(x, w, kw, variants):
+    g = _geom(x, w, **kw)
+    kind = _cost.direct_kind(g)
+    assert kind.variant in variants
+    dense = _cost._dense_kind(g, _cost._axes(g), *_cost.gemm_counts(g))
+    cost = lambda k: _cost._direct_seconds(g, k, False, 1, _cost.CONSTANTS)
+    assert cost(kind) <= cost(dense) and cost(kind) <= cost(_cost.depthwise_kind(g))

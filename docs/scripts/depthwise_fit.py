@@ -3,7 +3,8 @@
     python docs/scripts/depthwise_fit.py
 
 Times 22 depthwise layers (1-D to 3-D, strides 1-4, kernels 3-255, channel multipliers 1-3,
-both layouts) with ``method="direct"`` on 1 and 2 workers, float32, then fits
+both layouts) and 12 layers with few channels on one side only (1-3 in or out, up to 128 on
+the other) on the depthwise kernel (pinned) on 1 and 2 workers, float32, then fits
 ``depthwise_macs_per_s`` and ``depthwise_row_s`` (the others held at their current values)
 with ``convt._calibrate.fit_constants`` (least squares on log(estimate / measured)).
 Prints both constants and each layer's estimate / measured before and after. The values in
@@ -46,6 +47,20 @@ LAYERS = [  # (x shape, w shape, keywords)
     ((1, 16, 128, 128), (16, 1, 31, 31), {}),
     ((1, 16, 128, 128), (16, 1, 9, 9), {}),
     ((1, 16, 32, 32, 32), (16, 1, 7, 7, 7), {}),
+    # few channels per group on one side only (group 1): rows summed over C_in
+    ((16, 64, 32, 32), (64, 3, 4, 4), dict(group=1, strides=(2, 2), pads=P1)),
+    ((16, 64, 32, 32), (64, 3, 4, 4), dict(group=1, strides=(2, 2), pads=P1,
+                                           data_format="NXC")),
+    ((4, 128, 16, 16), (128, 3, 4, 4), dict(group=1, strides=(2, 2), pads=P1)),
+    ((1, 64, 128, 128), (64, 1, 2, 2), dict(group=1, strides=(2, 2))),
+    ((4, 3, 64, 64), (3, 16, 9, 9), dict(group=1)),
+    ((4, 3, 64, 64), (3, 64, 4, 4), dict(group=1, strides=(2, 2), pads=P1)),
+    ((1, 1, 128, 128), (1, 64, 3, 3), dict(group=1, pads=P1)),
+    ((2, 2, 64, 64), (2, 32, 5, 5), dict(group=1, pads=(2, 2, 2, 2))),
+    ((1, 32, 8192), (32, 1, 16), dict(group=1, strides=(8,), pads=(4, 4))),
+    ((1, 16, 32, 32, 32), (16, 1, 2, 2, 2), dict(group=1, strides=(2, 2, 2))),
+    ((1, 3, 24, 24, 24), (3, 16, 3, 3, 3), dict(group=1, pads=P2)),
+    ((4, 4, 128, 128), (4, 2, 3, 3), dict(group=1, pads=P1)),
 ]
 NAMES = ["depthwise_macs_per_s", "depthwise_row_s"]
 
@@ -61,8 +76,9 @@ def samples():
         w = rng.standard_normal(ws).astype(np.float32)
         for workers in (1, 2):
             op = convt.ConvTranspose(w, method="direct", workers=workers, **kw)
+            op._plan.pin = ("depthwise", False)    # where the rule picks a dense variant too
             t = _tune.time_candidates({"direct": lambda: op(x)})["direct"]
-            out.append((op.geometry(x.shape), np.dtype(np.float32), workers, "direct", t))
+            out.append((op.geometry(x.shape), np.dtype(np.float32), workers, "depthwise", t))
     return out
 
 
