@@ -89,10 +89,12 @@ _MIN_BATCH_ROWS = 8
 # than the pixel kernel for every few-channel layer tried (2-core EPYC, float32, 4x4 stride
 # 2: 3-15x in NCX), so it always runs where the dense variant would be the pixel kernel.
 _MIN_GEMM_CHANNELS = 4
-# ... and only when the other side has at least this many: GEMMs with a few channels on both
-# sides run far below the GEMM model's rate (measured, 2 workers, float32, GEMM variant /
-# depthwise kernel: 8 and 64 channels depthwise 0.108 / 0.055 and 1.27 / 0.21 ms; 3 -> 3
-# channels 0.40 / 0.27; 2 -> 2 per group 3.7 / 1.3).
+# ... and only when the other side has at least this many and the thin side at least 2:
+# GEMMs with a few channels on both sides, or one channel on a side, run far below the GEMM
+# model's rate (measured, 2 workers, float32, GEMM variant / depthwise kernel: 8 and 64
+# channels depthwise 0.108 / 0.055 and 1.27 / 0.21 ms; 3 -> 3 channels 0.26-0.42 /
+# 0.21-0.34; 2 -> 2 per group 3.7 / 1.3; 16 -> 1 3-D 2x2x2 stride 2 0.39-0.91 / 0.31-0.45;
+# 64 -> 1 2x2 stride 2 0.58-0.91 / 0.44-0.89; 1 -> 64 3x3 1.6-2.5 / 0.35-0.55).
 _THICK_SIDE = 16
 _PIXEL_MARGIN = 1.5
 # Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
@@ -179,7 +181,7 @@ def direct_kind(geom):
     # 4.46 ms, GEMM variant 1.43; 3 -> 16, 9x9 stride 1, depthwise 4.70, micro 2.92; 1 -> 64,
     # 3x3, depthwise 0.49, GEMM 1.60 (docs/dispatch.md, "Few channels on one side").
     depthwise = depthwise_kind(geom, axes, exact)
-    if max(cg, mg) < _THICK_SIDE:
+    if min(cg, mg) < 2 or max(cg, mg) < _THICK_SIDE:
         return depthwise
     dense = _dense_kind(geom, axes, gemm, exact)
     if dense.variant == "pixel":
