@@ -107,3 +107,22 @@ class Workers(_Prepared):
     def case(self, workers, workload):
         shapes = WORKLOADS[workload]
         return shapes, dict(attrs(shapes), workers=workers)
+
+
+class FewChannels(_Prepared):
+    """Few channels on one side (convt._cost.direct_kind prices the depthwise kernel against
+    the dense variant): a generator's last layer (64 -> 3), a 3-channel input layer (3 -> 16,
+    9x9) and a 1-channel side that stays on the depthwise kernel (64 -> 1, 2x2 stride 2);
+    docs/dispatch.md, "Few channels on one side"."""
+    params = [["64to3_k4s2", "3to16_k9", "64to1_k2s2"]]
+    param_names = ["layer"]
+    LAYERS = {
+        "64to3_k4s2": (dict(x=(16, 64, 32, 32), w=(64, 3, 4, 4)),
+                       dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+        "3to16_k9": (dict(x=(4, 3, 64, 64), w=(3, 16, 9, 9)), {}),
+        "64to1_k2s2": (dict(x=(1, 64, 128, 128), w=(64, 1, 2, 2)), dict(strides=(2, 2))),
+    }
+
+    def case(self, layer):
+        shapes, kw = self.LAYERS[layer]
+        return shapes, dict(kw)
