@@ -53,10 +53,12 @@ DEFAULTS = {
     "micro_macs_per_s": 57e9,
     "micro_channel_half": 7.0,
     "pixel_macs_per_s": 0.68e9,    # generic gather kernel
-    # depthwise variant: taps in the data, and per (output row, tap) loop set-up. Refitted
-    # after the row kernel's runs and masked borders (2026-11-21) by docs/scripts/
-    # depthwise_fit.py on 22 depthwise layers x 1 and 2 workers: rms log(estimate /
-    # measured) 1.19 with the earlier 13.0e9 / 10.2e-9, 0.61 with these
+    # depthwise variant: taps in the data, and per row term (depthwise_kind: output row x
+    # input channel of the group x tap row in the data x innermost taps) loop set-up.
+    # Refitted when the row terms started counting input channels (2026-11-21) by
+    # docs/scripts/depthwise_fit.py on 22 depthwise layers and 12 with few channels on one
+    # side, x 1 and 2 workers: rms log(estimate / measured) 0.58 with the earlier 26.2e9 /
+    # 2.11e-9, 0.53 with these (0.61 for the earlier values on the 22 alone, before)
     "depthwise_macs_per_s": 25.1e9,
     "depthwise_row_s": 3.52e-9,
     "bytes_per_s": 16.0e9,          # copies and writes of x and y
