@@ -109,7 +109,7 @@ class DirectKind(NamedTuple):
     """How the direct backend runs a geometry: ``variant`` "depthwise", "micro", "winograd",
     "gemm" or "pixel";
     ``mode`` "grid" or "batch-rows" (gemm); multiply-adds it performs and useful ones;
-    ``rows``: the depthwise kernel's row terms (``_depthwise_rows``), 0 for the others."""
+    ``rows``: the depthwise kernel's row terms (``depthwise_kind``), 0 for the others."""
     variant: str
     mode: str
     macs: int
@@ -188,8 +188,12 @@ def direct_kind(geom):
     dense = _dense_kind(geom, axes, gemm, exact)
     if dense.variant == "pixel":
         return depthwise
-    cost = lambda k: _direct_seconds(geom, k, False, 1, CONSTANTS)
-    return dense if cost(dense) < cost(depthwise) else depthwise
+    return dense if _rule_seconds(geom, dense) < _rule_seconds(geom, depthwise) else depthwise
+
+
+def _rule_seconds(geom, kind):
+    """What the variant rule compares: the estimate of ``kind`` on one thread, float32."""
+    return _direct_seconds(geom, kind, False, 1, CONSTANTS)
 
 
 def depthwise_kind(geom, axes=None, exact=None):
@@ -227,8 +231,8 @@ def _dense_kind(geom, axes, gemm, exact):
     # 1.6-3.7 (e.g. 3-D 8 channels K=5: 15 vs 39 ms); near a tie, tiny layers with 4-10x
     # waste ran 1.1-1.35x faster on the pixel kernel (e.g. 8 channels 10 -> 200: 42 vs 57 us).
     pixel = DirectKind("pixel", "", exact, exact)
-    cost = lambda k: _direct_seconds(geom, k, False, 1, CONSTANTS)
-    return grid if _PIXEL_MARGIN * cost(grid) <= cost(pixel) else pixel
+    return grid if _PIXEL_MARGIN * _rule_seconds(geom, grid) <= _rule_seconds(geom, pixel) \
+        else pixel
 
 
 # The micro variant (register-blocked kernel, convt._micro) runs when the CPU has its AVX2+FMA

@@ -87,10 +87,14 @@ def estimate_bytes(geom, method, dtype):
     # direct: the compute-dtype (padded) copy of the input, and the per-axis phase tables
     # (convt._direct.tables), _TABLE_BYTES per output position along each axis while built:
     # negligible in 2-D and 3-D, but a long 1-D output needs 20x its float32 size in tables.
-    from ._cost import direct_kind
+    from ._cost import _MIN_GEMM_CHANNELS, direct_kind
 
     axes = list(geom.out_shape)
-    if geom.data_format == "NCX" and direct_kind(geom).variant == "depthwise":
+    cg, mg = geom.c_in // max(geom.groups, 1), geom.c_out // max(geom.groups, 1)
+    # only a few-channel layer may run the depthwise kernel (and then direct_kind stays cheap:
+    # it never builds a Winograd layout, whose task list grows with the output)
+    if (geom.data_format == "NCX" and min(cg, mg) < _MIN_GEMM_CHANNELS
+            and direct_kind(geom).variant == "depthwise"):
         axes = axes[:-1]   # the channels-first depthwise kernel never builds that one
     return total + n_in * ct + _TABLE_BYTES * sum(axes)
 

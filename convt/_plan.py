@@ -359,25 +359,24 @@ def _variant_backend(variant, state, geom, plan):
     # pixel kernel only visits taps in range, so it runs when a weight is not finite.
     if variant == "micro":  # the weights packed per phase for the register tiles
         layout = micro_layout(geom, micro_nr(plan.compute_dtype))
-        wp, finite = packed_weights(layout, plan.w_iox_compute, geom.groups, plan.workers,
-                                    plan.pack_buffer("packed_micro"))
+        weights, finite = packed_weights(layout, plan.w_iox_compute, geom.groups,
+                                         plan.workers, plan.pack_buffer("packed_micro"))
         plan.packed("finite", lambda p: finite)   # checked in the packing pass (one read)
-        if finite:
-            return variant, _RUNNERS[variant], (layout, wp)
-        variant, state = "pixel", tables(geom)
-    if variant == "gemm" and not state.batch_rows:
+        state = (layout, weights)
+    elif variant == "gemm" and not state.batch_rows:
         # the layout's weights, merged per GEMM op, once per geometry; finiteness checked in
         # the merging pass (one read)
         merged, finite = merged_weights(state, plan.w_iox_compute, plan.workers,
                                         plan.pack_buffer("merged_gemm"))
         plan.packed("finite", lambda p: finite)
-        if finite:
-            return variant, _RUNNERS[variant], (state, merged)
+        state = (state, merged)
+    elif variant == "gemm":   # batch rows: the direct kernels' packed weights
+        finite = _finite_weights(plan)
+        state = (state, plan.w_packed.reshape(-1)) if finite else None
+    else:
+        finite = True
+    if not finite:
         variant, state = "pixel", tables(geom)
-    if variant == "gemm" and not _finite_weights(plan):
-        variant, state = "pixel", tables(geom)
-    if variant == "gemm":   # batch rows: the direct kernels' packed weights
-        state = (state, plan.w_packed.reshape(-1))
     return variant, _RUNNERS[variant], state
 
 
