@@ -35,6 +35,11 @@ _MAX_GRID_GROWTH = 8
 # A task's product tiles, all held until combined: 1 MiB (dcgan_g1, 512 KiB of weights per
 # product: 4.4 ms with one task per phase, 5.1 with two at 512 KiB; 2 workers, float32).
 _TILE_BYTES = 1 << 20
+# Packed weights of at least this size are stored past the caches (pack_wino's stream): a
+# one-shot call reads them back from memory anyway. dcgan_g1's 18.9 MB pack: 1.47-1.56 ->
+# 1.29-1.37 ms, its one-shot call 1.45 -> 1.38-1.40x the prepared one; hifigan_up1's
+# 12.6 MB: 1.30-1.33 -> 1.24-1.25x (2 workers, best of 30, two runs each).
+_STREAM_PACK_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -212,7 +217,8 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
     threads = workers if layout.packed >= _PARALLEL_PACK_VALUES else 1
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
     finite = pack_wino(w3, out, layout.ck, layout.cf.astype(w_iox.dtype), udst, ustride,
-                       scratch, groups, layout.nr, threads, isa)
+                       scratch, groups, layout.nr, threads, isa,
+                       layout.packed * out.itemsize >= _STREAM_PACK_BYTES)
     return out, bool(finite)
 
 

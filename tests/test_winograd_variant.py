@@ -151,9 +151,13 @@ def test_winograd_bit_identical_for_any_thread_count(dtype, monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
-def test_product_weights_identical_from_both_kernels(xs, ws, kw, dtype):
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+def test_product_weights_identical_from_both_kernels(xs, ws, kw, dtype, stream, monkeypatch):
     """The products' packed weights (sums of +-1 times taps, in entry order) are the same bits
-    from the AVX2 sums and the portable ones, on 1 and 2 threads."""
+    from the AVX2 sums and the portable ones, on 1 and 2 threads, stored through the caches
+    or past them (large packs: _winograd._STREAM_PACK_BYTES, lowered here to every pack)."""
+    if stream:
+        monkeypatch.setattr(_winograd, "_STREAM_PACK_BYTES", 0)
     w = np.random.default_rng(4).standard_normal(ws).astype(dtype)
     plan = convt.ConvTranspose(w, **kw)._plan
     layout = _winograd.wino_layout(plan.geometry(xs).geom, _micro.micro_nr(np.dtype(dtype)))

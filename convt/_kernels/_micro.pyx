@@ -71,9 +71,10 @@ cdef extern from "_ukernel.h" nogil:
     void convt_corners_f64(int isa, const double* src, const int64_t* off, int n,
                            double* dst, int64_t C)
     int convt_wsum_f32(int isa, const float* tmp, int64_t Mgp, const int64_t* ck,
-                       const float* cf, float* dst, int64_t us, int64_t NP)
+                       const float* cf, float* dst, int64_t us, int64_t NP, int stream)
     int convt_wsum_f64(int isa, const double* tmp, int64_t Mgp, const int64_t* ck,
-                       const double* cf, double* dst, int64_t us, int64_t NP)
+                       const double* cf, double* dst, int64_t us, int64_t NP, int stream)
+    void convt_store_fence()
 
 MR = CONVT_MR
 NR_F32 = CONVT_NR_F32
@@ -736,21 +737,25 @@ def pack_micro(const real[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, prod
 cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
                                 const int64_t* ck, const real* cf, const int64_t* ud,
                                 const int64_t* us, int64_t U, int64_t g, int64_t c, int64_t Mg,
-                                int64_t KT, int64_t NP, int64_t NR) noexcept nogil:
+                                int64_t KT, int64_t NP, int64_t NR, int stream) noexcept nogil:
     # one input channel: its taps transposed (KT <= PACK_KB), then per product tap u the sum
     # of cf[u, e] * tap ck[u, e] over its 8 entries (cf = 0: unused), in entry order, straight
     # into its NR-value line of every panel (convt_wsum: the sums in registers, one 64-byte
     # store per line; a row buffer summed in C then copied took 7.7 ms for dcgan_g1's 18.9 MB
-    # on one thread); returns 1 when a sum is not finite
+    # on one thread; stream: past the caches); returns 1 when a sum is not finite
     cdef int64_t Mgp = NP * NR, u, bad = 0
     cdef real* dst
     _transpose_taps(isa, src, tmp, Mg, KT, 0, KT, Mgp)
     for u in range(U):
         dst = out + ud[u] + g * NP * us[u] + c * NR
         if real is float:
-            bad |= convt_wsum_f32(isa, tmp, Mgp, ck + 8 * u, cf + 8 * u, dst, us[u], NP)
+            bad |= convt_wsum_f32(isa, tmp, Mgp, ck + 8 * u, cf + 8 * u, dst, us[u], NP,
+                                  stream)
         else:
-            bad |= convt_wsum_f64(isa, tmp, Mgp, ck + 8 * u, cf + 8 * u, dst, us[u], NP)
+            bad |= convt_wsum_f64(isa, tmp, Mgp, ck + 8 * u, cf + 8 * u, dst, us[u], NP,
+                                  stream)
+    if stream:
+        convt_store_fence()
     return bad
 
 
@@ -763,10 +768,11 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
               const int64_t[::1] ustride,      # IN  per product tap: panel stride
               real[::1] scratch,               # IN  zeros, num_threads * PACK_KB * Mg padded
                                                #     to NR (the padding stays zero)
-              int64_t groups, int64_t NR, int num_threads, int isa=-1):
+              int64_t groups, int64_t NR, int num_threads, int isa=-1, bint stream=False):
     """Pack the Winograd products' weights for wino_conv (each product tap's weights are a
     signed sum of kernel taps, summed here in the compute dtype); releases the GIL. Returns
-    whether every weight and every sum is finite."""
+    whether every weight and every sum is finite. stream: store the packed lines past the
+    caches (convt_wsum; for packs too large to stay there, convt._winograd)."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2], U = ck.shape[0]
     cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR
     cdef int64_t ci, bad = 0
@@ -785,6 +791,6 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
         for ci in prange(C_in, schedule="static", num_threads=num_threads):
             bad += _pack_wino_channel(isa, wptr + ci * Mg * KT, optr,
                                       tmp + threadid() * _PACK_KB * Mgp, kp, fp, ud, us,
-                                      U, ci // Cg, ci % Cg, Mg, KT, NP, NR)
+                                      U, ci // Cg, ci % Cg, Mg, KT, NP, NR, stream)
             bad += _nonfinite(wptr + ci * Mg * KT, Mg * KT)
     return bad == 0
