@@ -1,11 +1,14 @@
 """GFLOP/s of convt's prepared operator on the 12 direct-path bench workloads.
 
     python docs/scripts/direct_rates.py [--workers 2] [--dtype float32] [--reps 15]
+    python docs/scripts/direct_rates.py --scaling [--reps 15]
 
 Per workload (``../shared/bench/workloads.py``, FLOPs counted as there), the median of
 ``--reps`` calls of a planned and warmed-up ``convt.ConvTranspose``, in this process only (no
 peers, so no other thread pool competes), with the variant the dispatcher runs. For the
 issue-3 checks: float32 against numpy sgemm, float64 against dgemm, 1 against 2 threads.
+``--scaling``: the dense layers only, a 1-worker and a ``--workers`` operator taking turns
+call by call (so a slow spell of the machine falls on both), best and median of each.
 """
 import argparse
 import os
@@ -42,21 +45,52 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--scaling", action="store_true",
+                    help="time 1 against --workers workers on the dense layers")
     a = ap.parse_args()
     dtype = np.dtype(a.dtype)
+    if a.scaling:
+        return scaling(a.workers, dtype, a.reps)
     print(f"numpy {'s' if dtype == np.float32 else 'd'}gemm 2048^3: "
           f"{gemm_gflops(dtype):.1f} GFLOP/s (numpy's own BLAS threads)")
     for wl in W.WORKLOADS[:12]:
         x, w, b = W.make_inputs(wl, dtype=dtype)
-        full = W.full(wl)
-        op = convt.ConvTranspose(w, b, workers=a.workers, strides=full["strides"],
-                                 pads=full["pads"], dilations=full["dilations"],
-                                 group=full["group"], output_padding=full["output_padding"])
+        op = _operator(wl, w, b, a.workers)
         op(x)
         t = float(np.median([_timed(lambda: op(x)) for _ in range(a.reps)]))
         p = op._plan.geometry(x.shape)
         print(f"{wl['name']:20s} {t * 1e3:8.2f} ms {W.flops(wl) / t / 1e9:7.1f} GFLOP/s  "
               f"{p.method}/{p.variant}")
+
+
+def _operator(wl, w, b, workers):
+    full = W.full(wl)
+    return convt.ConvTranspose(w, b, workers=workers, strides=full["strides"],
+                               pads=full["pads"], dilations=full["dilations"],
+                               group=full["group"], output_padding=full["output_padding"])
+
+
+DENSE = ("dcgan_g1", "dcgan_g3", "unet_up2x2", "unet_up3x3_op", "hifigan_up1", "hifigan_up3",
+         "dilated_s1")
+
+
+def scaling(workers, dtype, reps):
+    print(f"1 against {workers} workers, {dtype}, calls taking turns, {reps} each")
+    for wl in W.WORKLOADS:
+        if wl["name"] not in DENSE:
+            continue
+        x, w, b = W.make_inputs(wl, dtype=dtype)
+        ops = {n: _operator(wl, w, b, n) for n in (1, workers)}
+        times = {n: [] for n in ops}
+        for op in ops.values():
+            op(x)
+        for _ in range(reps):
+            for n, op in ops.items():
+                times[n].append(_timed(lambda: op(x)))
+        one, many = (np.array(times[n]) for n in (1, workers))
+        print(f"{wl['name']:20s} 1: {one.min() * 1e3:7.2f} ms  {workers}: "
+              f"{many.min() * 1e3:7.2f} ms  best {one.min() / many.min():.2f}x  "
+              f"median {np.median(one) / np.median(many):.2f}x")
 
 
 if __name__ == "__main__":
