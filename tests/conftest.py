@@ -14,6 +14,8 @@ output is a sum of K*C products of O(1) numbers:
 import numpy as np
 import pytest
 
+import convt
+
 try:
     import ml_dtypes
 except ImportError:  # bfloat16 is optional
@@ -43,6 +45,46 @@ def assert_close(y, ref, backend, dtype):
     tol = TOL[(backend, dtype)]
     scale = max(1.0, float(np.abs(ref).max(initial=0.0)))
     np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=tol, atol=tol * scale)
+
+
+def random_cases(count, seed, *, k_max, size_max, c_max, keep=None):
+    """``count`` random layers (strides, dilations, pads, output padding, groups, kernel,
+    spatial size, channels per group, batch, layout; 1-D to 3-D) for the direct variants'
+    tests, drawn from ``seed``: kernel sides below ``k_max`` (4 in 3-D), spatial sides below
+    ``size_max`` (6 in 3-D), channels per group below ``c_max``. ``keep(case)``: whether a
+    drawn case is used (default: all)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        nd = int(rng.integers(1, 4))
+        s = tuple(int(v) for v in rng.integers(1, 4, nd))
+        d = tuple(int(v) for v in rng.integers(1, 3, nd))
+        k = tuple(int(v) for v in rng.integers(1, 4 if nd == 3 else k_max, nd))
+        pads = tuple(int(v) for v in rng.integers(0, 3, 2 * nd))
+        op = tuple(int(rng.integers(0, max(a, b))) for a, b in zip(s, d))
+        size = tuple(int(v) for v in rng.integers(1, 6 if nd == 3 else size_max, nd))
+        case = dict(nd=nd, kw=dict(strides=s, dilations=d, pads=pads, output_padding=op,
+                                   group=int(rng.choice([1, 2, 3]))),
+                    k=k, size=size, cg=int(rng.integers(1, c_max)),
+                    mg=int(rng.integers(1, c_max)), batch=int(rng.integers(1, 4)),
+                    data_format=str(rng.choice(["NCX", "NXC"])))
+        if keep is None or keep(case):
+            out.append(case)
+    return out
+
+
+def assert_same_for_any_thread_count(w, x, variant, pin=None, **kw):
+    """``convt.ConvTranspose(w, **kw)`` on x with 1, 2, 3 and again 1 workers runs the
+    direct ``variant`` (imposed by ``pin`` when given, else by the caller) and gives the same
+    bits every time."""
+    ops = {n: convt.ConvTranspose(w, workers=n, **kw) for n in (1, 2, 3)}
+    if pin is not None:
+        for op in ops.values():
+            op._plan.pin = pin
+    assert ops[1]._plan.geometry(x.shape).variant == variant
+    ys = [ops[n](x) for n in (1, 2, 3, 1)]
+    for y in ys[1:]:
+        np.testing.assert_array_equal(ys[0], y)
 
 
 def pytest_configure(config):

@@ -11,7 +11,7 @@ import pytest
 import convt
 from convt import _depthwise as dw
 
-from conftest import assert_close, np_dtype
+from conftest import assert_close, assert_same_for_any_thread_count, np_dtype
 
 # (groups, Cg, Mg): depthwise, channel multiplier 2 and 3, 3 -> 1, 1 -> 3 (not grouped),
 # 2 in / 3 out per group, and 6 in / 1 out (min(Cg, Mg) < 4 still picks the variant).
@@ -132,13 +132,7 @@ def test_depthwise_bit_identical_for_any_thread_count(groups, cg, mg, dtype, fmt
     w = rng.standard_normal((groups * cg, mg, 4, 3)).astype(dtype)
     kw = dict(strides=(2, 3), pads=(1, 2, 0, 1), group=groups, data_format=fmt)
     xl = np.ascontiguousarray(np.moveaxis(x, 1, -1)) if fmt == "NXC" else x
-    ops = {n: convt.ConvTranspose(w, workers=n, **kw) for n in (1, 2, 3)}
-    for op in ops.values():
-        op._plan.pin = ("depthwise", False)
-    assert ops[1]._plan.geometry(xl.shape).variant == "depthwise"
-    ys = [ops[n](xl) for n in (1, 2, 3, 1)]
-    for y in ys[1:]:
-        np.testing.assert_array_equal(ys[0], y)
+    assert_same_for_any_thread_count(w, xl, "depthwise", pin=("depthwise", False), **kw)
 
 
 # Rows for the AVX2 row kernel (_dwkernel.h): innermost stride 1 and 2, interiors shorter than

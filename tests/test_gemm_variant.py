@@ -13,7 +13,7 @@ import convt
 from convt import _cost, _phase_gemm, _plan
 from convt._phase_gemm import batch_rows_layout, gemm_layout
 
-from conftest import assert_close
+from conftest import assert_close, assert_same_for_any_thread_count
 
 
 def _cases():
@@ -102,12 +102,7 @@ def test_gemm_bit_identical_for_any_thread_count(dtype, monkeypatch):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((4, 64, 20, 20)).astype(dtype)
     w = rng.standard_normal((64, 48, 4, 4)).astype(dtype)
-    op = {n: convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), workers=n)
-          for n in (1, 2, 3)}
-    assert op[1]._plan.geometry(x.shape).variant == "gemm"
-    ys = [op[n](x) for n in (1, 2, 3, 1)]
-    for y in ys[1:]:
-        np.testing.assert_array_equal(ys[0], y)
+    assert_same_for_any_thread_count(w, x, "gemm", strides=(2, 2), pads=(1, 1, 1, 1))
 
 
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])

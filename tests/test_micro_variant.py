@@ -12,29 +12,10 @@ import convt
 from convt import _cost, _micro, _plan
 from convt._kernels._micro import MR
 
-from conftest import assert_close
+from conftest import assert_close, assert_same_for_any_thread_count, random_cases
 
 
-def _cases(count, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    while len(out) < count:
-        nd = int(rng.integers(1, 4))
-        s = tuple(int(v) for v in rng.integers(1, 4, nd))
-        d = tuple(int(v) for v in rng.integers(1, 3, nd))
-        k = tuple(int(v) for v in rng.integers(1, 4 if nd == 3 else 6, nd))
-        pads = tuple(int(v) for v in rng.integers(0, 3, 2 * nd))
-        op = tuple(int(rng.integers(0, max(a, b))) for a, b in zip(s, d))
-        size = tuple(int(v) for v in rng.integers(1, 6 if nd == 3 else 9, nd))
-        out.append(dict(nd=nd, kw=dict(strides=s, dilations=d, pads=pads, output_padding=op,
-                                       group=int(rng.choice([1, 2, 3]))),
-                        k=k, size=size, cg=int(rng.integers(1, 40)), mg=int(rng.integers(1, 40)),
-                        batch=int(rng.integers(1, 4)),
-                        data_format=str(rng.choice(["NCX", "NXC"]))))
-    return out
-
-
-CASES = _cases(120, 7)
+CASES = random_cases(120, 7, k_max=6, size_max=9, c_max=40)
 
 
 def _force(monkeypatch):
@@ -183,12 +164,7 @@ def test_micro_bit_identical_for_any_thread_count(dtype, xs, monkeypatch):
     x = rng.standard_normal(xs).astype(dtype)
     w = rng.standard_normal((64, 48, 4, 4)).astype(dtype)
     _force(monkeypatch)
-    ops = {n: convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), workers=n)
-           for n in (1, 2, 3)}
-    assert ops[1]._plan.geometry(x.shape).variant == "micro"
-    ys = [ops[n](x) for n in (1, 2, 3, 1)]
-    for y in ys[1:]:
-        np.testing.assert_array_equal(ys[0], y)
+    assert_same_for_any_thread_count(w, x, "micro", strides=(2, 2), pads=(1, 1, 1, 1))
 
 
 def test_micro_nonfinite_input_reaches_only_the_outputs_it_touches(monkeypatch):

@@ -12,7 +12,7 @@ import pytest
 import convt
 from convt import _micro, _plan, _winograd
 
-from conftest import assert_close
+from conftest import assert_close, assert_same_for_any_thread_count, random_cases
 
 ISAS = [_micro.ISA, 0] if _micro.ISA else [0]
 
@@ -23,33 +23,18 @@ def _force(monkeypatch):
                         lambda geom, pin=None: orig(geom, pin or ("winograd", False)))
 
 
-def _cases(count, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    while len(out) < count:
-        nd = int(rng.integers(1, 4))
-        s = tuple(int(v) for v in rng.integers(1, 4, nd))
-        d = tuple(int(v) for v in rng.integers(1, 3, nd))
-        k = tuple(int(v) for v in rng.integers(1, 4 if nd == 3 else 7, nd))
-        pads = tuple(int(v) for v in rng.integers(0, 3, 2 * nd))
-        op = tuple(int(rng.integers(0, max(a, b))) for a, b in zip(s, d))
-        size = tuple(int(v) for v in rng.integers(1, 6 if nd == 3 else 10, nd))
-        case = dict(nd=nd, kw=dict(strides=s, dilations=d, pads=pads, output_padding=op,
-                                   group=int(rng.choice([1, 2, 3]))),
-                    k=k, size=size, cg=int(rng.integers(1, 30)), mg=int(rng.integers(1, 30)),
-                    batch=int(rng.integers(1, 4)), data_format=str(rng.choice(["NCX", "NXC"])))
-        try:
-            x = np.zeros((case["batch"], case["cg"] * case["kw"]["group"], *size))
-            w = np.zeros((case["cg"] * case["kw"]["group"], case["mg"], *k))
-            geom = convt.ConvTranspose(w, **case["kw"])._plan.geometry(x.shape).geom
-        except ValueError:
-            continue
-        if _winograd.wino_layout(geom, 16) is not None:   # only layers with Winograd axes
-            out.append(case)
-    return out
+def _has_winograd_axis(case):
+    x = np.zeros((case["batch"], case["cg"] * case["kw"]["group"], *case["size"]))
+    w = np.zeros((case["cg"] * case["kw"]["group"], case["mg"], *case["k"]))
+    try:
+        geom = convt.ConvTranspose(w, **case["kw"])._plan.geometry(x.shape).geom
+    except ValueError:
+        return False
+    return _winograd.wino_layout(geom, 16) is not None
 
 
-CASES = _cases(80, 11)
+CASES = random_cases(80, 11, k_max=7, size_max=10, c_max=30,
+                     keep=_has_winograd_axis)
 
 
 def _data(xs, ws, kw, seed=0):
@@ -141,12 +126,7 @@ def test_winograd_bit_identical_for_any_thread_count(dtype, monkeypatch):
     x = rng.standard_normal((4, 64, 13, 11)).astype(dtype)
     w = rng.standard_normal((64, 48, 4, 4)).astype(dtype)
     _force(monkeypatch)
-    ops = {n: convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), workers=n)
-           for n in (1, 2, 3)}
-    assert ops[1]._plan.geometry(x.shape).variant == "winograd"
-    ys = [ops[n](x) for n in (1, 2, 3, 1)]
-    for y in ys[1:]:
-        np.testing.assert_array_equal(ys[0], y)
+    assert_same_for_any_thread_count(w, x, "winograd", strides=(2, 2), pads=(1, 1, 1, 1))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
