@@ -20,7 +20,7 @@ from ._cost import direct_kind, direct_threads, estimate
 from ._fft import plan_fft
 from ._micro import micro_layout, micro_nr, packed_weights, run_micro
 from . import _micro
-from ._winograd import run_wino, wino_layout, wino_weights
+from ._winograd import late_sums, run_wino, wino_layout, wino_taps, wino_weights
 from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace, one_shot_workspace
 from ._dtypes import as_array, compute_dtype
@@ -311,10 +311,10 @@ def _run_micro(xa, state, geom, plan):
 
 
 def _run_wino(xa, state, geom, plan):
-    layout, wp, fallback = state
+    layout, wp, fallback, late = state
     with plan.workspace.borrow() as arena:
         y = run_wino(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena,
-                     _micro.ISA)
+                     _micro.ISA, late)
     if y is not None:
         return y
     # A NaN, Inf or huge input value: the products would not propagate it as the taps do
@@ -341,10 +341,14 @@ def _direct_backend(geom, plan):
         align = plan.pin[1] if plan.pin is not None and plan.pin[1] else None
         layout = wino_layout(geom, micro_nr(plan.compute_dtype), align)
         if layout is not None:
-            wp, finite = wino_weights(layout, plan.w_iox_compute, geom.groups, plan.workers,
-                                      _micro.ISA, plan.pack_buffer("packed_wino"))
+            # one-shot calls with large products sum them in the kernel (convt._winograd's
+            # late_sums); same bits either way
+            late = late_sums(layout, plan.one_shot, plan.compute_dtype.itemsize)
+            pack = wino_taps if late else wino_weights
+            wp, finite = pack(layout, plan.w_iox_compute, geom.groups, plan.workers,
+                              _micro.ISA, plan.pack_buffer("packed_wino"))
             if finite:
-                return variant, _RUNNERS[variant], (layout, wp, [])
+                return variant, _RUNNERS[variant], (layout, wp, [], late)
         return _micro_backend(geom, plan)
     return _variant_backend(variant, state, geom, plan)
 

@@ -40,6 +40,7 @@ _TILE_BYTES = 1 << 20
 # 1.29-1.37 ms, its one-shot call 1.45 -> 1.38-1.40x the prepared one; hifigan_up1's
 # 12.6 MB: 1.30-1.33 -> 1.24-1.25x (2 workers, best of 30, two runs each).
 _STREAM_PACK_BYTES = 8 << 20
+_LATE_SUM_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -222,10 +223,51 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
     return out, bool(finite)
 
 
-def run_wino(xa, layout, geom, wp, bias, workers, arena, isa):
+def late_sums(layout, one_shot, itemsize):
+    """Whether a call sums the products' weights inside the kernel (``wino_taps``) instead of
+    reading ``wino_weights``' products: one-shot calls whose products would take
+    _LATE_SUM_BYTES or more. Products made for one call are written to memory and read back
+    once; the taps take 4/9 of their room in 2-D (1/2 in 1-D), and the kernel sums a
+    panel's product weights in cache once per task, for all its rows."""
+    return one_shot and layout.packed * itemsize >= _LATE_SUM_BYTES
+
+
+def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
+    """(taps, finite): the kernel taps as ``wino_conv``'s late sums read them, tap k's lines
+    at k * ``tap_values(layout, C_in)`` laid out [G][panel][C_in / G][NR] (``pack_wino`` with
+    one product per tap, each the tap itself, stored past the caches as the products are),
+    starting on a 64-byte boundary; finite is False when a weight is 2^(emax + 1 - spare) or
+    more in magnitude, spare = log2 of the most taps a product's weight sums, so that no sum
+    can overflow (the caller runs another variant then, as for ``wino_weights``' non-finite
+    sums)."""
+    kt = prod(w_iox.shape[2:])
+    line = tap_values(layout, w_iox.shape[0])
+    out, w3 = packing_arrays(kt * line, w_iox, buffer)
+    if w3 is None:
+        return out, bool(np.isfinite(w_iox).all())
+    ck = np.zeros((kt, 8), np.int64)
+    ck[:, 0] = np.arange(kt)
+    cf = np.zeros((kt, 8), w_iox.dtype)
+    cf[:, 0] = 1
+    udst = np.arange(kt, dtype=np.int64) * line
+    ustride = np.full(kt, (w3.shape[0] // groups) * layout.nr, np.int64)
+    spare = int(np.count_nonzero(layout.cf, axis=1).max(initial=1) - 1).bit_length()
+    threads = workers if out.size >= _PARALLEL_PACK_VALUES else 1
+    scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
+    finite = pack_wino(w3, out, ck, cf, udst, ustride, scratch, groups, layout.nr, threads,
+                       isa, out.size * out.itemsize >= _STREAM_PACK_BYTES, spare)
+    return out, bool(finite)
+
+
+def tap_values(layout, c_in):
+    """Values of one kernel tap in ``wino_taps``' layout (G x panels x C_in / G x NR)."""
+    return layout.panels * c_in * layout.nr
+
+
+def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False):
     """y in ``geom``'s data layout and the dtype of ``wp``, or None when the input is not
     finite or holds a value a difference could overflow on (``wino_ready``): the caller runs
-    the micro variant then."""
+    the micro variant then. ``late``: ``wp`` holds ``wino_taps``, not the products."""
     ct = wp.dtype
     n, c_in = geom.batch, geom.c_in
     if c_in == 0:
@@ -265,8 +307,14 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa):
                                 * layout.mb,), ct)
     pointers = arena.get("pointers",
                          (workers * (layout.mb * (layout.tb + 1) + layout.mb // MR),), np.int64)
+    late_args = {}
+    if late:
+        late_args = dict(ck=layout.ck, cf=layout.cf.astype(ct), rstride=tap_values(layout, c_in),
+                         wbuf=arena.get("wino_wb", (workers * layout.tb * layout.cc
+                                                    * layout.nr,), ct))
     wino_conv(x, zero, wp, bias, yl.reshape(-1), layout.real, layout.prods, layout.toff,
-              layout.tkind, layout.tasks, dims, ystr, tiles, pointers, isa, workers)
+              layout.tkind, layout.tasks, dims, ystr, tiles, pointers, isa, workers,
+              **late_args)
     if not nxc:   # (N, O, C) -> (N, C, O), as to_padded_nxc's transpose of (N, C', 1, 1, I2)
         o = prod(geom.out_shape)
         to_padded_nxc(yl.reshape(n, o, 1, 1, geom.c_out), y.reshape(n, 1, 1, geom.c_out, o),

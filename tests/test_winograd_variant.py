@@ -90,6 +90,8 @@ EDGES = [
     ((5, 8, 2, 2), (8, 9, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
     # a three-tap axis (not Winograd) beside a two-tap one
     ((1, 8, 6, 7), (8, 8, 6, 4), dict(strides=(2, 2), pads=(1, 2, 1, 1))),
+    # the same with 130 channels: blocks of one tap (TB = 256 // 130) in 3-tap products
+    ((1, 130, 5, 6), (130, 8, 6, 4), dict(strides=(2, 2), pads=(1, 2, 1, 1))),
 ]
 
 
@@ -118,6 +120,7 @@ def test_edges_reach_what_they_name():
     assert (e[7].real[:, 10] == 0).any()                           # a tap-less phase
     assert (e[8].real[:, 1:3] == 1).all()                          # one tile per axis
     assert (e[9].real[:, 7] == 1).all() and (e[9].real[:, 8] == 2).all()
+    assert e[10].tb == 1 and (e[10].prods[:, 7] == 3).all()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -152,6 +155,86 @@ def test_product_weights_identical_from_both_kernels(xs, ws, kw, dtype, stream, 
             assert ok
             np.testing.assert_array_equal(packed.view(f"u{packed.itemsize}"),
                                           ref.view(f"u{ref.itemsize}"))
+
+
+def _late_and_products(x, w, b, kw, workers, monkeypatch):
+    """(one-shot y with the products' weights summed in the kernel, prepared y from
+    pack_wino's products), the variant forced and _LATE_SUM_BYTES lowered to every pack."""
+    monkeypatch.setattr(_winograd, "_LATE_SUM_BYTES", 0)
+    _force(monkeypatch)
+    kw = dict(kw, method="direct", workers=workers)
+    one = convt._api._OneShot(w, b, **kw)
+    planned = one._plan.geometry(x.shape)
+    assert planned.variant == "winograd" and planned.state[3] is True     # late sums
+    prepared = convt.ConvTranspose(w, b, **kw)
+    assert prepared._plan.geometry(x.shape).state[3] is False            # products
+    return one(x), prepared(x)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", CASES[:40], ids=[f"c{i}" for i in range(40)])
+def test_late_sums_give_the_products_bits(case, dtype, isa, monkeypatch):
+    """One-shot calls with large products sum each panel's product weights in the kernel
+    from the packed taps (_winograd.late_sums); the sums are pack_wino's, term by term, so y
+    is the prepared operator's to the bit (random layers with Winograd axes, both kernels)."""
+    monkeypatch.setattr(_micro, "ISA", isa)
+    g = case["kw"]["group"]
+    x, w, b = _data((case["batch"], case["cg"] * g, *case["size"]),
+                    (case["cg"] * g, case["mg"], *case["k"]), case["kw"], len(str(case)))
+    if case["data_format"] == "NXC":
+        x = np.moveaxis(x, 1, -1)
+    kw = dict(case["kw"], data_format=case["data_format"])
+    late, products = _late_and_products(x.astype(dtype), w.astype(dtype), b.astype(dtype),
+                                        kw, 2, monkeypatch)
+    np.testing.assert_array_equal(late, products)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+def test_late_sums_on_the_edges(xs, ws, kw, dtype, stream, monkeypatch):
+    """The same on the planning's edges (channel chunks of 256 + 44, a padded last panel,
+    3-D products of 8 taps, groups, tap-less phases), on 1 and 2 threads, with the taps
+    stored through the caches or past them; and against the float64 reference."""
+    if stream:
+        monkeypatch.setattr(_winograd, "_STREAM_PACK_BYTES", 0)
+    x, w, b = (a.astype(dtype) for a in _data(xs, ws, kw, 6))
+    ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64),
+                               b.astype(np.float64), method="reference", **kw)
+    for workers in (1, 2):
+        late, products = _late_and_products(x, w, b, kw, workers, monkeypatch)
+        np.testing.assert_array_equal(late, products)
+        assert_close(late, ref, "direct", dtype)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_late_sums_take_weights_whose_sums_cannot_overflow(nd, isa, monkeypatch):
+    """wino_taps' bound: a product weight sums up to 2^nd taps, so a weight of
+    2^(128 - nd) or more (float32) could overflow and the one-shot call runs the micro
+    variant (whose result it returns exactly); just under the bound it runs the products."""
+    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_winograd, "_LATE_SUM_BYTES", 0)
+    rng = np.random.default_rng(12)
+    w = rng.standard_normal((16, 20, *(4,) * nd)).astype(np.float32)
+    x = (1e-30 * rng.standard_normal((1, 16, *(5,) * nd))).astype(np.float32)
+    kw = dict(strides=(2,) * nd, pads=(1,) * (2 * nd))
+    _force(monkeypatch)
+    for big, variant in ((np.float32(2.0 ** (128 - nd)), "micro"),
+                         (np.nextafter(np.float32(2.0 ** (128 - nd)), np.float32(0)),
+                          "winograd")):
+        w[3, 4, *(1,) * nd] = big
+        one = convt._api._OneShot(w, method="direct", **kw)
+        assert one._plan.geometry(x.shape).variant == variant
+        y = one(x)
+        assert np.isfinite(y).all()
+        if variant == "micro":
+            np.testing.assert_array_equal(y, _micro_result(w, x, kw, monkeypatch))
+        else:
+            ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64),
+                                       method="reference", **kw)
+            assert_close(y, ref, "direct", "float32")
 
 
 def _micro_result(w, x, kw, monkeypatch):

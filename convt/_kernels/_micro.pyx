@@ -71,9 +71,11 @@ cdef extern from "_ukernel.h" nogil:
     void convt_corners_f64(int isa, const double* src, const int64_t* off, int n,
                            double* dst, int64_t C)
     int convt_wsum_f32(int isa, const float* tmp, int64_t Mgp, const int64_t* ck,
-                       const float* cf, float* dst, int64_t us, int64_t NP, int stream)
+                       const float* cf, float* dst, int64_t us, int64_t NP, int64_t ls,
+                       int stream)
     int convt_wsum_f64(int isa, const double* tmp, int64_t Mgp, const int64_t* ck,
-                       const double* cf, double* dst, int64_t us, int64_t NP, int stream)
+                       const double* cf, double* dst, int64_t us, int64_t NP, int64_t ls,
+                       int stream)
     void convt_store_fence()
 
 MR = CONVT_MR
@@ -99,6 +101,15 @@ cdef inline void _ukernel(int isa, int64_t ntaps, int64_t kc, const real** a, in
     else:
         convt_ukernel_f64(isa, ntaps, kc, <const double* const*> a, astride, aoff, b,
                           bstride, c, ldc, acc)
+
+
+cdef inline int _wsum(int isa, const real* tmp, int64_t Mgp, const int64_t* ck,
+                      const real* cf, real* dst, int64_t us, int64_t NP, int64_t ls,
+                      int stream=0) noexcept nogil:
+    if real is float:
+        return convt_wsum_f32(isa, tmp, Mgp, ck, cf, dst, us, NP, ls, stream)
+    else:
+        return convt_wsum_f64(isa, tmp, Mgp, ck, cf, dst, us, NP, ls, stream)
 
 
 cdef inline void _row_pos(int64_t r, const int64_t* ph, const int64_t* d,
@@ -376,16 +387,21 @@ cdef void _masked_ukernel(int isa, uint64_t mask, int64_t nt, int64_t kc, const 
 cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const int64_t* ph,
                 const int64_t* tap_e, int64_t r0, int64_t m, const int64_t* d, real* t,
                 const real** ptr, uint64_t* masks, const int64_t* tkind=NULL,
-                real* v=NULL) noexcept nogil:
+                real* v=NULL, const int64_t* ck=NULL, const real* cf=NULL,
+                int64_t rstride=0, real* wb=NULL) noexcept nogil:
     # The tile of rows r0..r0+m of the phase ph (which has taps): blocks of TB taps (pointers
     # looked up once per block), chunks of CC channels, then per group and panel the MR-row
     # sub-tiles. A sub-tile runs only the taps that read data for at least one of its rows
     # (masks: a bit per tap of the block), in runs of consecutive taps: the taps of a phase's
     # border rows that fall off the data are skipped when the sub-tile's rows share them.
+    # ck != NULL (wino_conv's late sums): wp holds the kernel taps, tap k's lines at
+    # wp + k * rstride laid out [G][NP][Cg][NR] (convt._winograd.wino_taps), and each block's
+    # panel of product weights is summed here (convt_wsum, as pack_wino sums them: the same
+    # bits) into wb, once per chunk, group and panel, for all the panel's sub-tiles.
     cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
     cdef int64_t NR = d[17], T = ph[7]
     cdef int64_t mpad = (m + CONVT_MR - 1) // CONVT_MR * CONVT_MR
-    cdef int64_t t0, nt, c0, kc, g, jp, ir
+    cdef int64_t t0, nt, c0, kc, g, jp, ir, u, bstride = Cg * NR
     cdef const real* panel
     cdef bint first = True
     t0 = 0
@@ -401,11 +417,18 @@ cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const 
             kc = min(CC, Cg - c0)
             for g in range(G):
                 for jp in range(NP):
-                    # packed weights of the phase: [g][jp][tap][c][NR]
-                    panel = wp + ph[8] + (((g * NP + jp) * T + t0) * Cg + c0) * NR
+                    if ck != NULL:
+                        for u in range(nt):
+                            _wsum(isa, wp + ((g * NP + jp) * Cg + c0) * NR, rstride,
+                                  ck + 8 * (ph[6] + t0 + u), cf + 8 * (ph[6] + t0 + u),
+                                  wb + u * kc * NR, NR, kc, NR)
+                        panel = wb
+                        bstride = kc * NR
+                    else:   # packed weights of the phase: [g][jp][tap][c][NR]
+                        panel = wp + ph[8] + (((g * NP + jp) * T + t0) * Cg + c0) * NR
                     for ir in range(mpad // CONVT_MR):
                         _masked_ukernel(isa, masks[ir], nt, kc, ptr + ir * CONVT_MR, mpad,
-                                        g * Cg + c0, panel, Cg * NR,
+                                        g * Cg + c0, panel, bstride,
                                         t + ir * CONVT_MR * ldc + (g * NP + jp) * NR, ldc,
                                         first)
             first = False
@@ -515,7 +538,8 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
                      const real* bias, real* y, const int64_t* rp, const int64_t* prods,
                      const int64_t* toff, const int64_t* tkind, int64_t r0, int64_t m,
                      const int64_t* d, const int64_t* ystr, real* t, real* v,
-                     const real** ptr, int64_t* off) noexcept nogil:
+                     const real** ptr, int64_t* off, const int64_t* ck, const real* cf,
+                     int64_t rstride, real* wb) noexcept nogil:
     # Tile rows r0..r0+m of the real phase rp: its products' tiles (the i-th at
     # t + i * MB * ldc), the output transform, then each sub-phase's rows written.
     cdef int64_t MB = d[14], ldc = d[15], width = d[7] * d[10] * d[17], G = d[7], Mg = d[9]
@@ -530,7 +554,7 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
     cdef bint ok
     for p in range(npr):
         _tile(isa, x, zero, wp, prods + PHASE_COLS * (rp[9] + p), toff, r0, m, d,
-              t + p * MB * ldc, ptr, masks, tkind, v)
+              t + p * MB * ldc, ptr, masks, tkind, v, ck, cf, rstride, wb)
     # slots count the Winograd axes' digits in C order: the last axis's varies fastest
     for a in range(2, -1, -1):
         if rp[6 + a] != 2:
@@ -596,7 +620,8 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
 
 def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-haloed grid
               const real[::1] zero,           # IN  C_in zeros (rows past a task's last)
-              const real[::1] wp,             # IN  packed product weights (pack_wino)
+              const real[::1] wp,             # IN  packed product weights (pack_wino), or
+                                              #     with ck: the kernel taps (wino_taps)
               const real[::1] bias,           # IN  (C_out,), zeros when there is none
               real[::1] y,                    # OUT addressed through ystr
               const int64_t[:, ::1] real_ph,  # IN  per real phase, WINO_COLS columns
@@ -613,8 +638,14 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
                                               #     * MB values
               int64_t[::1] pointers,          # OUT scratch: nthreads * (MB * (TB + 1) + MB /
                                               #     MR) slots of 8 bytes
-              int isa, int num_threads):
-    """Compute y by the Winograd products; releases the GIL. See the section comment."""
+              int isa, int num_threads,
+              const int64_t[:, ::1] ck=None,  # IN  late sums: pack_wino's ck and cf; wp holds
+              const real[:, ::1] cf=None,     #     tap k's lines at k * rstride
+              int64_t rstride=0,
+              real[::1] wbuf=None):           # OUT scratch: nthreads * TB * CC * NR values
+    """Compute y by the Winograd products; releases the GIL. See the section comment.
+    With ck (late sums), the products' weights are summed from the taps per task, chunk and
+    panel instead of read from pack_wino's products."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
     cdef int64_t tstride = (SM * ldc + TB * dims[11]) * MB
@@ -636,6 +667,16 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
     cdef real* tl = &tiles[0]
     cdef int64_t* pp = &pointers[0]
     cdef int64_t pstride = MB * (TB + 1) + MB // CONVT_MR
+    cdef const int64_t* ckp = NULL
+    cdef const real* cfp = NULL
+    cdef real* wb = NULL
+    cdef int64_t wstride = TB * dims[12] * dims[17]
+    if ck is not None:
+        if cf is None or wbuf is None or wbuf.shape[0] < num_threads * wstride:
+            raise ValueError("wino_conv: late sums need cf and a wbuf of nthreads * TB * CC * NR")
+        ckp = &ck[0, 0]
+        cfp = &cf[0, 0]
+        wb = &wbuf[0]
     with nogil:
         for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
             tk = tptr + 3 * k
@@ -643,7 +684,8 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
             _wino_task(isa, xptr, zeros, wptr, bptr, yptr, rptr + WINO_COLS * tk[0], pr, to,
                        tkd, tk[1], tk[2], dm, yst, tl + tid * tstride,
                        tl + tid * tstride + SM * MB * ldc,
-                       <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB)
+                       <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB,
+                       ckp, cfp, rstride, wb + tid * wstride if wb != NULL else NULL)
 
 
 def wino_ready(const real[::1] x, int64_t spare_bits, int num_threads):
@@ -748,12 +790,7 @@ cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
     _transpose_taps(isa, src, tmp, Mg, KT, 0, KT, Mgp)
     for u in range(U):
         dst = out + ud[u] + g * NP * us[u] + c * NR
-        if real is float:
-            bad |= convt_wsum_f32(isa, tmp, Mgp, ck + 8 * u, cf + 8 * u, dst, us[u], NP,
-                                  stream)
-        else:
-            bad |= convt_wsum_f64(isa, tmp, Mgp, ck + 8 * u, cf + 8 * u, dst, us[u], NP,
-                                  stream)
+        bad |= _wsum(isa, tmp, Mgp, ck + 8 * u, cf + 8 * u, dst, us[u], NP, NR, stream)
     if stream:
         convt_store_fence()
     return bad
@@ -768,11 +805,15 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
               const int64_t[::1] ustride,      # IN  per product tap: panel stride
               real[::1] scratch,               # IN  zeros, num_threads * PACK_KB * Mg padded
                                                #     to NR (the padding stays zero)
-              int64_t groups, int64_t NR, int num_threads, int isa=-1, bint stream=False):
+              int64_t groups, int64_t NR, int num_threads, int isa=-1, bint stream=False,
+              int64_t spare_bits=0):
     """Pack the Winograd products' weights for wino_conv (each product tap's weights are a
     signed sum of kernel taps, summed here in the compute dtype); releases the GIL. Returns
-    whether every weight and every sum is finite. stream: store the packed lines past the
-    caches (convt_wsum; for packs too large to stay there, convt._winograd)."""
+    whether every weight and every sum is finite; with spare_bits, also whether every weight
+    is below 2^(emax + 1 - spare_bits) in magnitude (so that a signed sum of 2^spare_bits of
+    them is finite: convt._winograd.wino_taps, whose sums wino_conv makes). stream: store
+    the packed lines past the caches (convt_wsum; for packs too large to stay there,
+    convt._winograd)."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2], U = ck.shape[0]
     cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR
     cdef int64_t ci, bad = 0
@@ -792,5 +833,5 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
             bad += _pack_wino_channel(isa, wptr + ci * Mg * KT, optr,
                                       tmp + threadid() * _PACK_KB * Mgp, kp, fp, ud, us,
                                       U, ci // Cg, ci % Cg, Mg, KT, NP, NR, stream)
-            bad += _nonfinite(wptr + ci * Mg * KT, Mg * KT)
+            bad += _exponent_at_least(wptr + ci * Mg * KT, Mg * KT, spare_bits)
     return bad == 0

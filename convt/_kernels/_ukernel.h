@@ -416,10 +416,11 @@ CONVT_CORNERS(convt_corners_f32, float, (void))
 CONVT_CORNERS(convt_corners_f64, double, (void))
 #endif
 
-/* The packed weights of one Winograd product tap (convt/_kernels/_micro.pyx, pack_wino): for
- * every panel jp < NP, its NR-value line (one 64-byte line in both dtypes)
+/* The packed weights of one Winograd product tap (convt/_kernels/_micro.pyx, pack_wino, and
+ * wino_conv's late sums): for every line jp < NP (a panel, or a channel), its NR values (one
+ * 64-byte line in both dtypes)
  *
- *     dst[jp * us + j] = ((0 + cf[0] * t_0[jp * NR + j]) + cf[1] * t_1[jp * NR + j]) + ...
+ *     dst[jp * us + j] = ((0 + cf[0] * t_0[jp * ls + j]) + cf[1] * t_1[jp * ls + j]) + ...
  *
  * with t_e = tmp + ck[e] * Mgp, over the entries e < 8 whose cf[e] is not 0, in entry order.
  * The coefficients are +-1 (convt._winograd), so every product is exact and the fused and
@@ -441,7 +442,7 @@ CONVT_CORNERS(convt_corners_f64, double, (void))
 
 #define CONVT_WSUM_GENERIC(NAME, T, NR)                                                  \
 static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* dst,      \
-                int64_t us, int64_t NP)                                                  \
+                int64_t us, int64_t NP, int64_t ls)                                      \
 {                                                                                        \
     CONVT_WSUM_TERMS(T)                                                                  \
     int j, bad = 0;                                                                      \
@@ -451,7 +452,7 @@ static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* ds
             line[j] = 0;                                                                 \
         for (e = 0; e < n; e++)                                                          \
             for (j = 0; j < NR; j++)                                                     \
-                line[j] = line[j] + f[e] * t[e][jp * NR + j];                            \
+                line[j] = line[j] + f[e] * t[e][jp * ls + j];                            \
         for (j = 0; j < NR; j++) {                                                       \
             dst[jp * us + j] = line[j];                                                  \
             bad |= !(line[j] - line[j] == 0);   /* NaN or +-Inf */                       \
@@ -468,7 +469,7 @@ CONVT_WSUM_GENERIC(convt_wsum_f64_generic, double, CONVT_NR_F64)
                         CMP, OR, MOVEMASK)                                               \
 __attribute__((target("avx2,fma")))                                                      \
 static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* dst,      \
-                int64_t us, int64_t NP, int stream)                                      \
+                int64_t us, int64_t NP, int64_t ls, int stream)                          \
 {                                                                                        \
     CONVT_WSUM_TERMS(T)                                                                  \
     V fv[8], a0, a1, z = ZERO(), bad = ZERO();                                           \
@@ -478,8 +479,8 @@ static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* ds
         a0 = ZERO();                                                                     \
         a1 = ZERO();                                                                     \
         for (e = 0; e < n; e++) {                                                        \
-            a0 = FMA(fv[e], LOADU(t[e] + jp * 2 * LANES), a0);                           \
-            a1 = FMA(fv[e], LOADU(t[e] + jp * 2 * LANES + LANES), a1);                   \
+            a0 = FMA(fv[e], LOADU(t[e] + jp * ls), a0);                                  \
+            a1 = FMA(fv[e], LOADU(t[e] + jp * ls + LANES), a1);                          \
         }                                                                                \
         if (stream) {   /* dst lines are 64-byte aligned (convt._micro.packing_arrays) */ \
             STREAM(dst + jp * us, a0);                                                   \
@@ -503,11 +504,12 @@ CONVT_WSUM_AVX2(convt_wsum_f64_avx2, double, __m256d, 4, _mm256_set1_pd, _mm256_
 
 #define CONVT_WSUM(NAME, T, GENERIC, AVX2)                                               \
 static inline int NAME(int isa, const T* tmp, int64_t Mgp, const int64_t* ck,           \
-                       const T* cf, T* dst, int64_t us, int64_t NP, int stream)          \
+                       const T* cf, T* dst, int64_t us, int64_t NP, int64_t ls,          \
+                       int stream)                                                       \
 {                                                                                        \
     if (isa == 1 && CONVT_HAVE_AVX2_PATH)                                                \
-        return AVX2(tmp, Mgp, ck, cf, dst, us, NP, stream);                              \
-    return GENERIC(tmp, Mgp, ck, cf, dst, us, NP);                                       \
+        return AVX2(tmp, Mgp, ck, cf, dst, us, NP, ls, stream);                          \
+    return GENERIC(tmp, Mgp, ck, cf, dst, us, NP, ls);                                   \
 }
 #if CONVT_HAVE_AVX2_PATH
 CONVT_WSUM(convt_wsum_f32, float, convt_wsum_f32_generic, convt_wsum_f32_avx2)
