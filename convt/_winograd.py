@@ -22,7 +22,7 @@ import numpy as np
 
 from ._direct import bias_filled, element_strides, pad3
 from ._kernels._layout import to_padded_nxc
-from ._kernels._micro import MR, PACK_KB, pack_wino, wino_conv, wino_ready
+from ._kernels._micro import MR, PACK_KB, pack_taps, pack_wino, wino_conv, wino_ready
 from ._micro import _KC, _MAX_MB, _MAX_TB, _PARALLEL_PACK_VALUES, packing_arrays
 from ._phase_gemm import _axes3, _axis_phases
 
@@ -253,9 +253,12 @@ def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
     ustride = np.full(kt, (w3.shape[0] // groups) * layout.nr, np.int64)
     spare = int(np.count_nonzero(layout.cf, axis=1).max(initial=1) - 1).bit_length()
     threads = workers if out.size >= _PARALLEL_PACK_VALUES else 1
+    stream = out.size * out.itemsize >= _STREAM_PACK_BYTES
+    if w3.dtype == np.float32 and w3.shape[1] % 16 == 0 and kt % 8 == 0:
+        return out, bool(pack_taps(w3, out, groups, line, threads, isa, stream, spare))
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
     finite = pack_wino(w3, out, ck, cf, udst, ustride, scratch, groups, layout.nr, threads,
-                       isa, out.size * out.itemsize >= _STREAM_PACK_BYTES, spare)
+                       isa, stream, spare)
     return out, bool(finite)
 
 

@@ -77,6 +77,8 @@ cdef extern from "_ukernel.h" nogil:
                        const double* cf, double* dst, int64_t us, int64_t NP, int64_t ls,
                        int stream)
     void convt_store_fence()
+    int convt_taps_f32(int isa, const float* src, int64_t Mg, int64_t KT, float* dst,
+                       int64_t line, int64_t ps, int spare, int stream)
 
 MR = CONVT_MR
 NR_F32 = CONVT_NR_F32
@@ -773,6 +775,36 @@ def pack_micro(const real[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, prod
             _pack_channel(isa, wptr + ci * Mg * KT, optr, tmp + threadid() * _PACK_KB * Mgp, kd,
                           ks, ci // Cg, ci % Cg, Mg, KT, NP, NR)
             bad += _nonfinite(wptr + ci * Mg * KT, Mg * KT)
+    return bad == 0
+
+
+def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT), Mg % 16 == 0,
+                                               #     KT % 8 == 0
+               float[::1] out,                 # OUT tap k's lines at k * line, per tap
+                                               #     [G][NP][Cg][16]
+               int64_t groups, int64_t line, int num_threads, int isa=-1,
+               bint stream=False, int64_t spare_bits=0):
+    """The float32 taps for wino_conv's late sums (convt._winograd.wino_taps), as pack_wino
+    with one single-tap product per tap makes them, by 8 x 8 transposes straight into their
+    lines (convt_taps_f32); releases the GIL. Returns whether every weight is below
+    2^(emax + 1 - spare_bits) in magnitude."""
+    cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
+    cdef int64_t Cg = C_in // groups, NP = Mg // 16, ci, bad = 0
+    if Mg % 16 or KT % 8:
+        raise ValueError(f"pack_taps: Mg must be a multiple of 16 and KT of 8; got {Mg}, {KT}")
+    if C_in == 0 or Mg == 0 or KT == 0:
+        return True
+    if isa < 0:
+        isa = convt_ukernel_isa()
+    cdef const float* wptr = &w[0, 0, 0]
+    cdef float* optr = &out[0]
+    with nogil:
+        for ci in prange(C_in, schedule="static", num_threads=num_threads):
+            bad += convt_taps_f32(isa, wptr + ci * Mg * KT, Mg, KT,
+                                  optr + ((ci // Cg) * NP * Cg + ci % Cg) * 16, line, Cg * 16,
+                                  <int> spare_bits, stream)
+            if stream:
+                convt_store_fence()
     return bad == 0
 
 
