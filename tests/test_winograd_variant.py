@@ -92,6 +92,10 @@ EDGES = [
     ((1, 8, 6, 7), (8, 8, 6, 4), dict(strides=(2, 2), pads=(1, 2, 1, 1))),
     # the same with 130 channels: blocks of one tap (TB = 256 // 130) in 3-tap products
     ((1, 130, 5, 6), (130, 8, 6, 4), dict(strides=(2, 2), pads=(1, 2, 1, 1))),
+    # whole panels of 16 and 16 taps (float32 taps packed by 8 x 8 transposes), 2 groups
+    ((2, 24, 5, 6), (24, 16, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1), group=2)),
+    # the same in 1-D, 8 taps
+    ((1, 20, 9), (20, 32, 8), dict(strides=(4,), pads=(2, 2))),
 ]
 
 
@@ -121,6 +125,7 @@ def test_edges_reach_what_they_name():
     assert (e[8].real[:, 1:3] == 1).all()                          # one tile per axis
     assert (e[9].real[:, 7] == 1).all() and (e[9].real[:, 8] == 2).all()
     assert e[10].tb == 1 and (e[10].prods[:, 7] == 3).all()
+    assert e[11].panels == 1 and e[12].panels == 2                 # Mg % 16 == 0, K % 8 == 0
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -209,15 +214,44 @@ def test_late_sums_on_the_edges(xs, ws, kw, dtype, stream, monkeypatch):
 
 
 @pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("xs, ws, kw", [EDGES[i] for i in (1, 2, 4, 11, 12)],
+                         ids=["e1", "e2", "e4", "e11", "e12"])
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+def test_late_sums_taps_layout(xs, ws, kw, dtype, isa, stream, monkeypatch):
+    """wino_taps against its layout written out in numpy: tap k of input channel c (group
+    g) and output channel m of the group at k * line + ((g * panels + m // NR) * Cg + c) * NR
+    + m % NR, zeros in a last panel's padding; by 8 x 8 transposes (float32, whole panels,
+    taps a multiple of 8: e11, e12) or by pack_wino's one-term sums, on 1 and 2 threads."""
+    if stream:
+        monkeypatch.setattr(_winograd, "_STREAM_PACK_BYTES", 0)
+    w = np.random.default_rng(7).standard_normal(ws).astype(dtype)
+    plan = convt.ConvTranspose(w, **kw)._plan
+    layout = _winograd.wino_layout(plan.geometry(xs).geom, _micro.micro_nr(np.dtype(dtype)))
+    g, nr, np_ = kw.get("group", 1), layout.nr, layout.panels
+    cg, mg, kt = ws[0] // g, ws[1], int(np.prod(ws[2:]))
+    want = np.zeros((kt, g, np_ * nr // nr, cg, nr), dtype)
+    wk = np.zeros((g, cg, np_ * nr, kt), dtype)
+    wk[:, :, :mg] = w.reshape(g, cg, mg, kt)
+    want[:] = wk.reshape(g, cg, np_, nr, kt).transpose(4, 0, 2, 1, 3)
+    for workers in (1, 2):
+        taps, ok = _winograd.wino_taps(layout, plan.w_iox_compute, g, workers, isa)
+        assert ok
+        np.testing.assert_array_equal(taps, want.reshape(-1))
+
+
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("nd", [1, 2, 3])
-def test_late_sums_take_weights_whose_sums_cannot_overflow(nd, isa, monkeypatch):
+@pytest.mark.parametrize("mg", [20, 32])
+def test_late_sums_take_weights_whose_sums_cannot_overflow(mg, nd, isa, monkeypatch):
     """wino_taps' bound: a product weight sums up to 2^nd taps, so a weight of
     2^(128 - nd) or more (float32) could overflow and the one-shot call runs the micro
-    variant (whose result it returns exactly); just under the bound it runs the products."""
+    variant (whose result it returns exactly); just under the bound it runs the products.
+    mg = 32 with 16 or 64 taps: tested in the 8 x 8 transposes (convt_taps_f32)."""
     monkeypatch.setattr(_micro, "ISA", isa)
     monkeypatch.setattr(_winograd, "_LATE_SUM_BYTES", 0)
     rng = np.random.default_rng(12)
-    w = rng.standard_normal((16, 20, *(4,) * nd)).astype(np.float32)
+    w = rng.standard_normal((16, mg, *(4,) * nd)).astype(np.float32)
     x = (1e-30 * rng.standard_normal((1, 16, *(5,) * nd))).astype(np.float32)
     kw = dict(strides=(2,) * nd, pads=(1,) * (2 * nd))
     _force(monkeypatch)
