@@ -10,6 +10,13 @@ of a phase's tile rows). The micro variant's tile width, panels, channel chunks 
 are reused as they are. Workspace per call: the grid (the input plus its halo) and, per
 thread, a task's product tiles (at most _TILE_BYTES, or one sub-tile per product) plus a tap
 block of differences (TB x MB x C_in values); channels-first y is also staged channels-last.
+
+The products' weights are packed once per prepared plan (``wino_weights``). A one-shot call
+whose products would take _LATE_SUM_BYTES or more packs the kernel taps instead
+(``wino_taps``, 4/9 of the room in 2-D) and the kernel sums each panel's product weights in
+cache, per task, channel chunk and panel (``late_sums``; the same sums in the same order, so
+the same bits), in one more buffer per thread of at most TB x CC x NR values (16 KiB of
+float32).
 """
 from __future__ import annotations
 
@@ -40,6 +47,12 @@ _TILE_BYTES = 1 << 20
 # 1.29-1.37 ms, its one-shot call 1.45 -> 1.38-1.40x the prepared one; hifigan_up1's
 # 12.6 MB: 1.30-1.33 -> 1.24-1.25x (2 workers, best of 30, two runs each).
 _STREAM_PACK_BYTES = 8 << 20
+# One-shot calls whose products would take this much sum them in the kernel (late_sums):
+# products made for one call are written to memory and read back once. dcgan_g1 (18.9 MB of
+# products, 8.4 MB of taps): one-shot / prepared 1.37-1.39 -> 1.16-1.23 (medians of 30, 2
+# workers, three alternating runs), the taps' pack 0.44-0.51 ms against 1.1-1.4 for the
+# products; hifigan_up1 (12.6 MB): 1.22-1.26 -> 1.16-1.18. The kernel's sums cost nothing
+# measurable (dcgan_g1's call from either: 4.09 / 4.24 ms best).
 _LATE_SUM_BYTES = 8 << 20
 
 

@@ -520,7 +520,8 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
 #     m0 = (x[u] - x[u+1]) W_lo,  m1 = x[u+1] (W_lo + W_hi),  m2 = (x[u+2] - x[u+1]) (-W_hi)
 #     y[2j] = m0 + m1,  y[2j+1] = m1 + m2           (u = 2j + e)
 # 3 products for 2 outputs instead of 4 (per axis; 9 for 4 in 2-D). The weights' sums are
-# made once per plan (pack_wino). A product is run as a phase of the micro variant (register
+# made once per plan (pack_wino), or, for one-shot calls with large products, per task,
+# chunk and panel from the packed taps, in cache (_tile's late sums). A product is run as a phase of the micro variant (register
 # tiles, blocking and packing as there) whose taps read the input on a zero-haloed grid with
 # a step of 2 tiles along Winograd axes; a tap that reads differences has them built per task
 # (_wino_build, into the thread's scratch: contiguous rows, in cache when the kernel reads
