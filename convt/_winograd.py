@@ -52,7 +52,9 @@ _STREAM_PACK_BYTES = 8 << 20
 # products, 8.4 MB of taps): one-shot / prepared 1.37-1.39 -> 1.16-1.23 (medians of 30, 2
 # workers, three alternating runs), the taps' pack 0.44-0.51 ms against 1.1-1.4 for the
 # products; hifigan_up1 (12.6 MB): 1.22-1.26 -> 1.16-1.18. The kernel's sums cost nothing
-# measurable (dcgan_g1's call from either: 4.09 / 4.24 ms best).
+# measurable (dcgan_g1's call from either: 4.09 / 4.24 ms best). On the Winograd layers with
+# small products (dcgan_g3 1.2 MB, unet_up3x3_op 0.5, hifigan_up3 0.2), which stay in cache, late
+# sums measured no better (one-shot medians within +-10% either way, two runs).
 _LATE_SUM_BYTES = 8 << 20
 
 
