@@ -521,11 +521,11 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
 #     y[2j] = m0 + m1,  y[2j+1] = m1 + m2           (u = 2j + e)
 # 3 products for 2 outputs instead of 4 (per axis; 9 for 4 in 2-D). The weights' sums are
 # made once per plan (pack_wino), or, for one-shot calls with large products, per task,
-# chunk and panel from the packed taps, in cache (_tile's late sums). A product is run as a phase of the micro variant (register
-# tiles, blocking and packing as there) whose taps read the input on a zero-haloed grid with
-# a step of 2 tiles along Winograd axes; a tap that reads differences has them built per task
-# (_wino_build, into the thread's scratch: contiguous rows, in cache when the kernel reads
-# them). A task's products are then combined in place, one axis after the other (the "output
+# chunk and panel from the packed taps, in cache (_tile's late sums). A product is run as a
+# phase of the micro variant (register tiles, blocking and packing as there) whose taps read
+# the input on a zero-haloed grid with a step of 2 tiles along Winograd axes; a tap that
+# reads differences has them built per task (_wino_build, into the thread's scratch:
+# contiguous rows, in cache when the kernel reads them). A task's products are then combined in place, one axis after the other (the "output
 # transform"), and the 2^w sub-tiles (t = 0, 1 per Winograd axis) written out like the micro
 # variant's tiles (channels-last; the caller transposes channels-first y afterwards). Axes
 # without the two-tap structure, and phases without any, run their taps as they are (one
