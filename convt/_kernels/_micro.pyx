@@ -525,11 +525,11 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
 # phase of the micro variant (register tiles, blocking and packing as there) whose taps read
 # the input on a zero-haloed grid with a step of 2 tiles along Winograd axes; a tap that
 # reads differences has them built per task (_wino_build, into the thread's scratch:
-# contiguous rows, in cache when the kernel reads them). A task's products are then combined in place, one axis after the other (the "output
-# transform"), and the 2^w sub-tiles (t = 0, 1 per Winograd axis) written out like the micro
-# variant's tiles (channels-last; the caller transposes channels-first y afterwards). Axes
-# without the two-tap structure, and phases without any, run their taps as they are (one
-# product summing all of a phase's taps).
+# contiguous rows, in cache when the kernel reads them). A task's products are then combined
+# in place, one axis after the other (the "output transform"), and the 2^w sub-tiles (t = 0,
+# 1 per Winograd axis) written out like the micro variant's tiles (channels-last; the caller
+# transposes channels-first y afterwards). Axes without the two-tap structure, and phases
+# without any, run their taps as they are (one product summing all of a phase's taps).
 
 cdef enum:
     WINO_COLS = 17   # J0..2 (tiles), c0..2, m0..2 (2: Winograd axis), first product,
