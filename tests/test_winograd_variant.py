@@ -195,13 +195,17 @@ def test_late_sums_give_the_products_bits(case, dtype, isa, monkeypatch):
     np.testing.assert_array_equal(late, products)
 
 
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
-def test_late_sums_on_the_edges(xs, ws, kw, dtype, stream, monkeypatch):
+def test_late_sums_on_the_edges(xs, ws, kw, dtype, stream, isa, monkeypatch):
     """The same on the planning's edges (channel chunks of 256 + 44, a padded last panel,
-    3-D products of 8 taps, groups, tap-less phases), on 1 and 2 threads, with the taps
-    stored through the caches or past them; and against the float64 reference."""
+    3-D products of 8 taps, groups, tap-less phases, whole panels for the transposing
+    packer), both kernels, on 1 and 2 threads (pack and kernel: conftest lifts the serial
+    thresholds), with the taps stored through the caches or past them; and against the
+    float64 reference."""
+    monkeypatch.setattr(_micro, "ISA", isa)
     if stream:
         monkeypatch.setattr(_winograd, "_STREAM_PACK_BYTES", 0)
     x, w, b = (a.astype(dtype) for a in _data(xs, ws, kw, 6))
@@ -240,14 +244,32 @@ def test_late_sums_taps_layout(xs, ws, kw, dtype, isa, stream, monkeypatch):
         np.testing.assert_array_equal(taps, want.reshape(-1))
 
 
+def test_pack_taps_refuses_what_it_cannot_hold():
+    """The transposing packer takes whole 16-channel panels and taps in eights, into an
+    output that holds every tap's lines; anything else is refused before a store."""
+    from convt._kernels._micro import pack_taps
+    w = np.zeros((4, 32, 16), np.float32)
+    with pytest.raises(ValueError, match=r"pack_taps: Mg must be a multiple of 16 and KT of "
+                                         r"8; got 20, 16"):
+        pack_taps(np.zeros((4, 20, 16), np.float32), np.zeros(4096, np.float32), 1, 128, 1)
+    with pytest.raises(ValueError, match=r"pack_taps: line 128 and out \(2047 values\) do not "
+                                         r"hold 16 taps of 128 values"):
+        pack_taps(w, np.zeros(2047, np.float32), 1, 128, 1)
+    with pytest.raises(ValueError, match=r"pack_taps: line 64 and out"):
+        pack_taps(w, np.zeros(4096, np.float32), 1, 64, 1)
+    assert pack_taps(w, np.zeros(2048, np.float32), 1, 128, 1)
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("nd", [1, 2, 3])
 @pytest.mark.parametrize("mg", [20, 32])
-def test_late_sums_take_weights_whose_sums_cannot_overflow(mg, nd, isa, monkeypatch):
+@pytest.mark.parametrize("m", [4, 12, 19])
+def test_late_sums_take_weights_whose_sums_cannot_overflow(m, mg, nd, isa, monkeypatch):
     """wino_taps' bound: a product weight sums up to 2^nd taps, so a weight of
     2^(128 - nd) or more (float32) could overflow and the one-shot call runs the micro
     variant (whose result it returns exactly); just under the bound it runs the products.
-    mg = 32 with 16 or 64 taps: tested in the 8 x 8 transposes (convt_taps_f32)."""
+    mg = 32 with 16 or 64 taps: tested in the 8 x 8 transposes (convt_taps_f32), the weight
+    in either half of a 16-channel panel (output channel m)."""
     monkeypatch.setattr(_micro, "ISA", isa)
     monkeypatch.setattr(_winograd, "_LATE_SUM_BYTES", 0)
     rng = np.random.default_rng(12)
@@ -258,7 +280,7 @@ def test_late_sums_take_weights_whose_sums_cannot_overflow(mg, nd, isa, monkeypa
     for big, variant in ((np.float32(2.0 ** (128 - nd)), "micro"),
                          (np.nextafter(np.float32(2.0 ** (128 - nd)), np.float32(0)),
                           "winograd")):
-        w[3, 4, *(1,) * nd] = big
+        w[3, m, *(1,) * nd] = big
         one = convt._api._OneShot(w, method="direct", **kw)
         assert one._plan.geometry(x.shape).variant == variant
         y = one(x)

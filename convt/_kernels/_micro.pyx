@@ -40,6 +40,7 @@ same phase table, every phase row of (dims) in range, scratch sized as documente
 micro_conv; ystr = element strides (n, o0, o1, o2, channel), the last axis contiguous when
 channels-first.
 """
+import numpy as np
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint64_t
 
@@ -677,9 +678,15 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
     if ck is not None:
         if cf is None or wbuf is None or wbuf.shape[0] < num_threads * wstride:
             raise ValueError("wino_conv: late sums need cf and a wbuf of nthreads * TB * CC * NR")
-        ckp = &ck[0, 0]
-        cfp = &cf[0, 0]
-        wb = &wbuf[0]
+        if (ck.shape[0] != cf.shape[0] or ck.shape[0] < toff.shape[0] or ck.shape[1] != 8
+                or cf.shape[1] != 8 or rstride < dims[10] * dims[11] * dims[17]
+                or wp.shape[0] < (np.max(ck, initial=-1) + 1) * rstride):
+            raise ValueError("wino_conv: ck, cf (8 entries per product tap) and rstride do "
+                             "not fit the taps in wp")
+        if ck.shape[0]:   # else no product has taps, and nothing reads wp
+            ckp = &ck[0, 0]
+            cfp = &cf[0, 0]
+            wb = &wbuf[0]
     with nogil:
         for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
             tk = tptr + 3 * k
@@ -795,6 +802,9 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
         raise ValueError(f"pack_taps: Mg must be a multiple of 16 and KT of 8; got {Mg}, {KT}")
     if C_in == 0 or Mg == 0 or KT == 0:
         return True
+    if line < NP * C_in * 16 or out.shape[0] < (KT - 1) * line + NP * C_in * 16:
+        raise ValueError(f"pack_taps: line {line} and out ({out.shape[0]} values) do not hold "
+                         f"{KT} taps of {NP * C_in * 16} values")
     if isa < 0:
         isa = convt_ukernel_isa()
     cdef const float* wptr = &w[0, 0, 0]
