@@ -260,17 +260,18 @@ def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
     out, w3 = packing_arrays(kt * line, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
+    spare = int(np.count_nonzero(layout.cf, axis=1).max(initial=1) - 1).bit_length()
+    threads = workers if out.size >= _PARALLEL_PACK_VALUES else 1
+    stream = out.size * out.itemsize >= _STREAM_PACK_BYTES
+    if w3.dtype == np.float32 and w3.shape[1] % 16 == 0 and kt % 8 == 0:
+        return out, bool(pack_taps(w3, out, groups, line, threads, isa, stream, spare))
+    # otherwise pack_wino, with one product per tap: the tap itself
     ck = np.zeros((kt, 8), np.int64)
     ck[:, 0] = np.arange(kt)
     cf = np.zeros((kt, 8), w_iox.dtype)
     cf[:, 0] = 1
     udst = np.arange(kt, dtype=np.int64) * line
     ustride = np.full(kt, (w3.shape[0] // groups) * layout.nr, np.int64)
-    spare = int(np.count_nonzero(layout.cf, axis=1).max(initial=1) - 1).bit_length()
-    threads = workers if out.size >= _PARALLEL_PACK_VALUES else 1
-    stream = out.size * out.itemsize >= _STREAM_PACK_BYTES
-    if w3.dtype == np.float32 and w3.shape[1] % 16 == 0 and kt % 8 == 0:
-        return out, bool(pack_taps(w3, out, groups, line, threads, isa, stream, spare))
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
     finite = pack_wino(w3, out, ck, cf, udst, ustride, scratch, groups, layout.nr, threads,
                        isa, stream, spare)

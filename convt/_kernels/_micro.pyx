@@ -404,7 +404,7 @@ cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const 
     cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
     cdef int64_t NR = d[17], T = ph[7]
     cdef int64_t mpad = (m + CONVT_MR - 1) // CONVT_MR * CONVT_MR
-    cdef int64_t t0, nt, c0, kc, g, jp, ir, u, bstride = Cg * NR
+    cdef int64_t t0, nt, c0, kc, g, jp, ir, u, bstride
     cdef const real* panel
     cdef bint first = True
     t0 = 0
@@ -418,15 +418,16 @@ cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const 
         c0 = 0
         while c0 < Cg:
             kc = min(CC, Cg - c0)
+            # between a panel's taps: the panel's [tap][c][NR] (wb: kc channels of each)
+            bstride = kc * NR if ck != NULL else Cg * NR
             for g in range(G):
                 for jp in range(NP):
                     if ck != NULL:
                         for u in range(nt):
                             _wsum(isa, wp + ((g * NP + jp) * Cg + c0) * NR, rstride,
                                   ck + 8 * (ph[6] + t0 + u), cf + 8 * (ph[6] + t0 + u),
-                                  wb + u * kc * NR, NR, kc, NR)
+                                  wb + u * bstride, NR, kc, NR)
                         panel = wb
-                        bstride = kc * NR
                     else:   # packed weights of the phase: [g][jp][tap][c][NR]
                         panel = wp + ph[8] + (((g * NP + jp) * T + t0) * Cg + c0) * NR
                     for ir in range(mpad // CONVT_MR):
