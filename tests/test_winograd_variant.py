@@ -244,6 +244,37 @@ def test_late_sums_taps_layout(xs, ws, kw, dtype, isa, stream, monkeypatch):
         np.testing.assert_array_equal(taps, want.reshape(-1))
 
 
+@pytest.mark.parametrize("bad", ["wbuf", "rstride", "cf"])
+def test_wino_conv_refuses_late_sums_it_cannot_hold(bad, monkeypatch):
+    """wino_conv's late sums check their scratch and taps before any thread reads them: a
+    per-thread buffer too small, a tap stride shorter than a tap, or tables that disagree
+    raise ValueError (the arguments run_wino passes, one of them spoiled)."""
+    monkeypatch.setattr(_winograd, "_LATE_SUM_BYTES", 0)
+    _force(monkeypatch)
+    real = _winograd.wino_conv
+
+    def spoiled(*args, **kw):
+        if bad == "wbuf":
+            kw["wbuf"] = kw["wbuf"][:-1]
+        elif bad == "rstride":
+            kw["rstride"] -= 1
+        else:
+            kw["cf"] = kw["cf"][:-1]
+        return real(*args, **kw)
+
+    monkeypatch.setattr(_winograd, "wino_conv", spoiled)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((16, 32, 4, 4)).astype(np.float32)
+    x = rng.standard_normal((1, 16, 5, 5)).astype(np.float32)
+    one = convt._api._OneShot(w, method="direct", strides=(2, 2), pads=(1, 1, 1, 1))
+    message = {"wbuf": r"wino_conv: late sums need cf and a wbuf of nthreads \* TB \* CC \* NR",
+               "rstride": r"wino_conv: ck, cf \(8 entries per product tap\) and rstride do "
+                          r"not fit the taps in wp"}
+    message["cf"] = message["rstride"]
+    with pytest.raises(ValueError, match=message[bad]):
+        one(x)
+
+
 def test_pack_taps_refuses_what_it_cannot_hold():
     """The transposing packer takes whole 16-channel panels and taps in eights, into an
     output that holds every tap's lines; anything else is refused before a store."""
