@@ -19,7 +19,7 @@ import numpy as np
 from ._blas import blas_threads
 from ._direct import element_strides, pad3
 from ._kernels._gemm import phase_gemm
-from ._kernels._layout import merge_iox, to_padded_nxc
+from ._kernels._layout import MERGE_TAPS, merge_iox, to_padded_nxc
 
 __all__ = ["GemmLayout", "batch_rows_layout", "gemm_layout", "grid_shape", "merged_weights",
            "phase_combos", "run_gemm"]
@@ -219,8 +219,9 @@ def merged_weights(layout, w_iox, workers, buffer=None):
     if not size:
         return out, bool(np.isfinite(w_iox).all())
     threads = workers if size >= _PARALLEL_MERGE_VALUES else 1
+    scratch = np.empty(threads * MERGE_TAPS * mg, w_iox.dtype)
     finite = merge_iox(w_iox.reshape(-1), out, layout.merge_dst, layout.merge_step, mg,
-                       threads)
+                       threads, scratch, ISA)
     return out, bool(finite)
 
 

@@ -209,3 +209,53 @@ def test_halo_grid_rezeroed_when_its_shape_changes(fmt, monkeypatch):
         ref = convt.conv_transpose(x, w, pads=(1, 1, 1, 1), method="reference")
         y = op(np.ascontiguousarray(np.moveaxis(x, 1, -1)) if fmt == "NXC" else x)
         assert_close(np.moveaxis(y, -1, 1) if fmt == "NXC" else y, ref, "direct", "float64")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("isa", [-1, 0])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cin,mg,k,s,groups", [
+    (21, 21, (64, 64), (32, 32), 1),   # fcn32s_k64's shape: 4096 taps, 16 of 21 channels
+    (16, 16, (8, 8), (2, 2), 2),       # whole 8 x 8 register transposes only
+    (6, 40, (5,), (3,), 3),            # fewer taps than a transposed block
+    (4, 7, (3, 3, 3), (1, 1, 1), 1),   # no whole block at all
+])
+def test_merged_weights_put_every_tap_in_place(cin, mg, k, s, groups, dtype, isa, threads,
+                                               monkeypatch):
+    """merged_weights' blocked transposes: every weight a GEMM op reads is the filter's,
+    out[dst[k] + r * step[k] + m] = w[r, m, k], through the register transposes and the
+    portable loops; a non-finite weight is found wherever it is."""
+    from convt._geometry import resolve
+    monkeypatch.setattr(_phase_gemm, "ISA", isa)
+    rng = np.random.default_rng(cin * mg)
+    w = rng.standard_normal((cin, mg, *k)).astype(dtype)
+    nd = len(k)
+    op = convt.ConvTranspose(w, strides=s, group=groups)
+    geom = op.geometry((1, cin, *(3,) * nd))
+    layout = gemm_layout(geom)
+    out, finite = _phase_gemm.merged_weights(layout, w, threads)
+    assert finite
+    kt = int(np.prod(k))
+    used = np.flatnonzero(layout.merge_dst >= 0)
+    assert len(used) == kt
+    w3 = w.reshape(cin, mg, kt)
+    r, m = np.arange(cin)[:, None, None], np.arange(mg)[None, :, None]
+    idx = layout.merge_dst[used] + r * layout.merge_step[used] + m
+    np.testing.assert_array_equal(out[idx], w3[:, :, used])
+    for bad in (np.nan, np.inf):
+        w2 = w.copy()
+        w2.reshape(-1)[rng.integers(w.size)] = bad
+        assert not _phase_gemm.merged_weights(layout, w2, threads)[1]
+
+
+def test_merge_iox_refuses_a_short_scratch():
+    from convt._kernels._layout import MERGE_TAPS, merge_iox
+    w = np.zeros(2 * 8 * 4, np.float32)
+    dst = np.arange(4, dtype=np.int64) * 8
+    step = np.full(4, 32, np.int64)
+    out = np.zeros(2 * 32, np.float32)
+    short = np.zeros(2 * MERGE_TAPS * 8 - 1, np.float32)
+    with pytest.raises(ValueError, match=rf"merge_iox: scratch holds {short.size} values, "
+                                         rf"needs {2 * MERGE_TAPS * 8}"):
+        merge_iox(w, out, dst, step, 8, 2, short)
+    assert merge_iox(w, out, dst, step, 8, 2, np.zeros(short.size + 1, np.float32))
