@@ -11,6 +11,7 @@ import pytest
 
 import convt
 from convt import _micro, _plan, _winograd
+from convt._kernels import _micro as _kmicro
 
 from conftest import assert_close, assert_same_for_any_thread_count, random_cases
 
@@ -135,6 +136,36 @@ def test_winograd_bit_identical_for_any_thread_count(dtype, monkeypatch):
     w = rng.standard_normal((64, 48, 4, 4)).astype(dtype)
     _force(monkeypatch)
     assert_same_for_any_thread_count(w, x, "winograd", strides=(2, 2), pads=(1, 1, 1, 1))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("isa", ISAS)
+def test_corner_differences_sum_in_corner_order(n, isa, dtype):
+    """The differences a product tap reads (convt_corners; AVX2: 2 and 4 corners unrolled,
+    8 in a loop, then the tail): corner j added or subtracted by the parity of its bits, left
+    to right, so both bodies give numpy's bits for the same sum in the same order."""
+    rng = np.random.default_rng(n)
+    src = (rng.standard_normal(400) * 10.0 ** rng.integers(-3, 4, 400)).astype(dtype)
+    off = np.array([0, 37, 90, 127, 150, 187, 240, 277][:n], np.int64)
+    for c in (1, 7, 8, 9, 16, 37, 100):
+        dst = np.full(c, np.nan, dtype)
+        _kmicro.wino_corners(src, off, dst, isa)
+        want = src[off[0]:off[0] + c].copy()
+        for j in range(1, n):
+            part = src[off[j]:off[j] + c]
+            want = want - part if bin(j).count("1") % 2 else want + part
+        np.testing.assert_array_equal(dst, want)
+
+
+def test_wino_corners_refuses_reads_past_its_source():
+    src, dst = np.zeros(10), np.zeros(4)
+    with pytest.raises(ValueError, match=r"wino_corners: 2, 4 or 8 corners within src "
+                                         r"\(10 values\) for 4 values each; got offsets "
+                                         r"\[0, 7\]"):
+        _kmicro.wino_corners(src, np.array([0, 7], np.int64), dst)
+    with pytest.raises(ValueError, match=r"got offsets \[0, 1, 2\]"):
+        _kmicro.wino_corners(src, np.array([0, 1, 2], np.int64), dst)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

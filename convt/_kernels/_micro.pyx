@@ -175,6 +175,10 @@ cdef void _pointers(const real* x, const real* zero, const int64_t* ph, const in
                 ptr[t * mpad + i] = zero
 
 
+cdef enum:
+    _WINO_ROWS = 192   # most rows of a Winograd task (convt._micro._MAX_MB): _wino_build's stack
+
+
 cdef void _wino_build(int isa, const real* x, const real* zero, const int64_t* ph,
                       const int64_t* toff, const int64_t* tkind, int64_t t0, int64_t nt,
                       int64_t r0, int64_t m, int64_t mpad, const int64_t* d, real* v,
@@ -184,40 +188,43 @@ cdef void _wino_build(int isa, const real* x, const real* zero, const int64_t* p
     # (steps m_a in ph[3:6]) of the zero-haloed grid. A tap of kind 0 reads it in place; one
     # of another kind reads its differences, built here into v (row t * mpad + i, C_in
     # values): the signed sum of the pixel's corners along the kind's axes (bit a: axis a;
-    # _ukernel.h's convt_corners). The planner keeps every read inside the grid.
-    cdef int64_t C = d[11], i, t, tap, base, kind, a, j, n
+    # _ukernel.h's convt_corners). The planner keeps every read inside the grid. The rows'
+    # pixels first, then tap by tap (a tap's corner offsets made once for all its rows).
+    cdef int64_t C = d[11], i, t, tap, kind, a, j, n, at
     cdef int64_t q[4]
     cdef int64_t off[8]
+    cdef int64_t base[_WINO_ROWS]
     cdef real* dst
     _row_pos(r0, ph, d, q)
-    for i in range(mpad):
-        if i >= m:
-            for t in range(nt):
-                ptr[t * mpad + i] = zero
-            continue
+    for i in range(m):
         if i:
             _next_pos(ph, d, q)
-        base = (q[0] * d[22] + ph[3] * q[1] * d[19] + ph[4] * q[2] * d[20]
-                + ph[5] * q[3] * d[21])
-        for t in range(nt):
-            tap = ph[6] + t0 + t
-            kind = tkind[tap]
-            if kind == 0:
-                ptr[t * mpad + i] = x + toff[tap] + base
-                continue
-            # corner j's offset: bit b of j steps along the kind's b-th axis
-            off[0] = 0
-            n = 1
-            for a in range(3):
-                if kind >> a & 1:
-                    for j in range(n):
-                        off[n + j] = off[j] + d[19 + a]
-                    n *= 2
+        base[i] = (q[0] * d[22] + ph[3] * q[1] * d[19] + ph[4] * q[2] * d[20]
+                   + ph[5] * q[3] * d[21])
+    for t in range(nt):
+        tap = ph[6] + t0 + t
+        kind = tkind[tap]
+        at = toff[tap]
+        for i in range(m, mpad):
+            ptr[t * mpad + i] = zero
+        if kind == 0:
+            for i in range(m):
+                ptr[t * mpad + i] = x + at + base[i]
+            continue
+        # corner j's offset: bit b of j steps along the kind's b-th axis
+        off[0] = 0
+        n = 1
+        for a in range(3):
+            if kind >> a & 1:
+                for j in range(n):
+                    off[n + j] = off[j] + d[19 + a]
+                n *= 2
+        for i in range(m):
             dst = v + (t * mpad + i) * C
             if real is float:
-                convt_corners_f32(isa, x + toff[tap] + base, off, <int> n, dst, C)
+                convt_corners_f32(isa, x + at + base[i], off, <int> n, dst, C)
             else:
-                convt_corners_f64(isa, x + toff[tap] + base, off, <int> n, dst, C)
+                convt_corners_f64(isa, x + at + base[i], off, <int> n, dst, C)
             ptr[t * mpad + i] = dst
 
 
@@ -654,6 +661,8 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
     cdef int64_t tstride = (SM * ldc + TB * dims[11]) * MB
+    if MB > _WINO_ROWS:
+        raise ValueError(f"wino_conv: at most {_WINO_ROWS} rows a task; got {MB}")
     cdef const int64_t* tk
     if ntasks == 0:
         return
@@ -712,6 +721,26 @@ def wino_ready(const real[::1] x, int64_t spare_bits, int num_threads):
         for i in prange((n + blk - 1) // blk, schedule="static", num_threads=num_threads):
             bad += _exponent_at_least(xp + i * blk, min(blk, n - i * blk), spare_bits)
     return bad == 0
+
+
+def wino_corners(const real[::1] src, const int64_t[::1] off, real[::1] dst, int isa=-1):
+    """dst[c] = the signed sum of src[off[j] + c] over the n = 2, 4 or 8 corners j, corner j
+    subtracted when its bit count is odd, in corner order: the differences a Winograd
+    product tap reads (_wino_build's convt_corners), for tests. Releases the GIL."""
+    cdef int64_t n = off.shape[0], C = dst.shape[0], j
+    if (n not in (2, 4, 8) or min(off) < 0 or C > src.shape[0]
+            or max(off) > src.shape[0] - C):
+        raise ValueError(f"wino_corners: 2, 4 or 8 corners within src ({src.shape[0]} values) "
+                         f"for {C} values each; got offsets {list(off)}")
+    if isa < 0:
+        isa = convt_ukernel_isa()
+    if C == 0:
+        return
+    with nogil:
+        if real is float:
+            convt_corners_f32(isa, &src[0], &off[0], <int> n, &dst[0], C)
+        else:
+            convt_corners_f64(isa, &src[0], &off[0], <int> n, &dst[0], C)
 
 
 cdef enum:

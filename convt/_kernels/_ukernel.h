@@ -451,12 +451,25 @@ static void NAME(const T* src, const int64_t* off, int n, T* dst, int64_t C)    
 {                                                                                        \
     int64_t c = 0;                                                                       \
     int j;                                                                               \
-    for (; c + LANES <= C; c += LANES) {                                                 \
-        V acc = LOADU(src + off[0] + c);                                                 \
-        for (j = 1; j < n; j++)                                                          \
-            acc = CONVT_CORNER_SIGN(j) ? SUB(acc, LOADU(src + off[j] + c))               \
-                                       : ADD(acc, LOADU(src + off[j] + c));              \
-        STOREU(dst + c, acc);                                                            \
+    const T* s0 = src + off[0];                                                          \
+    const T* s1 = src + off[1];                                                          \
+    if (n == 2) {                 /* one axis: a - b */                                  \
+        for (; c + LANES <= C; c += LANES)                                               \
+            STOREU(dst + c, SUB(LOADU(s0 + c), LOADU(s1 + c)));                          \
+    } else if (n == 4) {          /* two axes: ((a - b) - c) + d, the loop's order */    \
+        const T* s2 = src + off[2];                                                      \
+        const T* s3 = src + off[3];                                                      \
+        for (; c + LANES <= C; c += LANES)                                               \
+            STOREU(dst + c, ADD(SUB(SUB(LOADU(s0 + c), LOADU(s1 + c)), LOADU(s2 + c)),   \
+                                LOADU(s3 + c)));                                         \
+    } else {                                                                             \
+        for (; c + LANES <= C; c += LANES) {                                             \
+            V acc = LOADU(src + off[0] + c);                                             \
+            for (j = 1; j < n; j++)                                                      \
+                acc = CONVT_CORNER_SIGN(j) ? SUB(acc, LOADU(src + off[j] + c))           \
+                                           : ADD(acc, LOADU(src + off[j] + c));          \
+            STOREU(dst + c, acc);                                                        \
+        }                                                                                \
     }                                                                                    \
     CONVT_CORNERS_GENERIC(T)                                                             \
 }
