@@ -29,7 +29,8 @@ import numpy as np
 
 from ._direct import bias_filled, element_strides, pad3
 from ._kernels._layout import to_padded_nxc
-from ._kernels._micro import MR, PACK_KB, pack_taps, pack_wino, wino_conv, wino_ready
+from ._kernels._micro import (MR, PACK_KB, WSUM_MAX, pack_taps, pack_wino, wino_conv,
+                              wino_ready)
 from ._micro import _KC, _MAX_MB, _MAX_TB, _PARALLEL_PACK_VALUES, packing_arrays
 from ._phase_gemm import _axes3, _axis_phases
 
@@ -60,19 +61,23 @@ _LATE_SUM_BYTES = 8 << 20
 
 @dataclass(frozen=True)
 class WinoLayout:
-    real: np.ndarray     # (n_phases, 17): J0..2 (tiles), c0..2, m0..2 (2: Winograd axis),
+    real: np.ndarray     # (n_phases, 20): J0..2 (tiles), c0..2, m0..2 (2: Winograd axis),
                          # first product, products, Q0..2 (outputs), pi0..2 (tile j covers
-                         # q = 2j - pi, 2j + 1 - pi)
+                         # q = 2j - pi, 2j + 1 - pi), R0..2 (products per axis: 3 for
+                         # F(2, 2), 4 for F(2, 3), 1 off the Winograd axes)
     prods: np.ndarray    # (n_products, 9): J0..2, m0..2, first tap, taps, weight offset
     toff: np.ndarray     # per product tap: flat offset into the grid (image 0, tile 0)
-    tkind: np.ndarray    # per product tap: the axes it differences (bit a: axis a)
-    ck: np.ndarray       # per product tap: 8 kernel taps (flat index) ...
-    cf: np.ndarray       # ... and their coefficients, +-1 (0: unused entry)
+    tkind: np.ndarray    # per product tap: its input transform per axis (2 bits at bit 2a:
+                         # PLAIN, DIFF, DIFF2, SUM)
+    ck: np.ndarray       # per product tap: WSUM_MAX kernel taps (flat index) ...
+    cf: np.ndarray       # ... and their coefficients, +-1, +-1/2, ... (0: unused entry)
     tasks: np.ndarray    # (n_tasks, 3): real phase, first tile row, rows
     halo: tuple          # zero elements before the data, per axis
     grid: tuple          # spatial shape P of the zero-haloed input grid
     zstr: tuple          # the grid's strides per axis, in values (channels last)
-    diff_axes: int       # most axes a tap differences
+    ostep: tuple         # per axis S: output o = S q + c of phase c (_axis_plan)
+    gstep: tuple         # per axis U * zstr: the grid step of one tap offset e
+    diff_axes: int       # most axes a tap's input transform spans
     nr: int
     panels: int
     cc: int
@@ -84,42 +89,85 @@ class WinoLayout:
     macs: int            # multiply-adds of every product tap of every tile row (NR padding in)
 
 
+# Input transforms of a product tap along one axis (2 bits of its kind per axis, at bit 2a;
+# the kernel's _wino_build): 0 x[u] itself, 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] + x[u+1];
+# and how many inputs past u each reads.
+PLAIN, DIFF, DIFF2, SUM = 0, 1, 2, 3
+_REACH = (0, 1, 2, 1)
+
+
 def _axis_wino(q, taps):
     """Whether an axis of a phase (Q outputs, taps [(k, e)]) gets tiles of two: two taps one
-    input apart, and 3 * ceil(Q / 2) products fewer than its 2 * Q tap rows."""
-    return len(taps) == 2 and abs(taps[0][1] - taps[1][1]) == 1 and 3 * (-(-q // 2)) < 2 * q
+    input apart (F(2, 2): 3 products a tile) or three (F(2, 3): 4), and fewer products times
+    ceil(Q / 2) than its taps times Q."""
+    es = sorted(e for _, e in taps)
+    if len(es) not in (2, 3) or es[-1] - es[0] != len(es) - 1:
+        return False
+    return (len(es) + 1) * (-(-q // 2)) < len(es) * q
+
+
+def _axis_plan(s, d, k_len, pb, o_len):
+    """One axis for the planner: (S, U, phases [(Q, taps [(k, e)], Winograd?, r)]), output
+    o = S q + c of phase c reading input i = U (q + e) + r for its tap (k, e).
+
+    Unfolded (U = 1, r = 0): the phases of stride S = s, convt._phase_gemm's. A stride-1
+    axis whose 2 or 3 taps are d > 1 inputs apart is folded (S = U = d): y[o] sums
+    x[o + pb - k d], so the outputs of residue c = o mod d read only the inputs of residue
+    r = (c + pb) mod d, where the taps are adjacent, e = (c + pb) // d - k (dilated_s1: 3 x 3
+    taps two apart become 2 x 2 residues of adjacent 3 x 3 taps)."""
+    if s == 1 and d > 1 and k_len in (2, 3):
+        phases = []
+        for c in range(d):
+            q = max(0, -(-(o_len - c) // d))
+            f, r = divmod(c + pb, d)
+            taps = [(k, f - k) for k in range(k_len)]
+            phases.append((q, taps, _axis_wino(q, taps), r))
+        return d, d, phases
+    return s, 1, [(q, taps, _axis_wino(q, taps), 0)
+                  for q, taps in _axis_phases(s, d, k_len, pb, o_len)]
 
 
 def wino_axes(geom):
-    """Per axis (3, padded in front) the phases' (Q, taps, Winograd?) for ``geom``."""
+    """Per axis (3, padded in front) ``_axis_plan``: (S, U, phases (Q, taps, Winograd?, r))."""
     strides, dils, kernel, _, pbs, out_shape = _axes3(geom)
-    return [[(q, taps, _axis_wino(q, taps)) for q, taps in _axis_phases(*a)]
-            for a in zip(strides, dils, kernel, pbs, out_shape)]
+    return [_axis_plan(*a) for a in zip(strides, dils, kernel, pbs, out_shape)]
 
 
 def _axis_products(q, taps, wino, pi):
-    """One axis of a phase: (tiles J, step m, products), each product a list of terms (kind
-    bit set?, input offset, [(k, coefficient)]) summed in one tile; tile j covers q = 2j - pi
-    and 2j + 1 - pi."""
+    """One axis of a phase: (tiles J, step m, products), each product a list of terms (input
+    transform, input offset, [(k, coefficient)]) summed in one tile; tile j covers q = 2j - pi
+    and 2j + 1 - pi. The kernel combines a Winograd axis's products as its digits: 3
+    products y0 = m0 + m1, y1 = m2 + m1; 4 products y0 = (m0 + m1) - m2, y1 = (m3 + m1) + m2."""
     if not wino:
-        return q, 1, [[(False, e, [(k, 1)]) for k, e in taps]]
-    (k_lo, e_lo), (k_hi, _) = sorted(taps, key=lambda t: t[1])
-    e = e_lo - pi   # u = 2j + e: m0 = (x[u] - x[u+1]) W_lo, m1 = x[u+1] (W_lo + W_hi),
-    #                 m2 = (x[u+1] - x[u+2]) (-W_hi)
-    return -(-(q + pi) // 2), 2, [[(True, e, [(k_lo, 1)])],
-                                  [(False, e + 1, [(k_lo, 1), (k_hi, 1)])],
-                                  [(True, e + 1, [(k_hi, -1)])]]
+        return q, 1, [[(PLAIN, e, [(k, 1)]) for k, e in taps]]
+    tiles = -(-(q + pi) // 2)
+    if len(taps) == 2:
+        (k_lo, e_lo), (k_hi, _) = sorted(taps, key=lambda t: t[1])
+        e = e_lo - pi   # u = 2j + e: m0 = (x[u] - x[u+1]) W_lo, m1 = x[u+1] (W_lo + W_hi),
+        #                 m2 = (x[u+1] - x[u+2]) (-W_hi)
+        return tiles, 2, [[(DIFF, e, [(k_lo, 1)])],
+                          [(PLAIN, e + 1, [(k_lo, 1), (k_hi, 1)])],
+                          [(DIFF, e + 1, [(k_hi, -1)])]]
+    (k0, e0), (k1, _), (k2, _) = sorted(taps, key=lambda t: t[1])
+    e = e0 - pi   # y[2j] = x[u] W0 + x[u+1] W1 + x[u+2] W2, y[2j+1] the same from x[u+1]:
+    # Winograd's F(2, 3) (interpolation points 0, 1, -1, infinity), with m2 and m3 negated so
+    # that only y0's m2 subtracts: m0 = (x[u] - x[u+2]) W0, m1 = (x[u+1] + x[u+2]) (W0 + W1 +
+    # W2) / 2, m2 = (x[u+1] - x[u+2]) (W0 - W1 + W2) / 2, m3 = (x[u+1] - x[u+3]) (-W2)
+    half = 0.5
+    return tiles, 2, [[(DIFF2, e, [(k0, 1)])],
+                      [(SUM, e + 1, [(k0, half), (k1, half), (k2, half)])],
+                      [(DIFF, e + 1, [(k0, half), (k1, -half), (k2, half)])],
+                      [(DIFF2, e + 1, [(k2, -1)])]]
 
 
 def wino_alignment(geom, out_start):
     """The ``align`` of ``wino_layout`` for a block of ``geom``'s output that starts at
     ``out_start`` (per spatial axis; convt.dask): per axis (3, padded in front), the start
-    modulo 2 s and whether each residue of ``geom`` has a Winograd axis there, so that the
+    modulo 2 S and whether each residue of ``geom`` has a Winograd axis there, so that the
     block pairs the outputs (and so sums the terms) as the whole array does."""
-    strides = pad3(geom.strides, 1)
     starts = pad3(tuple(out_start), 0)
-    return tuple((o % (2 * s), tuple(w for _, _, w in ax))
-                 for o, s, ax in zip(starts, strides, wino_axes(geom)))
+    return tuple((o % (2 * st), tuple(w for _, _, w, _ in ax))
+                 for o, (st, _, ax) in zip(starts, wino_axes(geom)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -128,14 +176,16 @@ def wino_layout(geom, nr, align=None):
     Winograd axis, the kernel has more than PACK_KB taps or the grid would exceed
     _MAX_GRID_GROWTH times the data. ``align`` (``wino_alignment``): a dask block's, whose
     phases take the whole array's Winograd axes and tile pairs."""
-    axes = wino_axes(geom)
-    strides = pad3(geom.strides, 1)
-    if align is not None:   # local residue c is the whole array's (start + c) mod s
-        axes = [[(q, taps, flags[(r + c) % s]) for c, (q, taps, _) in enumerate(ax)]
-                for ax, s, (r, flags) in zip(axes, strides, align)]
-    pis = [[((r + c) // s) % 2 for c in range(s)]
-           for s, (r, _) in zip(strides, align or ((0, ()),) * 3)]
-    if not any(w for ax in axes for _, _, w in ax):
+    plans = wino_axes(geom)
+    ostep = tuple(st for st, _, _ in plans)
+    units = tuple(u for _, u, _ in plans)
+    axes = [ax for _, _, ax in plans]
+    if align is not None:   # local residue c is the whole array's (start + c) mod S
+        axes = [[(q, taps, flags[(r + c) % st], res) for c, (q, taps, _, res) in enumerate(ax)]
+                for ax, st, (r, flags) in zip(axes, ostep, align)]
+    pis = [[((r + c) // st) % 2 for c in range(st)]
+           for st, (r, _) in zip(ostep, align or ((0, ()),) * 3)]
+    if not any(w for ax in axes for _, _, w, _ in ax):
         return None
     kernel = pad3(geom.kernel, 1)
     in3 = pad3(geom.in_shape, 1)
@@ -149,16 +199,18 @@ def wino_layout(geom, nr, align=None):
     phases, lo, hi = [], [0, 0, 0], [i - 1 for i in in3]
     for cs in itertools.product(*(range(len(ax)) for ax in axes)):
         pi = tuple(pis[a][c] if axes[a][c][2] else 0 for a, c in enumerate(cs))
-        per = [_axis_products(*axes[a][c], pi[a]) for a, c in enumerate(cs)]
+        per = [_axis_products(*axes[a][c][:3], pi[a]) for a, c in enumerate(cs)]
         qs = tuple(axes[a][c][0] for a, c in enumerate(cs))
+        res = tuple(axes[a][c][3] for a, c in enumerate(cs))
         if n * prod(qs) == 0:
             continue
+        # offsets e count steps of U inputs from the phase's input residue r (_axis_plan)
         for a, (j, m, products) in enumerate(per):
             for terms in products:
-                for diff, e, _ in terms:
-                    lo[a] = min(lo[a], e)
-                    hi[a] = max(hi[a], m * (j - 1) + e + diff)
-        phases.append((cs, qs, per, pi))
+                for code, e, _ in terms:
+                    lo[a] = min(lo[a], units[a] * e + res[a])
+                    hi[a] = max(hi[a], units[a] * (m * (j - 1) + e + _REACH[code]) + res[a])
+        phases.append((cs, qs, per, pi, res))
     halo = tuple(max(0, -v) for v in lo)
     grid = tuple(max(h + i, top + h + 1) for h, i, top in zip(halo, in3, hi))
     img = prod(grid)
@@ -169,7 +221,7 @@ def wino_layout(geom, nr, align=None):
     real, prods, toff, tkind, ck, cf = [], [], [], [], [], []
     woff = macs = 0
     per_tap = g * panels * cg * nr
-    for cs, qs, per, pi in phases:
+    for cs, qs, per, pi, res in phases:
         js = tuple(p[0] for p in per)
         ms = tuple(p[1] for p in per)
         has_taps = all(p[2][0] for p in per)
@@ -180,18 +232,20 @@ def wino_layout(geom, nr, align=None):
                 terms = list(itertools.product(*combo))
                 prods.append([*js, *ms, len(toff), len(terms), woff])
                 for term in terms:
-                    kind = sum(1 << a for a, (diff, _, _) in enumerate(term) if diff)
-                    pos = sum((e + h) * st for (_, e, _), h, st in zip(term, halo, zstr))
+                    kind = sum(code << (2 * a) for a, (code, _, _) in enumerate(term))
+                    pos = sum((u * e + r + h) * st for (_, e, _), u, r, h, st
+                              in zip(term, units, res, halo, zstr))
                     toff.append(pos)
                     tkind.append(kind)
                     entries = [((k0 * kernel[1] + k1) * kernel[2] + k2, f0 * f1 * f2)
                                for (k0, f0), (k1, f1), (k2, f2)
                                in itertools.product(*(t[2] for t in term))]
-                    ck.append([k for k, _ in entries] + [0] * (8 - len(entries)))
-                    cf.append([f for _, f in entries] + [0] * (8 - len(entries)))
+                    ck.append([k for k, _ in entries] + [0] * (WSUM_MAX - len(entries)))
+                    cf.append([f for _, f in entries] + [0] * (WSUM_MAX - len(entries)))
                 woff += len(terms) * per_tap
                 macs += n * prod(js) * len(terms) * per_tap
-        real.append([*js, *cs, *ms, first, len(prods) - first, *qs, *pi])
+        radix = [len(p[2]) if p[1] == 2 else 1 for p in per]
+        real.append([*js, *cs, *ms, first, len(prods) - first, *qs, *pi, *radix])
     prod_max = max((r[10] for r in real), default=1) or 1
     set_values = _TILE_BYTES // (64 // nr)
     mb = set_values // (prod_max * ldc) // MR * MR
@@ -202,14 +256,16 @@ def wino_layout(geom, nr, align=None):
         size = -(-rows // -(-rows // mb) // MR) * MR
         tasks += [(p, r0, min(size, rows - r0)) for r0 in range(0, rows, size)]
     cc = max(1, min(cg, _KC))
-    return WinoLayout(real=np.array(real, np.int64).reshape(-1, 17),
+    return WinoLayout(real=np.array(real, np.int64).reshape(-1, 20),
                       prods=np.array(prods, np.int64).reshape(-1, 9),
                       toff=np.array(toff, np.int64), tkind=np.array(tkind, np.int64),
-                      ck=np.array(ck, np.int64).reshape(-1, 8),
-                      cf=np.array(cf, np.int64).reshape(-1, 8),
+                      ck=np.array(ck, np.int64).reshape(-1, WSUM_MAX),
+                      cf=np.array(cf, np.float64).reshape(-1, WSUM_MAX),
                       tasks=np.array(tasks, np.int64).reshape(-1, 3),
-                      halo=halo, grid=grid, zstr=zstr,
-                      diff_axes=max((bin(k).count("1") for k in tkind), default=0), nr=nr,
+                      halo=halo, grid=grid, zstr=zstr, ostep=ostep,
+                      gstep=tuple(u * st for u, st in zip(units, zstr)),
+                      diff_axes=max((sum(k >> (2 * a) & 3 != 0 for a in range(3))
+                                     for k in tkind), default=0), nr=nr,
                       panels=panels, cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb,
                       prod_max=prod_max, ldc=ldc, packed=woff, macs=macs)
 
@@ -266,9 +322,9 @@ def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
     if w3.dtype == np.float32 and w3.shape[1] % 16 == 0 and kt % 8 == 0:
         return out, bool(pack_taps(w3, out, groups, line, threads, isa, stream, spare))
     # otherwise pack_wino, with one product per tap: the tap itself
-    ck = np.zeros((kt, 8), np.int64)
+    ck = np.zeros((kt, WSUM_MAX), np.int64)
     ck[:, 0] = np.arange(kt)
-    cf = np.zeros((kt, 8), w_iox.dtype)
+    cf = np.zeros((kt, WSUM_MAX), w_iox.dtype)
     cf[:, 0] = 1
     udst = np.arange(kt, dtype=np.int64) * line
     ustride = np.full(kt, (w3.shape[0] // groups) * layout.nr, np.int64)
@@ -319,9 +375,9 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False):
     ystr = (element_strides(yl, geom) if nxc
             else np.array([v // yl.itemsize for v in yl.strides], np.int64))
     g = geom.groups
-    dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, geom.c_out // g,
+    dims = np.array([n, *in3, *layout.ostep, g, c_in // g, geom.c_out // g,
                      layout.panels, c_in, layout.cc, layout.tb, layout.mb, layout.ldc,
-                     layout.prod_max, layout.nr, 0, *layout.zstr, img * c_in], np.int64)
+                     layout.prod_max, layout.nr, 0, *layout.gstep, img * c_in], np.int64)
     tiles = arena.get("tiles", (workers * (layout.prod_max * layout.ldc + layout.tb * c_in)
                                 * layout.mb,), ct)
     pointers = arena.get("pointers",

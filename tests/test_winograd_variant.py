@@ -89,14 +89,29 @@ EDGES = [
     ((2, 8, 6, 6), (8, 8, 4, 1), dict(strides=(2, 3), output_shape=(16, 19))),
     # Q = 2 per phase, batch 5: a tile per image and axis
     ((5, 8, 2, 2), (8, 9, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
-    # a three-tap axis (not Winograd) beside a two-tap one
-    ((1, 8, 6, 7), (8, 8, 6, 4), dict(strides=(2, 2), pads=(1, 2, 1, 1))),
-    # the same with 130 channels: blocks of one tap (TB = 256 // 130) in 3-tap products
-    ((1, 130, 5, 6), (130, 8, 6, 4), dict(strides=(2, 2), pads=(1, 2, 1, 1))),
+    # a four-tap axis (not Winograd) beside a two-tap one
+    ((1, 8, 6, 7), (8, 8, 8, 4), dict(strides=(2, 2), pads=(1, 2, 1, 1))),
+    # the same with 130 channels: blocks of one tap (TB = 256 // 130) in 4-tap products
+    ((1, 130, 5, 6), (130, 8, 8, 4), dict(strides=(2, 2), pads=(1, 2, 1, 1))),
     # whole panels of 16 and 16 taps (float32 taps packed by 8 x 8 transposes), 2 groups
     ((2, 24, 5, 6), (24, 16, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1), group=2)),
     # the same in 1-D, 8 taps
     ((1, 20, 9), (20, 32, 8), dict(strides=(4,), pads=(2, 2))),
+    # three taps one input apart (stride 1): F(2, 3), 4 products a pair of outputs; odd Q,
+    # pads at one end only
+    ((2, 7, 9), (7, 5, 3), dict(pads=(0, 2))),
+    # dilated_s1's shape: stride 1, taps two inputs apart, folded into 2 x 2 residues of
+    # 3 x 3 adjacent taps (16 products for 36 taps)
+    ((2, 8, 12, 12), (8, 6, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2))),
+    # folded with dilations 3 and 2, two taps each (F(2, 2)), pads that give the residues
+    # different input residues and offsets, 2 groups
+    ((1, 6, 8, 7), (6, 9, 2, 2), dict(dilations=(3, 2), pads=(1, 0, 2, 1), group=2)),
+    # 3-D: folded F(2, 3) axes (Q 5 and 4 along the first) around an unfolded F(2, 2) one:
+    # 4 x 3 x 4 products, weights summed from up to 18 taps
+    ((1, 4, 8, 4, 6), (4, 4, 3, 2, 3), dict(dilations=(2, 1, 2), pads=(1, 0, 1, 2, 1, 1))),
+    # F(2, 3) along phases of 3 taps (5 x 5 at stride 2) beside a phase of 2 (F(2, 2))
+    ((1, 9, 7, 6), (9, 6, 5, 5), dict(strides=(2, 2), pads=(2, 2, 2, 2),
+                                      output_padding=(1, 1))),
 ]
 
 
@@ -125,36 +140,52 @@ def test_edges_reach_what_they_name():
     assert (e[7].real[:, 10] == 0).any()                           # a tap-less phase
     assert (e[8].real[:, 1:3] == 1).all()                          # one tile per axis
     assert (e[9].real[:, 7] == 1).all() and (e[9].real[:, 8] == 2).all()
-    assert e[10].tb == 1 and (e[10].prods[:, 7] == 3).all()
+    assert e[10].tb == 1 and (e[10].prods[:, 7] == 4).all()
     assert e[11].panels == 1 and e[12].panels == 2                 # Mg % 16 == 0, K % 8 == 0
+    assert (e[13].real[:, 19] == 4).all() and (e[13].prods[:, 7] == 1).all()
+    assert e[14].ostep == (1, 2, 2) and len(e[14].real) == 4       # residues of 2 x 2
+    assert e[14].prod_max == 16 and (e[14].prods[:, 7] == 1).all()
+    assert e[14].gstep == (e[14].zstr[0], 2 * e[14].zstr[1], 2 * e[14].zstr[2])
+    assert e[15].ostep == (1, 3, 2) and len(e[15].real) == 6 and e[15].prod_max == 9
+    assert e[16].ostep == (2, 1, 2) and e[16].prod_max == 48
+    assert np.count_nonzero(e[16].cf, axis=1).max() == 18
+    assert sorted(set(e[17].real[:, 10])) == [9, 12, 16]           # 3 x 3, 3 x 4, 4 x 4
+    # every input transform: differences one and two apart, sums, plain
+    codes = {int(k) >> (2 * a) & 3 for lay in e for k in lay.tkind for a in range(3)}
+    assert codes == {0, 1, 2, 3}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_winograd_bit_identical_for_any_thread_count(dtype, monkeypatch):
+@pytest.mark.parametrize("k, kw", [((4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+                                   ((3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2)))])
+def test_winograd_bit_identical_for_any_thread_count(dtype, k, kw, monkeypatch):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((4, 64, 13, 11)).astype(dtype)
-    w = rng.standard_normal((64, 48, 4, 4)).astype(dtype)
+    w = rng.standard_normal((64, 48, *k)).astype(dtype)
     _force(monkeypatch)
-    assert_same_for_any_thread_count(w, x, "winograd", strides=(2, 2), pads=(1, 1, 1, 1))
+    assert_same_for_any_thread_count(w, x, "winograd", **kw)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("n, neg", [(2, 1), (2, 0), (4, 3), (4, 1), (4, 2), (4, 0), (8, 7),
+                                    (8, 5), (8, 2)])
 @pytest.mark.parametrize("isa", ISAS)
-def test_corner_differences_sum_in_corner_order(n, isa, dtype):
-    """The differences a product tap reads (convt_corners; AVX2: 2 and 4 corners unrolled,
-    8 in a loop, then the tail): corner j added or subtracted by the parity of its bits, left
-    to right, so both bodies give numpy's bits for the same sum in the same order."""
-    rng = np.random.default_rng(n)
+def test_corner_transforms_sum_in_corner_order(n, neg, isa, dtype):
+    """The input transforms a product tap reads (convt_corners; AVX2: 2 and 4 corners
+    unrolled, subtracting for differences along every axis, else flipping signs and adding;
+    8 in a loop; then the tail): corner j subtracted when its bits along the axes in neg
+    (the differences; the others are sums) are odd in number, added otherwise, left to
+    right, so both bodies give numpy's bits for the same sum in the same order."""
+    rng = np.random.default_rng(n * 8 + neg)
     src = (rng.standard_normal(400) * 10.0 ** rng.integers(-3, 4, 400)).astype(dtype)
     off = np.array([0, 37, 90, 127, 150, 187, 240, 277][:n], np.int64)
     for c in (1, 7, 8, 9, 16, 37, 100):
         dst = np.full(c, np.nan, dtype)
-        _kmicro.wino_corners(src, off, dst, isa)
+        _kmicro.wino_corners(src, off, dst, isa, neg)
         want = src[off[0]:off[0] + c].copy()
         for j in range(1, n):
             part = src[off[j]:off[j] + c]
-            want = want - part if bin(j).count("1") % 2 else want + part
+            want = want - part if bin(j & neg).count("1") % 2 else want + part
         np.testing.assert_array_equal(dst, want)
 
 
@@ -299,7 +330,7 @@ def test_wino_conv_refuses_late_sums_it_cannot_hold(bad, monkeypatch):
     x = rng.standard_normal((1, 16, 5, 5)).astype(np.float32)
     one = convt._api._OneShot(w, method="direct", strides=(2, 2), pads=(1, 1, 1, 1))
     message = {"wbuf": r"wino_conv: late sums need cf and a wbuf of nthreads \* TB \* CC \* NR",
-               "rstride": r"wino_conv: ck, cf \(8 entries per product tap\) and rstride do "
+               "rstride": r"wino_conv: ck, cf \(27 entries per product tap\) and rstride do "
                           r"not fit the taps in wp"}
     message["cf"] = message["rstride"]
     with pytest.raises(ValueError, match=message[bad]):
@@ -442,17 +473,23 @@ def test_cost_model_prices_the_products():
     assert kind.variant == "winograd" and kind.macs == layout.macs == 16 * 4 * 4 * 9 * 512 * 256
 
 
-def test_dask_blocks_keep_the_whole_arrays_pairs():
+@pytest.mark.parametrize("size, chunks, ks, kw", [
+    # F(2, 2) along 2-tap phases, F(2, 3) along the 3-tap one
+    ((12, 9), ((3, 5, 4), (4, 5)), (4, 3),
+     dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(0, 1))),
+    # stride 1, dilations 2 and 3: folded residues, F(2, 3) and F(2, 2)
+    ((24, 26), ((7, 9, 8), (8, 9, 9)), (3, 2), dict(dilations=(2, 3), pads=(2, 1, 1, 2))),
+])
+def test_dask_blocks_keep_the_whole_arrays_pairs(size, chunks, ks, kw):
     """Blocks starting at odd tiles (chunks of 3, 5 and 4 inputs) pair the outputs as the
     whole array does, so the values are bit for bit the in-memory call's."""
     da = pytest.importorskip("dask.array")
     import convt.dask as cdask
 
     rng = np.random.default_rng(4)
-    x = rng.standard_normal((2, 64, 12, 9)).astype(np.float32)
-    w = rng.standard_normal((64, 64, 4, 3)).astype(np.float32)
-    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(0, 1))
+    x = rng.standard_normal((2, 64, *size)).astype(np.float32)
+    w = rng.standard_normal((64, 64, *ks)).astype(np.float32)
     op = convt.ConvTranspose(w, **kw)
     assert op._plan.geometry(x.shape).variant == "winograd"
-    y = cdask.conv_transpose(da.from_array(x, chunks=(1, 64, (3, 5, 4), (4, 5))), w, **kw)
+    y = cdask.conv_transpose(da.from_array(x, chunks=(1, 64, *chunks)), w, **kw)
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))

@@ -67,9 +67,10 @@ cdef extern from "_ukernel.h" nogil:
                            int64_t astride, int64_t aoff, const double* b, int64_t bstride,
                            double* c, int64_t ldc, int acc)
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
-    void convt_corners_f32(int isa, const float* src, const int64_t* off, int n, float* dst,
-                           int64_t C)
-    void convt_corners_f64(int isa, const double* src, const int64_t* off, int n,
+    int CONVT_WSUM_MAX
+    void convt_corners_f32(int isa, const float* src, const int64_t* off, int n, int neg,
+                           float* dst, int64_t C)
+    void convt_corners_f64(int isa, const double* src, const int64_t* off, int n, int neg,
                            double* dst, int64_t C)
     int convt_wsum_f32(int isa, const float* tmp, int64_t Mgp, const int64_t* ck,
                        const float* cf, float* dst, int64_t us, int64_t NP, int64_t ls,
@@ -82,6 +83,7 @@ cdef extern from "_ukernel.h" nogil:
                        int64_t line, int64_t ps, int spare, int stream)
 
 MR = CONVT_MR
+WSUM_MAX = CONVT_WSUM_MAX   # kernel taps a product tap's weights sum at most (ck, cf columns)
 NR_F32 = CONVT_NR_F32
 NR_F64 = CONVT_NR_F64
 # Columns of the phase table (convt._micro writes the same).
@@ -186,11 +188,13 @@ cdef void _wino_build(int isa, const real* x, const real* zero, const int64_t* p
     # As _pointers, for a Winograd product (wino_conv): row r0 + i is the tile (n, j0, j1,
     # j2) and its tap t reads the pixel x + toff[tap] + n * d[22] + sum of m_a * j_a * d[19 + a]
     # (steps m_a in ph[3:6]) of the zero-haloed grid. A tap of kind 0 reads it in place; one
-    # of another kind reads its differences, built here into v (row t * mpad + i, C_in
-    # values): the signed sum of the pixel's corners along the kind's axes (bit a: axis a;
-    # _ukernel.h's convt_corners). The planner keeps every read inside the grid. The rows'
-    # pixels first, then tap by tap (a tap's corner offsets made once for all its rows).
-    cdef int64_t C = d[11], i, t, tap, kind, a, j, n, at
+    # of another kind reads its input transform, built here into v (row t * mpad + i, C_in
+    # values): the signed sum of the pixel's corners along the kind's axes (_ukernel.h's
+    # convt_corners), 2 bits per axis a at bit 2a: 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] +
+    # x[u+1] (convt._winograd's TRANSFORMS). The planner keeps every read inside the grid. The
+    # rows' pixels first, then tap by tap (a tap's corners made once for all its rows).
+    cdef int64_t C = d[11], i, t, tap, kind, a, j, n, at, code
+    cdef int neg
     cdef int64_t q[4]
     cdef int64_t off[8]
     cdef int64_t base[_WINO_ROWS]
@@ -211,20 +215,25 @@ cdef void _wino_build(int isa, const real* x, const real* zero, const int64_t* p
             for i in range(m):
                 ptr[t * mpad + i] = x + at + base[i]
             continue
-        # corner j's offset: bit b of j steps along the kind's b-th axis
+        # corner j's offset: bit b of j steps along the kind's b-th axis (two steps for a
+        # difference two apart); bit b of neg: that axis subtracts
         off[0] = 0
         n = 1
+        neg = 0
         for a in range(3):
-            if kind >> a & 1:
+            code = kind >> (2 * a) & 3
+            if code:
                 for j in range(n):
-                    off[n + j] = off[j] + d[19 + a]
+                    off[n + j] = off[j] + (2 if code == 2 else 1) * d[19 + a]
+                if code != 3:
+                    neg |= <int> n
                 n *= 2
         for i in range(m):
             dst = v + (t * mpad + i) * C
             if real is float:
-                convt_corners_f32(isa, x + at + base[i], off, <int> n, dst, C)
+                convt_corners_f32(isa, x + at + base[i], off, <int> n, neg, dst, C)
             else:
-                convt_corners_f64(isa, x + at + base[i], off, <int> n, dst, C)
+                convt_corners_f64(isa, x + at + base[i], off, <int> n, neg, dst, C)
             ptr[t * mpad + i] = dst
 
 
@@ -432,7 +441,8 @@ cdef void _tile(int isa, const real* x, const real* zero, const real* wp, const 
                     if ck != NULL:
                         for u in range(nt):
                             _wsum(isa, wp + ((g * NP + jp) * Cg + c0) * NR, rstride,
-                                  ck + 8 * (ph[6] + t0 + u), cf + 8 * (ph[6] + t0 + u),
+                                  ck + CONVT_WSUM_MAX * (ph[6] + t0 + u),
+                                  cf + CONVT_WSUM_MAX * (ph[6] + t0 + u),
                                   wb + u * bstride, NR, kc, NR)
                         panel = wb
                     else:   # packed weights of the phase: [g][jp][tap][c][NR]
@@ -541,9 +551,10 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
 # without any, run their taps as they are (one product summing all of a phase's taps).
 
 cdef enum:
-    WINO_COLS = 17   # J0..2 (tiles), c0..2, m0..2 (2: Winograd axis), first product,
+    WINO_COLS = 20   # J0..2 (tiles), c0..2, m0..2 (2: Winograd axis), first product,
                      # products, Q0..2 (outputs), pi0..2 (tile j covers q = 2j - pi, 2j + 1
-                     # - pi: 1 when a dask block's tiles keep the whole array's pairs)
+                     # - pi: 1 when a dask block's tiles keep the whole array's pairs),
+                     # R0..2 (products per axis: 3 F(2, 2), 4 F(2, 3), 1 elsewhere)
 
 
 cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
@@ -555,46 +566,69 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
     # Tile rows r0..r0+m of the real phase rp: its products' tiles (the i-th at
     # t + i * MB * ldc), the output transform, then each sub-phase's rows written.
     cdef int64_t MB = d[14], ldc = d[15], width = d[7] * d[10] * d[17], G = d[7], Mg = d[9]
-    cdef int64_t gw = d[10] * d[17], npr = rp[10], p, a, stride = 1, sl, dig, i, k
-    cdef int64_t nw = 0, sub, slot, r, mv, i0, g, pos
+    cdef int64_t gw = d[10] * d[17], npr = rp[10], p, a, stride = 1, sl, dig, i, k, R, b
+    cdef int64_t nw = 0, sub, slot, r, mv, i0, g, pos, db
     cdef int64_t ax[3]
     cdef int64_t tt[3]
     cdef int64_t q[4]
+    cdef int64_t st[3]
+    cdef int64_t rad[3]
     cdef real* ts
     cdef const real* tsrc
+    cdef const real* tsrc2
     cdef uint64_t* masks = <uint64_t*> (off + MB)
     cdef bint ok
     for p in range(npr):
         _tile(isa, x, zero, wp, prods + PHASE_COLS * (rp[9] + p), toff, r0, m, d,
               t + p * MB * ldc, ptr, masks, tkind, v, ck, cf, rstride, wb)
-    # slots count the Winograd axes' digits in C order: the last axis's varies fastest
+    # slots count the Winograd axes' digits in C order (the last axis's varies fastest), R
+    # digits on an axis of R products (rp[17 + a]): F(2, 2)'s 3, y0 = m0 + m1, y1 = m2 + m1;
+    # F(2, 3)'s 4, y0 = (m0 + m1) - m2, y1 = (m3 + m1) + m2 (convt._winograd). Outputs go to
+    # the axis's first and last digit; slots with another digit on an axis already
+    # combined are dead.
     for a in range(2, -1, -1):
         if rp[6 + a] != 2:
             continue
-        ax[nw] = a
-        nw += 1
+        R = rp[17 + a]
         for sl in range(npr):
-            dig = (sl // stride) % 3
-            # slots with a digit 1 on an axis already combined are dead
-            k = sl % stride
-            while k and k % 3 != 1:
-                k //= 3
-            if dig == 1 or k % 3 == 1:
+            dig = (sl // stride) % R
+            if dig != 0 and dig != R - 1:
+                continue
+            ok = True
+            for b in range(nw):
+                db = (sl // st[b]) % rad[b]
+                ok = ok and (db == 0 or db == rad[b] - 1)
+            if not ok:
                 continue
             ts = t + sl * MB * ldc
-            tsrc = t + (sl + stride if dig == 0 else sl - stride) * MB * ldc
-            for i in range(m):
-                for k in range(width):
-                    ts[i * ldc + k] += tsrc[i * ldc + k]
-        stride *= 3
+            if R == 3:
+                tsrc = t + (sl + stride if dig == 0 else sl - stride) * MB * ldc
+                for i in range(m):
+                    for k in range(width):
+                        ts[i * ldc + k] += tsrc[i * ldc + k]
+            elif dig == 0:
+                tsrc = t + (sl + stride) * MB * ldc
+                tsrc2 = t + (sl + 2 * stride) * MB * ldc
+                for i in range(m):
+                    for k in range(width):
+                        ts[i * ldc + k] = (ts[i * ldc + k] + tsrc[i * ldc + k]) - tsrc2[i * ldc + k]
+            else:
+                tsrc = t + (sl - 2 * stride) * MB * ldc
+                tsrc2 = t + (sl - stride) * MB * ldc
+                for i in range(m):
+                    for k in range(width):
+                        ts[i * ldc + k] = (ts[i * ldc + k] + tsrc[i * ldc + k]) + tsrc2[i * ldc + k]
+        ax[nw] = a
+        st[nw] = stride
+        rad[nw] = R
+        nw += 1
+        stride *= R
     for sub in range(1 << nw):
         tt[0] = tt[1] = tt[2] = 0
         slot = 0
-        stride = 1
         for r in range(nw):
             tt[ax[r]] = (sub >> r) & 1
-            slot += 2 * tt[ax[r]] * stride
-            stride *= 3
+            slot += (rad[r] - 1) * tt[ax[r]] * st[r]
         ts = t + slot * MB * ldc if npr else NULL
         # the sub-phase's rows that are outputs (an odd Q leaves the last tile's t = 1 out),
         # moved up to be contiguous, with their offsets in y
@@ -688,11 +722,12 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
     if ck is not None:
         if cf is None or wbuf is None or wbuf.shape[0] < num_threads * wstride:
             raise ValueError("wino_conv: late sums need cf and a wbuf of nthreads * TB * CC * NR")
-        if (ck.shape[0] != cf.shape[0] or ck.shape[0] < toff.shape[0] or ck.shape[1] != 8
-                or cf.shape[1] != 8 or rstride < dims[10] * dims[11] * dims[17]
+        if (ck.shape[0] != cf.shape[0] or ck.shape[0] < toff.shape[0]
+                or ck.shape[1] != CONVT_WSUM_MAX or cf.shape[1] != CONVT_WSUM_MAX
+                or rstride < dims[10] * dims[11] * dims[17]
                 or wp.shape[0] < (np.max(ck, initial=-1) + 1) * rstride):
-            raise ValueError("wino_conv: ck, cf (8 entries per product tap) and rstride do "
-                             "not fit the taps in wp")
+            raise ValueError(f"wino_conv: ck, cf ({CONVT_WSUM_MAX} entries per product tap) "
+                             "and rstride do not fit the taps in wp")
         if ck.shape[0]:   # else no product has taps, and nothing reads wp
             ckp = &ck[0, 0]
             cfp = &cf[0, 0]
@@ -723,10 +758,12 @@ def wino_ready(const real[::1] x, int64_t spare_bits, int num_threads):
     return bad == 0
 
 
-def wino_corners(const real[::1] src, const int64_t[::1] off, real[::1] dst, int isa=-1):
+def wino_corners(const real[::1] src, const int64_t[::1] off, real[::1] dst, int isa=-1,
+                 int neg=-1):
     """dst[c] = the signed sum of src[off[j] + c] over the n = 2, 4 or 8 corners j, corner j
-    subtracted when its bit count is odd, in corner order: the differences a Winograd
-    product tap reads (_wino_build's convt_corners), for tests. Releases the GIL."""
+    subtracted when the bit count of j & neg is odd (neg = -1: every axis subtracts), in
+    corner order: the input transforms a Winograd product tap reads (_wino_build's
+    convt_corners), for tests. Releases the GIL."""
     cdef int64_t n = off.shape[0], C = dst.shape[0], j
     if (n not in (2, 4, 8) or min(off) < 0 or C > src.shape[0]
             or max(off) > src.shape[0] - C):
@@ -738,9 +775,9 @@ def wino_corners(const real[::1] src, const int64_t[::1] off, real[::1] dst, int
         return
     with nogil:
         if real is float:
-            convt_corners_f32(isa, &src[0], &off[0], <int> n, &dst[0], C)
+            convt_corners_f32(isa, &src[0], &off[0], <int> n, neg, &dst[0], C)
         else:
-            convt_corners_f64(isa, &src[0], &off[0], <int> n, &dst[0], C)
+            convt_corners_f64(isa, &src[0], &off[0], <int> n, neg, &dst[0], C)
 
 
 cdef enum:
@@ -854,7 +891,7 @@ cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
                                 const int64_t* us, int64_t U, int64_t g, int64_t c, int64_t Mg,
                                 int64_t KT, int64_t NP, int64_t NR, int stream) noexcept nogil:
     # one input channel: its taps transposed (KT <= PACK_KB), then per product tap u the sum
-    # of cf[u, e] * tap ck[u, e] over its 8 entries (cf = 0: unused), in entry order, straight
+    # of cf[u, e] * tap ck[u, e] over its WSUM_MAX entries (cf = 0: unused), in entry order, straight
     # into its NR-value line of every panel (convt_wsum: the sums in registers, one 64-byte
     # store per line; a row buffer summed in C then copied took 7.7 ms for dcgan_g1's 18.9 MB
     # on one thread; stream: past the caches); returns 1 when a sum is not finite
@@ -863,7 +900,8 @@ cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
     _transpose_taps(isa, src, tmp, Mg, KT, 0, KT, Mgp)
     for u in range(U):
         dst = out + ud[u] + g * NP * us[u] + c * NR
-        bad |= _wsum(isa, tmp, Mgp, ck + 8 * u, cf + 8 * u, dst, us[u], NP, NR, stream)
+        bad |= _wsum(isa, tmp, Mgp, ck + CONVT_WSUM_MAX * u, cf + CONVT_WSUM_MAX * u, dst,
+                     us[u], NP, NR, stream)
     if stream:
         convt_store_fence()
     return bad

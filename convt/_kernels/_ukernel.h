@@ -428,65 +428,86 @@ static inline void convt_zip2_f64(int isa, const double* a, const double* b, dou
     CONVT_ZIP2_GENERIC
 }
 
-/* The differences a Winograd product tap reads (convt/_kernels/_micro.pyx, _wino_build): the
- * signed sum of n = 2, 4 or 8 corners of a pixel, in corner order,
+/* The input transforms a Winograd product tap reads (convt/_kernels/_micro.pyx, _wino_build):
+ * the signed sum of n = 2, 4 or 8 corners of a pixel, in corner order,
  *
- *     dst[c] = src[off[0] + c] - src[off[1] + c] ... ,  sign of corner j: (-1)^popcount(j)
+ *     dst[c] = src[off[0] + c] -+ src[off[1] + c] -+ ... ,
+ *     corner j subtracted when popcount(j & neg) is odd
  *
- * (the corners of the axes differenced, first one then two apart in bits). Adds and
- * subtracts only, in the same order in both bodies: identical results. */
-#define CONVT_CORNER_SIGN(j) (__builtin_popcount((unsigned) (j)) & 1)
+ * (bit b of j: a step along the b-th axis transformed; bit b of neg: that axis subtracts,
+ * a difference, else adds, a sum). Adds and subtracts only, in the same order in both
+ * bodies: identical results (x + (-y) is x - y in IEEE arithmetic, signed zeros included). */
+#define CONVT_CORNER_SIGN(j, neg) (__builtin_popcount((unsigned) ((j) & (neg))) & 1)
 #define CONVT_CORNERS_GENERIC(T)                                                         \
     for (; c < C; c++) {                                                                 \
         T acc = src[off[0] + c];                                                         \
         for (j = 1; j < n; j++)                                                          \
-            acc = CONVT_CORNER_SIGN(j) ? acc - src[off[j] + c] : acc + src[off[j] + c];  \
+            acc = CONVT_CORNER_SIGN(j, neg) ? acc - src[off[j] + c]                      \
+                                            : acc + src[off[j] + c];                     \
         dst[c] = acc;                                                                    \
     }
 
 #if CONVT_HAVE_AVX2_PATH
-#define CONVT_CORNERS_AVX2(NAME, T, V, LANES, LOADU, STOREU, ADD, SUB)                    \
+/* 2 and 4 corners unrolled: differences along every axis (F(2, 2)'s) with subtractions,
+ * other signs by flipping the sign bit of the corners that subtract (XOR with -0.0), then
+ * adding; 8 corners in a loop. */
+#define CONVT_CORNERS_AVX2(NAME, T, V, LANES, LOADU, STOREU, ADD, SUB, XOR, SET1)          \
 __attribute__((target("avx2")))                                                          \
-static void NAME(const T* src, const int64_t* off, int n, T* dst, int64_t C)            \
+static void NAME(const T* src, const int64_t* off, int n, int neg, T* dst, int64_t C)   \
 {                                                                                        \
     int64_t c = 0;                                                                       \
     int j;                                                                               \
     const T* s0 = src + off[0];                                                          \
     const T* s1 = src + off[1];                                                          \
-    if (n == 2) {                 /* one axis: a - b */                                  \
+    if (n == 2 && (neg & 1)) {    /* a - b */                                            \
         for (; c + LANES <= C; c += LANES)                                               \
             STOREU(dst + c, SUB(LOADU(s0 + c), LOADU(s1 + c)));                          \
-    } else if (n == 4) {          /* two axes: ((a - b) - c) + d, the loop's order */    \
+    } else if (n == 4 && (neg & 3) == 3) {   /* ((a - b) - c) + d, the loop's order */   \
         const T* s2 = src + off[2];                                                      \
         const T* s3 = src + off[3];                                                      \
         for (; c + LANES <= C; c += LANES)                                               \
             STOREU(dst + c, ADD(SUB(SUB(LOADU(s0 + c), LOADU(s1 + c)), LOADU(s2 + c)),   \
                                 LOADU(s3 + c)));                                         \
+    } else if (n == 2 || n == 4) {                                                       \
+        const T* s2 = src + off[n == 4 ? 2 : 0];                                         \
+        const T* s3 = src + off[n == 4 ? 3 : 0];                                         \
+        V m1 = SET1(CONVT_CORNER_SIGN(1, neg) ? (T) -0.0 : (T) 0.0);                     \
+        V m2 = SET1(CONVT_CORNER_SIGN(2, neg) ? (T) -0.0 : (T) 0.0);                     \
+        V m3 = SET1(CONVT_CORNER_SIGN(3, neg) ? (T) -0.0 : (T) 0.0);                     \
+        if (n == 2)                                                                      \
+            for (; c + LANES <= C; c += LANES)                                           \
+                STOREU(dst + c, ADD(LOADU(s0 + c), XOR(LOADU(s1 + c), m1)));             \
+        else                                                                             \
+            for (; c + LANES <= C; c += LANES)                                           \
+                STOREU(dst + c, ADD(ADD(ADD(LOADU(s0 + c), XOR(LOADU(s1 + c), m1)),      \
+                                        XOR(LOADU(s2 + c), m2)), XOR(LOADU(s3 + c), m3)));\
     } else {                                                                             \
         for (; c + LANES <= C; c += LANES) {                                             \
             V acc = LOADU(src + off[0] + c);                                             \
             for (j = 1; j < n; j++)                                                      \
-                acc = CONVT_CORNER_SIGN(j) ? SUB(acc, LOADU(src + off[j] + c))           \
-                                           : ADD(acc, LOADU(src + off[j] + c));          \
+                acc = CONVT_CORNER_SIGN(j, neg) ? SUB(acc, LOADU(src + off[j] + c))      \
+                                                : ADD(acc, LOADU(src + off[j] + c));     \
             STOREU(dst + c, acc);                                                        \
         }                                                                                \
     }                                                                                    \
     CONVT_CORNERS_GENERIC(T)                                                             \
 }
 CONVT_CORNERS_AVX2(convt_corners_f32_avx2, float, __m256, 8, _mm256_loadu_ps,
-                   _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps)
+                   _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_xor_ps,
+                   _mm256_set1_ps)
 CONVT_CORNERS_AVX2(convt_corners_f64_avx2, double, __m256d, 4, _mm256_loadu_pd,
-                   _mm256_storeu_pd, _mm256_add_pd, _mm256_sub_pd)
+                   _mm256_storeu_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_xor_pd,
+                   _mm256_set1_pd)
 #endif
 
 #define CONVT_CORNERS(NAME, T, AVX2)                                                     \
-static inline void NAME(int isa, const T* src, const int64_t* off, int n, T* dst,       \
-                        int64_t C)                                                       \
+static inline void NAME(int isa, const T* src, const int64_t* off, int n, int neg,     \
+                        T* dst, int64_t C)                                               \
 {                                                                                        \
     int64_t c = 0;                                                                       \
     int j;                                                                               \
     if (isa == 1 && CONVT_HAVE_AVX2_PATH) {                                              \
-        AVX2(src, off, n, dst, C);                                                       \
+        AVX2(src, off, n, neg, dst, C);                                                  \
         return;                                                                          \
     }                                                                                    \
     CONVT_CORNERS_GENERIC(T)                                                             \
@@ -499,25 +520,29 @@ CONVT_CORNERS(convt_corners_f32, float, (void))
 CONVT_CORNERS(convt_corners_f64, double, (void))
 #endif
 
+/* Kernel taps a Winograd product tap's weight sums at most: 3 per axis (F(2, 3)), 3 axes. */
+#define CONVT_WSUM_MAX 27
+
 /* The packed weights of one Winograd product tap (convt/_kernels/_micro.pyx, pack_wino, and
  * wino_conv's late sums): for every line jp < NP (a panel, or a channel), its NR values (one
  * 64-byte line in both dtypes)
  *
  *     dst[jp * us + j] = ((0 + cf[0] * t_0[jp * ls + j]) + cf[1] * t_1[jp * ls + j]) + ...
  *
- * with t_e = tmp + ck[e] * Mgp, over the entries e < 8 whose cf[e] is not 0, in entry order.
- * The coefficients are +-1 (convt._winograd), so every product is exact and the fused and
- * unfused sums are identical. Returns 1 when a sum is NaN or +-Inf, else 0. stream (AVX2
+ * with t_e = tmp + ck[e] * Mgp, over the entries e < CONVT_WSUM_MAX whose cf[e] is not 0, in
+ * entry order. The coefficients are +-1, +-1/2, +-1/4 or +-1/8 (convt._winograd: F(2, 2)'s
+ * and F(2, 3)'s weight transforms), so every product is exact (short of a subnormal result)
+ * and the fused and unfused sums are identical. Returns 1 when a sum is NaN or +-Inf, else 0. stream (AVX2
  * only): store each line past the caches (no read of the line before it is written; the
  * caller then runs convt_store_fence before the lines are read): packs of several MB
  * do not stay in cache until the kernel reads them anyway, and dcgan_g1's 18.9 MB took
  * 1.47-1.56 -> 1.29-1.37 ms this way (2 threads). */
 #define CONVT_WSUM_TERMS(T)                                                              \
-    const T* t[8];                                                                       \
-    T f[8];                                                                              \
+    const T* t[CONVT_WSUM_MAX];                                                          \
+    T f[CONVT_WSUM_MAX];                                                                 \
     int n = 0, e;                                                                        \
     int64_t jp;                                                                          \
-    for (e = 0; e < 8; e++)                                                              \
+    for (e = 0; e < CONVT_WSUM_MAX; e++)                                                 \
         if (cf[e] != 0) {                                                                \
             t[n] = tmp + ck[e] * Mgp;                                                    \
             f[n++] = cf[e];                                                              \
@@ -555,7 +580,7 @@ static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* ds
                 int64_t us, int64_t NP, int64_t ls, int stream)                          \
 {                                                                                        \
     CONVT_WSUM_TERMS(T)                                                                  \
-    V fv[8], a0, a1, z = ZERO(), bad = ZERO();                                           \
+    V fv[CONVT_WSUM_MAX], a0, a1, z = ZERO(), bad = ZERO();                              \
     for (e = 0; e < n; e++)                                                              \
         fv[e] = SET1(f[e]);                                                              \
     for (jp = 0; jp < NP; jp++) {                                                        \
