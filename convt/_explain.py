@@ -105,7 +105,7 @@ def explain_plan(plan, x_shape):
         work = "GEMM work" if kind.variant == "gemm" else "work (border taps, tile padding)"
         direct += f", {work} {kind.macs / max(kind.useful, 1):.2f}x the useful"
     if kind.variant == "winograd":
-        direct += (f", F(2, 2) products: {kind.macs / max(kind.useful, 1):.2f}x the taps' "
+        direct += (f", Winograd products: {kind.macs / max(kind.useful, 1):.2f}x the taps' "
                    "multiply-adds")
     measured = None
     if plan.method in ("direct", "fft", "reference"):

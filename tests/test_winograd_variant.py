@@ -1,8 +1,10 @@
-"""The Winograd variant of the direct backend (F(2, 2) products along two-tap axes).
+"""The Winograd variant of the direct backend (F(2, 2) products along two-tap axes, F(2, 3)
+along three-tap ones, stride-1 dilated axes folded into residues of adjacent taps).
 
 Forced on a wide random space of geometries that have Winograd axes, against the float64
 reference, with both kernels; the edges of the planning (odd output counts, tiles read from
-the halo, several tasks and channel chunks, groups, phases without taps, 3-D); thread-count
+the halo, several tasks and channel chunks, groups, phases without taps, 3-D, folds); the
+input transforms' sums in both bodies; thread-count
 independence; the fall-backs for non-finite or huge inputs and weights; the dispatch rule; dask
 blocks that keep the whole array's tile pairs.
 """
