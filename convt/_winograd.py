@@ -12,7 +12,7 @@ thread, a task's product tiles (at most _TILE_BYTES, or one sub-tile per product
 block of differences (TB x MB x C_in values); channels-first y is also staged channels-last.
 
 The products' weights are packed once per prepared plan (``wino_weights``). A one-shot call
-whose products would take _LATE_SUM_BYTES or more packs the kernel taps instead
+(whose products would take _LATE_SUM_BYTES or more: 0, every one) packs the kernel taps instead
 (``wino_taps``, 4/9 of the room in 2-D) and the kernel sums each panel's product weights in
 cache, per task, channel chunk and panel (``late_sums``; the same sums in the same order, so
 the same bits), in one more buffer per thread of at most TB x CC x NR values (16 KiB of
@@ -55,8 +55,13 @@ _STREAM_PACK_BYTES = 8 << 20
 # products; hifigan_up1 (12.6 MB): 1.22-1.26 -> 1.16-1.18. The kernel's sums cost nothing
 # measurable (dcgan_g1's call from either: 4.09 / 4.24 ms best). On the Winograd layers with
 # small products (dcgan_g3 1.2 MB, unet_up3x3_op 0.5, hifigan_up3 0.2), which stay in cache, late
-# sums measured no better (one-shot medians within +-10% either way, two runs).
-_LATE_SUM_BYTES = 8 << 20
+# sums measured no better then (one-shot medians within +-10% either way, two runs); since the
+# F(2, 3) products (weights summed from up to 9 taps in 2-D, dilated_s1's pack 0.55 ms) and the
+# unrolled corner sums, they do: one-shot / prepared, products -> late sums (medians of 40
+# calls taking turns in one process, 2 workers, two runs): dilated_s1 1.30, 1.24 -> 1.10, 1.00;
+# hifigan_up3 1.17, 1.16 -> 1.10, 1.07; dcgan_g3 1.17, 1.14 -> 1.10, 1.10; unet_up3x3_op
+# 1.10, 1.11 -> 1.07, 1.07. So every one-shot call sums them in the kernel.
+_LATE_SUM_BYTES = 0
 
 
 @dataclass(frozen=True)
@@ -297,9 +302,10 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
 def late_sums(layout, one_shot, itemsize):
     """Whether a call sums the products' weights inside the kernel (``wino_taps``) instead of
     reading ``wino_weights``' products: one-shot calls whose products would take
-    _LATE_SUM_BYTES or more. Products made for one call are written to memory and read back
-    once; the taps take 4/9 of their room in 2-D (1/2 in 1-D), and the kernel sums a
-    panel's product weights in cache once per task, for all its rows."""
+    _LATE_SUM_BYTES or more (0: all of them). Products made for one call are written to
+    memory and read back once; the taps take 4/9 of their room in 2-D (1/2 in 1-D; 9/16 for
+    F(2, 3)), and the kernel sums a panel's product weights in cache once per task, for all
+    its rows."""
     return one_shot and layout.packed * itemsize >= _LATE_SUM_BYTES
 
 
