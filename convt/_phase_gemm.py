@@ -298,11 +298,11 @@ def _padded_input(xa, layout, geom, ct, arena, workers):
         if (not any(layout.halo) and in3 == layout.grid and x5.dtype == ct
                 and x5.flags.c_contiguous):
             return x5
-        xp = arena.get("xp", shape, ct, zero_key=(layout.halo, layout.grid, cf))
+        xp = arena.get("xp", shape, ct, zero_key=(layout.halo, layout.grid, in3, cf))
         inner = tuple(slice(h, h + i) for h, i in zip(layout.halo, in3))
         xp[(slice(None), slice(None), *inner) if cf else (slice(None), *inner)] = x5
         return xp
-    xp = arena.get("xp", shape, ct, zero_key=(layout.halo, layout.grid, cf))
+    xp = arena.get("xp", shape, ct, zero_key=(layout.halo, layout.grid, in3, cf))
     x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
     to_padded_nxc(x5, xp, np.array(layout.halo, np.int64), workers)
     return xp

@@ -180,7 +180,8 @@ def wino_layout(geom, nr, align=None):
     """The ``WinoLayout`` of ``geom`` for tile width ``nr``, or None when no phase has a
     Winograd axis, the kernel has more than PACK_KB taps or the grid would exceed
     _MAX_GRID_GROWTH times the data. ``align`` (``wino_alignment``): a dask block's, whose
-    phases take the whole array's Winograd axes and tile pairs."""
+    phases take the whole array's Winograd axes and tile pairs (and whose grid is not held to
+    _MAX_GRID_GROWTH: the block must run what the whole array runs)."""
     plans = wino_axes(geom)
     ostep = tuple(st for st, _, _ in plans)
     units = tuple(u for _, u, _ in plans)
@@ -219,7 +220,9 @@ def wino_layout(geom, nr, align=None):
     halo = tuple(max(0, -v) for v in lo)
     grid = tuple(max(h + i, top + h + 1) for h, i, top in zip(halo, in3, hi))
     img = prod(grid)
-    if img > _MAX_GRID_GROWTH * (prod(in3) + prod(pad3(geom.out_shape, 1))):
+    # (a dask block, align given, plans whatever its whole array planned: its Winograd sums
+    # must be the whole array's, and its halo, relative to a small block, may be large)
+    if align is None and img > _MAX_GRID_GROWTH * (prod(in3) + prod(pad3(geom.out_shape, 1))):
         return None
     zstr = (grid[1] * grid[2] * geom.c_in, grid[2] * geom.c_in, geom.c_in)
     # pass 2: the tables
@@ -359,7 +362,7 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False):
     in3 = pad3(geom.in_shape, 1)
     img = prod(layout.grid)
     x = arena.get("wino_x", (n, *layout.grid, c_in), ct,
-                  zero_key=("wino", layout.halo, layout.grid, n, c_in))
+                  zero_key=("wino", layout.halo, layout.grid, in3, n, c_in))
     h, spare = layout.halo, layout.diff_axes + 1
     if geom.data_format == "NXC":
         x[:, h[0]:h[0] + in3[0], h[1]:h[1] + in3[1], h[2]:h[2] + in3[2]] = \
