@@ -47,18 +47,18 @@ def assert_close(y, ref, backend, dtype):
     np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=tol, atol=tol * scale)
 
 
-def random_cases(count, seed, *, k_max, size_max, c_max, keep=None):
+def random_cases(count, seed, *, k_max, size_max, c_max, keep=None, d_max=3):
     """``count`` random layers (strides, dilations, pads, output padding, groups, kernel,
     spatial size, channels per group, batch, layout; 1-D to 3-D) for the direct variants'
     tests, drawn from ``seed``: kernel sides below ``k_max`` (4 in 3-D), spatial sides below
-    ``size_max`` (6 in 3-D), channels per group below ``c_max``. ``keep(case)``: whether a
-    drawn case is used (default: all)."""
+    ``size_max`` (6 in 3-D), channels per group below ``c_max``, dilations below ``d_max``.
+    ``keep(case)``: whether a drawn case is used (default: all)."""
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < count:
         nd = int(rng.integers(1, 4))
         s = tuple(int(v) for v in rng.integers(1, 4, nd))
-        d = tuple(int(v) for v in rng.integers(1, 3, nd))
+        d = tuple(int(v) for v in rng.integers(1, d_max, nd))
         k = tuple(int(v) for v in rng.integers(1, 4 if nd == 3 else k_max, nd))
         pads = tuple(int(v) for v in rng.integers(0, 3, 2 * nd))
         op = tuple(int(rng.integers(0, max(a, b))) for a, b in zip(s, d))

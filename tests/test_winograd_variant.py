@@ -38,6 +38,10 @@ def _has_winograd_axis(case):
 
 CASES = random_cases(80, 11, k_max=7, size_max=10, c_max=30,
                      keep=_has_winograd_axis)
+# dilations up to 4: stride-1 axes folded into up to 4 residues
+DILATED = random_cases(40, 17, k_max=5, size_max=14, c_max=20, d_max=5,
+                       keep=lambda c: _has_winograd_axis(c) and 1 in c["kw"]["strides"]
+                       and max(c["kw"]["dilations"]) > 2)
 
 
 def _data(xs, ws, kw, seed=0):
@@ -60,7 +64,9 @@ def _check(x, w, b, kw, dtype, data_format, monkeypatch, workers=2):
 
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("case", CASES, ids=[f"c{i}" for i in range(len(CASES))])
+@pytest.mark.parametrize("case", CASES + DILATED,
+                         ids=[f"c{i}" for i in range(len(CASES))]
+                         + [f"d{i}" for i in range(len(DILATED))])
 def test_winograd_matches_reference(case, dtype, isa, monkeypatch):
     monkeypatch.setattr(_micro, "ISA", isa)
     g = case["kw"]["group"]
@@ -180,6 +186,8 @@ def test_corner_transforms_sum_in_corner_order(n, neg, isa, dtype):
     right, so both bodies give numpy's bits for the same sum in the same order."""
     rng = np.random.default_rng(n * 8 + neg)
     src = (rng.standard_normal(400) * 10.0 ** rng.integers(-3, 4, 400)).astype(dtype)
+    src[rng.integers(0, 400, 120)] = 0.0     # signed zeros: x + (-y) must give x - y's
+    src[rng.integers(0, 400, 120)] = -0.0
     off = np.array([0, 37, 90, 127, 150, 187, 240, 277][:n], np.int64)
     for c in (1, 7, 8, 9, 16, 37, 100):
         dst = np.full(c, np.nan, dtype)
@@ -188,7 +196,8 @@ def test_corner_transforms_sum_in_corner_order(n, neg, isa, dtype):
         for j in range(1, n):
             part = src[off[j]:off[j] + c]
             want = want - part if bin(j & neg).count("1") % 2 else want + part
-        np.testing.assert_array_equal(dst, want)
+        np.testing.assert_array_equal(dst.view(f"u{dst.itemsize}"),
+                                      want.view(f"u{want.itemsize}"))
 
 
 def test_wino_corners_refuses_reads_past_its_source():
@@ -204,13 +213,20 @@ def test_wino_corners_refuses_reads_past_its_source():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
-def test_product_weights_identical_from_both_kernels(xs, ws, kw, dtype, stream, monkeypatch):
-    """The products' packed weights (sums of +-1 times taps, in entry order) are the same bits
-    from the AVX2 sums and the portable ones, on 1 and 2 threads, stored through the caches
-    or past them (large packs: _winograd._STREAM_PACK_BYTES, lowered here to every pack)."""
+@pytest.mark.parametrize("tiny", [False, True], ids=["normal", "subnormal"])
+def test_product_weights_identical_from_both_kernels(xs, ws, kw, dtype, stream, tiny,
+                                                     monkeypatch):
+    """The products' packed weights (sums of +-1 or +-1/2^k times taps, in entry order, fused
+    multiply-adds) are the same bits from the AVX2 sums and the portable ones, on 1 and 2
+    threads, stored through the caches or past them (large packs:
+    _winograd._STREAM_PACK_BYTES, lowered here to every pack); also for weights near the
+    smallest normal number, whose halves are subnormal (the portable sums rounded the
+    product before adding it: 4,340 of 16,384 F(2, 3) weights differed)."""
     if stream:
         monkeypatch.setattr(_winograd, "_STREAM_PACK_BYTES", 0)
     w = np.random.default_rng(4).standard_normal(ws).astype(dtype)
+    if tiny:
+        w *= np.finfo(dtype).tiny
     plan = convt.ConvTranspose(w, **kw)._plan
     layout = _winograd.wino_layout(plan.geometry(xs).geom, _micro.micro_nr(np.dtype(dtype)))
     if layout is None:
@@ -359,21 +375,24 @@ def test_pack_taps_refuses_what_it_cannot_hold():
 @pytest.mark.parametrize("nd", [1, 2, 3])
 @pytest.mark.parametrize("mg", [20, 32])
 @pytest.mark.parametrize("m", [4, 12, 19])
-def test_late_sums_take_weights_whose_sums_cannot_overflow(m, mg, nd, isa, monkeypatch):
-    """wino_taps' bound: a product weight sums up to 2^nd taps, so a weight of
-    2^(128 - nd) or more (float32) could overflow and the one-shot call runs the micro
-    variant (whose result it returns exactly); just under the bound it runs the products.
-    mg = 32 with 16 or 64 taps: tested in the 8 x 8 transposes (convt_taps_f32), the weight
-    in either half of a 16-channel panel (output channel m)."""
+@pytest.mark.parametrize("k", [4, 3], ids=["F22", "F23"])
+def test_late_sums_take_weights_whose_sums_cannot_overflow(k, m, mg, nd, isa, monkeypatch):
+    """wino_taps' bound: a product weight sums up to 2^nd taps (F(2, 2), 4 x 4 at stride 2)
+    or 3^nd (F(2, 3), 3 x 3 at stride 1), so a weight of 2^(128 - b) or more (float32), 2^b
+    the first power of two at least that count, could overflow and the one-shot call runs
+    the micro variant (whose result it returns exactly); just under the bound it runs the
+    products. mg = 32 with 16 or 64 taps: tested in the 8 x 8 transposes (convt_taps_f32),
+    the weight in either half of a 16-channel panel (output channel m)."""
     monkeypatch.setattr(_micro, "ISA", isa)
     monkeypatch.setattr(_winograd, "_LATE_SUM_BYTES", 0)
     rng = np.random.default_rng(12)
-    w = rng.standard_normal((16, mg, *(4,) * nd)).astype(np.float32)
+    w = rng.standard_normal((16, mg, *(k,) * nd)).astype(np.float32)
     x = (1e-30 * rng.standard_normal((1, 16, *(5,) * nd))).astype(np.float32)
-    kw = dict(strides=(2,) * nd, pads=(1,) * (2 * nd))
+    kw = dict(strides=(2 if k == 4 else 1,) * nd, pads=(1,) * (2 * nd))
+    bits = ((2 if k == 4 else 3) ** nd - 1).bit_length()   # 2^nd or 3^nd taps
     _force(monkeypatch)
-    for big, variant in ((np.float32(2.0 ** (128 - nd)), "micro"),
-                         (np.nextafter(np.float32(2.0 ** (128 - nd)), np.float32(0)),
+    for big, variant in ((np.float32(2.0 ** (128 - bits)), "micro"),
+                         (np.nextafter(np.float32(2.0 ** (128 - bits)), np.float32(0)),
                           "winograd")):
         w[3, m, *(1,) * nd] = big
         one = convt._api._OneShot(w, method="direct", **kw)
@@ -544,3 +563,47 @@ def test_dask_block_with_a_large_halo_keeps_the_products():
         y = cdask.conv_transpose(da.from_array(x, chunks=(1, 8, (3, 3), (3, 6, 2))), w,
                                  method="direct", **kw)
         np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
+
+
+@pytest.mark.parametrize("bad", ["columns", "radix"])
+def test_wino_conv_refuses_a_real_table_it_cannot_read(bad, monkeypatch):
+    """wino_conv reads each real phase's products as the digits of its axes' radices: a
+    table of other columns, or a phase whose products are not the product of its radices,
+    raise ValueError before any thread runs (run_wino's arguments, the table spoiled)."""
+    _force(monkeypatch)
+    real = _winograd.wino_conv
+
+    def spoiled(x, zero, wp, bias, y, real_ph, *args, **kw):
+        if bad == "columns":
+            real_ph = np.ascontiguousarray(real_ph[:, :17])
+        else:
+            real_ph = real_ph.copy()
+            real_ph[:, 19] = 5
+        return real(x, zero, wp, bias, y, real_ph, *args, **kw)
+
+    monkeypatch.setattr(_winograd, "wino_conv", spoiled)
+    w = np.random.default_rng(3).standard_normal((16, 32, 3, 3)).astype(np.float32)
+    x = np.ones((1, 16, 6, 6), np.float32)
+    message = {"columns": r"wino_conv: real_ph needs 20 columns; got 17",
+               "radix": r"wino_conv: real phase 0 has 16 products, not the product of its "
+                        r"radices"}
+    with pytest.raises(ValueError, match=message[bad]):
+        convt.ConvTranspose(w, method="direct", pads=(1, 1, 1, 1))(x)
+
+
+def test_pack_wino_refuses_tables_it_cannot_read():
+    w = np.zeros((2, 16, 9), np.float32)
+    out = np.zeros(4096, np.float32)
+    scratch = np.zeros(64 * 16, np.float32)
+    ck = np.zeros((3, _kmicro.WSUM_MAX), np.int64)
+    cf = np.zeros((3, _kmicro.WSUM_MAX), np.float32)
+    one = np.zeros(3, np.int64)
+    msg = (r"pack_wino: ck and cf need 27 entries per product tap \(kernel taps below 9\) "
+           r"and udst, ustride one per product tap")
+    for spoiled in (dict(ck=ck[:, :8].copy(), cf=cf[:, :8].copy()), dict(ck=ck + 9),
+                    dict(ck=ck - 1), dict(cf=cf[:2]), dict(udst=one[:2])):
+        args = {**dict(ck=ck, cf=cf, udst=one, ustride=one), **spoiled}
+        with pytest.raises(ValueError, match=msg):
+            _kmicro.pack_wino(w, out, args["ck"], args["cf"], args["udst"], args["ustride"],
+                              scratch, 1, 16, 1)
+    assert _kmicro.pack_wino(w, out, ck, cf, one, one, scratch, 1, 16, 1)

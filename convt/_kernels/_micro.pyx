@@ -191,7 +191,8 @@ cdef void _wino_build(int isa, const real* x, const real* zero, const int64_t* p
     # of another kind reads its input transform, built here into v (row t * mpad + i, C_in
     # values): the signed sum of the pixel's corners along the kind's axes (_ukernel.h's
     # convt_corners), 2 bits per axis a at bit 2a: 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] +
-    # x[u+1] (convt._winograd's TRANSFORMS). The planner keeps every read inside the grid. The
+    # x[u+1] (convt._winograd's PLAIN, DIFF, DIFF2, SUM). The planner keeps every read inside
+    # the grid. The
     # rows' pixels first, then tap by tap (a tap's corners made once for all its rows).
     cdef int64_t C = d[11], i, t, tap, kind, a, j, n, at, code
     cdef int neg
@@ -536,19 +537,25 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
 # convt._winograd plans it: per phase, along each axis whose phase has two taps one input apart
 # (y[q] = W_lo x[q + e] + W_hi x[q + e + 1]), outputs q = 2j, 2j + 1 come from three products
 # (Winograd's F(2, 2), interpolation points 0, 1, infinity), each a GEMM over the channels:
-#     m0 = (x[u] - x[u+1]) W_lo,  m1 = x[u+1] (W_lo + W_hi),  m2 = (x[u+2] - x[u+1]) (-W_hi)
+#     m0 = (x[u] - x[u+1]) W_lo,  m1 = x[u+1] (W_lo + W_hi),  m2 = (x[u+1] - x[u+2]) (-W_hi)
 #     y[2j] = m0 + m1,  y[2j+1] = m1 + m2           (u = 2j + e)
-# 3 products for 2 outputs instead of 4 (per axis; 9 for 4 in 2-D). The weights' sums are
-# made once per plan (pack_wino), or, for one-shot calls with large products, per task,
-# chunk and panel from the packed taps, in cache (_tile's late sums). A product is run as a
+# 3 products for 2 outputs instead of 4 (per axis; 9 for 4 in 2-D). Along an axis of three
+# taps W0, W1, W2 one input apart, four (F(2, 3), points 0, 1, -1, infinity):
+#     m0 = (x[u] - x[u+2]) W0,  m1 = (x[u+1] + x[u+2]) (W0 + W1 + W2) / 2,
+#     m2 = (x[u+1] - x[u+2]) (W0 - W1 + W2) / 2,  m3 = (x[u+1] - x[u+3]) (-W2)
+#     y[2j] = (m0 + m1) - m2,  y[2j+1] = (m3 + m1) + m2
+# (16 for 4 in 2-D instead of 36). The weights' sums are made once per plan (pack_wino), or,
+# for one-shot calls, per task, chunk and panel from the packed taps, in cache (_tile's late
+# sums). A product is run as a
 # phase of the micro variant (register tiles, blocking and packing as there) whose taps read
 # the input on a zero-haloed grid with a step of 2 tiles along Winograd axes; a tap that
 # reads differences has them built per task (_wino_build, into the thread's scratch:
 # contiguous rows, in cache when the kernel reads them). A task's products are then combined
 # in place, one axis after the other (the "output transform"), and the 2^w sub-tiles (t = 0,
 # 1 per Winograd axis) written out like the micro variant's tiles (channels-last; the caller
-# transposes channels-first y afterwards). Axes without the two-tap structure, and phases
-# without any, run their taps as they are (one product summing all of a phase's taps).
+# transposes channels-first y afterwards). Axes without the two- or three-tap structure, and
+# phases without any, run their taps as they are (one product summing all of a phase's
+# taps).
 
 cdef enum:
     WINO_COLS = 20   # J0..2 (tiles), c0..2, m0..2 (2: Winograd axis), first product,
@@ -697,6 +704,12 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
     cdef int64_t tstride = (SM * ldc + TB * dims[11]) * MB
     if MB > _WINO_ROWS:
         raise ValueError(f"wino_conv: at most {_WINO_ROWS} rows a task; got {MB}")
+    if real_ph.shape[1] != WINO_COLS:
+        raise ValueError(f"wino_conv: real_ph needs {WINO_COLS} columns; got {real_ph.shape[1]}")
+    for k in range(real_ph.shape[0]):   # a phase's products: one per digit of its radices
+        if real_ph[k, 10] and real_ph[k, 10] != real_ph[k, 17] * real_ph[k, 18] * real_ph[k, 19]:
+            raise ValueError(f"wino_conv: real phase {k} has {real_ph[k, 10]} products, not "
+                             "the product of its radices")
     cdef const int64_t* tk
     if ntasks == 0:
         return
@@ -928,6 +941,11 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2], U = ck.shape[0]
     cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR
     cdef int64_t ci, bad = 0
+    if (ck.shape[1] != CONVT_WSUM_MAX or cf.shape[1] != CONVT_WSUM_MAX
+            or cf.shape[0] != U or udst.shape[0] < U or ustride.shape[0] < U
+            or (U and (np.min(ck) < 0 or np.max(ck) >= KT))):
+        raise ValueError(f"pack_wino: ck and cf need {CONVT_WSUM_MAX} entries per product tap "
+                         f"(kernel taps below {KT}) and udst, ustride one per product tap")
     if C_in == 0 or Mg == 0 or KT == 0 or U == 0:
         return True
     if isa < 0:

@@ -530,9 +530,10 @@ CONVT_CORNERS(convt_corners_f64, double, (void))
  *     dst[jp * us + j] = ((0 + cf[0] * t_0[jp * ls + j]) + cf[1] * t_1[jp * ls + j]) + ...
  *
  * with t_e = tmp + ck[e] * Mgp, over the entries e < CONVT_WSUM_MAX whose cf[e] is not 0, in
- * entry order. The coefficients are +-1, +-1/2, +-1/4 or +-1/8 (convt._winograd: F(2, 2)'s
- * and F(2, 3)'s weight transforms), so every product is exact (short of a subnormal result)
- * and the fused and unfused sums are identical. Returns 1 when a sum is NaN or +-Inf, else 0. stream (AVX2
+ * entry order, each step a fused multiply-add in both bodies (the portable one through fma):
+ * identical results. The coefficients are +-1, +-1/2, +-1/4 or +-1/8 (convt._winograd:
+ * F(2, 2)'s and F(2, 3)'s weight transforms), so a product is exact unless it is subnormal,
+ * where an unfused body would round it once more. Returns 1 when a sum is NaN or +-Inf, else 0. stream (AVX2
  * only): store each line past the caches (no read of the line before it is written; the
  * caller then runs convt_store_fence before the lines are read): packs of several MB
  * do not stay in cache until the kernel reads them anyway, and dcgan_g1's 18.9 MB took
@@ -548,7 +549,7 @@ CONVT_CORNERS(convt_corners_f64, double, (void))
             f[n++] = cf[e];                                                              \
         }
 
-#define CONVT_WSUM_GENERIC(NAME, T, NR)                                                  \
+#define CONVT_WSUM_GENERIC(NAME, T, NR, FMA)                                             \
 static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* dst,      \
                 int64_t us, int64_t NP, int64_t ls)                                      \
 {                                                                                        \
@@ -560,7 +561,7 @@ static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* ds
             line[j] = 0;                                                                 \
         for (e = 0; e < n; e++)                                                          \
             for (j = 0; j < NR; j++)                                                     \
-                line[j] = line[j] + f[e] * t[e][jp * ls + j];                            \
+                line[j] = FMA(f[e], t[e][jp * ls + j], line[j]);                         \
         for (j = 0; j < NR; j++) {                                                       \
             dst[jp * us + j] = line[j];                                                  \
             bad |= !(line[j] - line[j] == 0);   /* NaN or +-Inf */                       \
@@ -568,8 +569,8 @@ static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* ds
     }                                                                                    \
     return bad;                                                                          \
 }
-CONVT_WSUM_GENERIC(convt_wsum_f32_generic, float, CONVT_NR_F32)
-CONVT_WSUM_GENERIC(convt_wsum_f64_generic, double, CONVT_NR_F64)
+CONVT_WSUM_GENERIC(convt_wsum_f32_generic, float, CONVT_NR_F32, __builtin_fmaf)
+CONVT_WSUM_GENERIC(convt_wsum_f64_generic, double, CONVT_NR_F64, __builtin_fma)
 
 #if CONVT_HAVE_AVX2_PATH
 /* NR = 2 vectors; v - v is 0 for a finite v and NaN otherwise (the unordered compare). */
