@@ -12,11 +12,11 @@ thread, a task's product tiles (at most _TILE_BYTES, or one sub-tile per product
 block of differences (TB x MB x C_in values); channels-first y is also staged channels-last.
 
 The products' weights are packed once per prepared plan (``wino_weights``). A one-shot call
-(whose products would take _LATE_SUM_BYTES or more: 0, every one) packs the kernel taps instead
-(``wino_taps``, 4/9 of the room in 2-D) and the kernel sums each panel's product weights in
-cache, per task, channel chunk and panel (``late_sums``; the same sums in the same order, so
-the same bits), in one more buffer per thread of at most TB x CC x NR values (16 KiB of
-float32).
+whose products would take _LATE_SUM_BYTES or more, or _LATE_SUM_RATIO times the taps, packs
+the kernel taps instead (``wino_taps``: 4/9 of the room in 2-D F(2, 2)) and the kernel sums
+each panel's product weights in cache, per task, channel chunk and panel (``late_sums``; the
+same sums in the same order, so the same bits), in one more buffer per thread of at most
+TB x CC x NR values (16 KiB of float32).
 """
 from __future__ import annotations
 
@@ -48,20 +48,19 @@ _TILE_BYTES = 1 << 20
 # 1.29-1.37 ms, its one-shot call 1.45 -> 1.38-1.40x the prepared one; hifigan_up1's
 # 12.6 MB: 1.30-1.33 -> 1.24-1.25x (2 workers, best of 30, two runs each).
 _STREAM_PACK_BYTES = 8 << 20
-# One-shot calls whose products would take this much sum them in the kernel (late_sums):
-# products made for one call are written to memory and read back once. dcgan_g1 (18.9 MB of
-# products, 8.4 MB of taps): one-shot / prepared 1.37-1.39 -> 1.16-1.23 (medians of 30, 2
-# workers, three alternating runs), the taps' pack 0.44-0.51 ms against 1.1-1.4 for the
-# products; hifigan_up1 (12.6 MB): 1.22-1.26 -> 1.16-1.18. The kernel's sums cost nothing
-# measurable (dcgan_g1's call from either: 4.09 / 4.24 ms best). On the Winograd layers with
-# small products (dcgan_g3 1.2 MB, unet_up3x3_op 0.5, hifigan_up3 0.2), which stay in cache, late
-# sums measured no better then (one-shot medians within +-10% either way, two runs); since the
-# F(2, 3) products (weights summed from up to 9 taps in 2-D, dilated_s1's pack 0.55 ms) and the
-# unrolled corner sums, they do: one-shot / prepared, products -> late sums (medians of 40
-# calls taking turns in one process, 2 workers, two runs): dilated_s1 1.30, 1.24 -> 1.10, 1.00;
-# hifigan_up3 1.17, 1.16 -> 1.10, 1.07; dcgan_g3 1.17, 1.14 -> 1.10, 1.10; unet_up3x3_op
-# 1.10, 1.11 -> 1.07, 1.07. So every one-shot call sums them in the kernel.
-_LATE_SUM_BYTES = 0
+# One-shot calls whose products would take this much, or _LATE_SUM_RATIO times the room of the
+# kernel taps, sum them in the kernel (late_sums): products made for one call are written to
+# memory and read back once. dcgan_g1 (18.9 MB of products, 8.4 MB of taps): one-shot /
+# prepared 1.37-1.39 -> 1.16-1.23 (medians of 30, 2 workers, three alternating runs), the
+# taps' pack 0.44-0.51 ms against 1.1-1.4 for the products; hifigan_up1 (12.6 MB): 1.22-1.26 ->
+# 1.16-1.18. The kernel's sums cost nothing measurable (dcgan_g1's call from either: 4.09 /
+# 4.24 ms best). On Winograd layers with small products, products against late sums
+# (one-shot / prepared, medians of 40 calls, each one-shot call right after a prepared one, one
+# process, 2 workers, two runs; products / taps in room): dilated_s1 (F(2, 3) on 2 x 2 folded
+# residues, 7.1) 1.46, 1.45 -> 1.30, 1.34; dcgan_g3 (2.25) 1.16, 1.16 -> 1.16, 1.13;
+# unet_up3x3_op (1.67) 1.12, 1.13 -> 1.19, 1.14; hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28.
+_LATE_SUM_BYTES = 8 << 20
+_LATE_SUM_RATIO = 4
 
 
 @dataclass(frozen=True)
@@ -302,14 +301,16 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
     return out, bool(finite)
 
 
-def late_sums(layout, one_shot, itemsize):
+def late_sums(layout, kernel_taps, one_shot, itemsize):
     """Whether a call sums the products' weights inside the kernel (``wino_taps``) instead of
     reading ``wino_weights``' products: one-shot calls whose products would take
-    _LATE_SUM_BYTES or more (0: all of them). Products made for one call are written to
-    memory and read back once; the taps take 4/9 of their room in 2-D (1/2 in 1-D; 9/16 for
-    F(2, 3)), and the kernel sums a panel's product weights in cache once per task, for all
-    its rows."""
-    return one_shot and layout.packed * itemsize >= _LATE_SUM_BYTES
+    _LATE_SUM_BYTES or more, or _LATE_SUM_RATIO times the room of the ``kernel_taps`` taps
+    (F(2, 3) on folded residues: dilated_s1's are 7.1 times). Products made for one call are
+    written to memory and read back once; the kernel sums a panel's product weights in
+    cache once per task, for all its rows."""
+    taps = kernel_taps * tap_values(layout, layout.zstr[2])
+    return one_shot and (layout.packed * itemsize >= _LATE_SUM_BYTES
+                         or layout.packed >= _LATE_SUM_RATIO * taps)
 
 
 def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
