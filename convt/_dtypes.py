@@ -16,7 +16,7 @@ ALL_FLOATS = ("float64", "float32", "float16", "bfloat16")
 
 
 # dtype -> name: numpy computes ``dtype.name`` in Python (about 2 us); a one-shot call asks
-# for it about ten times.
+# for it several times (seven on a 2-D call).
 _NAMES = {}
 
 

@@ -1,15 +1,17 @@
 """Planning for the Winograd variant of the direct backend (kernel: convt._kernels._micro's
 ``wino_conv``; the algorithm is described there, above it).
 
-Per geometry and register-tile width NR: which axes of each phase are Winograd axes (two taps
-one input apart, and enough outputs that tiles of two save work), the products of each phase
-(3 per Winograd axis; the other axes' taps summed in each), each product's taps as flat
-offsets into the zero-haloed channels-last input grid with the axes whose differences they
-read, the weights of each product tap as signed sums of kernel taps, and the tasks (blocks
-of a phase's tile rows). The micro variant's tile width, panels, channel chunks and tap blocks
+Per geometry and register-tile width NR: which axes of each phase are Winograd axes (two or
+three taps one input apart, after folding a stride-1 dilated axis into residues of adjacent
+taps, and enough outputs that tiles of two save work), the products of each phase (3 per
+F(2, 2) axis, 4 per F(2, 3) axis; the other axes' taps summed in each), each product's taps
+as flat offsets into the zero-haloed channels-last input grid with the input transform they
+read per axis (a difference one or two apart, or a sum), the weights of each product tap as
+sums of kernel taps times +-1 or +-1/2^k, and the tasks (blocks of a phase's tile rows). The micro variant's tile width, panels, channel chunks and tap blocks
 are reused as they are. Workspace per call: the grid (the input plus its halo) and, per
 thread, a task's product tiles (at most _TILE_BYTES, or one sub-tile per product) plus a tap
-block of differences (TB x MB x C_in values); channels-first y is also staged channels-last.
+block of input transforms (TB x MB x C_in values); channels-first y is also staged
+channels-last.
 
 The products' weights are packed once per prepared plan (``wino_weights``). A one-shot call
 whose products would take _LATE_SUM_BYTES or more, or _LATE_SUM_RATIO times the taps, packs
@@ -58,7 +60,7 @@ _STREAM_PACK_BYTES = 8 << 20
 # (one-shot / prepared, medians of 40 calls, each one-shot call right after a prepared one, one
 # process, 2 workers, two runs; products / taps in room): dilated_s1 (F(2, 3) on 2 x 2 folded
 # residues, 7.1) 1.46, 1.45 -> 1.30, 1.34; dcgan_g3 (2.25) 1.16, 1.16 -> 1.16, 1.13;
-# unet_up3x3_op (1.67) 1.12, 1.13 -> 1.19, 1.14; hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28.
+# unet_up3x3_op (1.78) 1.12, 1.13 -> 1.19, 1.14; hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28.
 _LATE_SUM_BYTES = 8 << 20
 _LATE_SUM_RATIO = 4
 

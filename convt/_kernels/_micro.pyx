@@ -545,11 +545,11 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
 #     m2 = (x[u+1] - x[u+2]) (W0 - W1 + W2) / 2,  m3 = (x[u+1] - x[u+3]) (-W2)
 #     y[2j] = (m0 + m1) - m2,  y[2j+1] = (m3 + m1) + m2
 # (16 for 4 in 2-D instead of 36). The weights' sums are made once per plan (pack_wino), or,
-# for one-shot calls, per task, chunk and panel from the packed taps, in cache (_tile's late
-# sums). A product is run as a
+# for one-shot calls with large products (convt._winograd.late_sums), per task, chunk and
+# panel from the packed taps, in cache (_tile's late sums). A product is run as a
 # phase of the micro variant (register tiles, blocking and packing as there) whose taps read
 # the input on a zero-haloed grid with a step of 2 tiles along Winograd axes; a tap that
-# reads differences has them built per task (_wino_build, into the thread's scratch:
+# reads an input transform has it built per task (_wino_build, into the thread's scratch:
 # contiguous rows, in cache when the kernel reads them). A task's products are then combined
 # in place, one axis after the other (the "output transform"), and the 2^w sub-tiles (t = 0,
 # 1 per Winograd axis) written out like the micro variant's tiles (channels-last; the caller
@@ -681,7 +681,8 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
               const int64_t[:, ::1] prods,    # IN  per product, as micro_conv's phases with
                                               #     the steps m0..2 in place of c0..2
               const int64_t[::1] toff,        # IN  per product tap: flat offset into x
-              const int64_t[::1] tkind,       # IN  per product tap: axes it differences
+              const int64_t[::1] tkind,       # IN  per product tap: its input transform,
+                                              #     2 bits per axis (_wino_build)
               const int64_t[:, ::1] tasks,    # IN  per task: real phase, first tile row, rows
               const int64_t[::1] dims,        # IN  micro_conv's dims (I0..2 unused, BI = 0,
                                               #     SM = most products of a phase), then x's
@@ -922,7 +923,7 @@ cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
 
 def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod(K)), K <= PACK_KB
               real[::1] out,                   # OUT packed, per product [G][NP][tap][Cg][NR]
-              const int64_t[:, ::1] ck,        # IN  per product tap, 8 kernel taps ...
+              const int64_t[:, ::1] ck,        # IN  per product tap, WSUM_MAX kernel taps ...
               const real[:, ::1] cf,           # IN  ... and their coefficients (0: unused)
               const int64_t[::1] udst,         # IN  per product tap: offset of its (group 0,
                                                #     panel 0, channel 0) line
