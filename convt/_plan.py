@@ -9,7 +9,6 @@ import copy
 import functools
 import os
 import threading
-from math import prod
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -344,8 +343,7 @@ def _direct_backend(geom, plan):
         if layout is not None:
             # one-shot calls with large products sum them in the kernel (convt._winograd's
             # late_sums); same bits either way
-            late = late_sums(layout, prod(geom.kernel), plan.one_shot,
-                             plan.compute_dtype.itemsize)
+            late = late_sums(layout, geom, plan.one_shot, plan.compute_dtype.itemsize)
             pack = wino_taps if late else wino_weights
             wp, finite = pack(layout, plan.w_iox_compute, geom.groups, plan.workers,
                               _micro.ISA, plan.pack_buffer("packed_wino"))

@@ -7,11 +7,11 @@ taps, and enough outputs that tiles of two save work), the products of each phas
 F(2, 2) axis, 4 per F(2, 3) axis; the other axes' taps summed in each), each product's taps
 as flat offsets into the zero-haloed channels-last input grid with the input transform they
 read per axis (a difference one or two apart, or a sum), the weights of each product tap as
-sums of kernel taps times +-1 or +-1/2^k, and the tasks (blocks of a phase's tile rows). The micro variant's tile width, panels, channel chunks and tap blocks
-are reused as they are. Workspace per call: the grid (the input plus its halo) and, per
-thread, a task's product tiles (at most _TILE_BYTES, or one sub-tile per product) plus a tap
-block of input transforms (TB x MB x C_in values); channels-first y is also staged
-channels-last.
+sums of kernel taps times +-1 or +-1/2^k, and the tasks (blocks of a phase's tile rows). The
+micro variant's tile width, panels, channel chunks and tap blocks are reused as they are.
+Workspace per call: the grid (the input plus its halo) and, per thread, a task's product tiles
+(at most _TILE_BYTES, or one sub-tile per product) plus a tap block of input transforms
+(TB x MB x C_in values); channels-first y is also staged channels-last.
 
 The products' weights are packed once per prepared plan (``wino_weights``). A one-shot call
 whose products would take _LATE_SUM_BYTES or more, or _LATE_SUM_RATIO times the taps, packs
@@ -303,14 +303,14 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
     return out, bool(finite)
 
 
-def late_sums(layout, kernel_taps, one_shot, itemsize):
+def late_sums(layout, geom, one_shot, itemsize):
     """Whether a call sums the products' weights inside the kernel (``wino_taps``) instead of
     reading ``wino_weights``' products: one-shot calls whose products would take
-    _LATE_SUM_BYTES or more, or _LATE_SUM_RATIO times the room of the ``kernel_taps`` taps
+    _LATE_SUM_BYTES or more, or _LATE_SUM_RATIO times the room of ``geom``'s kernel taps
     (F(2, 3) on folded residues: dilated_s1's are 7.1 times). Products made for one call are
     written to memory and read back once; the kernel sums a panel's product weights in
     cache once per task, for all its rows."""
-    taps = kernel_taps * tap_values(layout, layout.zstr[2])
+    taps = prod(geom.kernel) * tap_values(layout, geom.c_in)
     return one_shot and (layout.packed * itemsize >= _LATE_SUM_BYTES
                          or layout.packed >= _LATE_SUM_RATIO * taps)
 

@@ -16,7 +16,6 @@ written by one thread.
 Assumes: x and xp C-contiguous of the same dtype; H + I <= P per axis.
 """
 from cython.parallel cimport prange, threadid
-from libc.string cimport memcpy
 from libc.stdint cimport int64_t
 
 from ._finite cimport _exponent_at_least, _nonfinite
@@ -158,7 +157,7 @@ def merge_iox(const real[::1] w,             # IN  IOX weights, flat (G*Cg, Mg, 
     1.6 ms on 2 threads (3.0 on one) against 0.2 for a copy. Rows are independent, one
     thread each. Releases the GIL. Returns whether every weight is finite (no NaN, no Inf),
     checked while they are in cache."""
-    cdef int64_t Kt = dst.shape[0], rows, r, k0, kend, k, bad = 0, t
+    cdef int64_t Kt = dst.shape[0], rows, r, k0, kend, k, bad = 0
     cdef const real* src
     cdef real* sc
     if Mg == 0 or Kt == 0:

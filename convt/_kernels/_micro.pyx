@@ -192,8 +192,8 @@ cdef void _wino_build(int isa, const real* x, const real* zero, const int64_t* p
     # values): the signed sum of the pixel's corners along the kind's axes (_ukernel.h's
     # convt_corners), 2 bits per axis a at bit 2a: 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] +
     # x[u+1] (convt._winograd's PLAIN, DIFF, DIFF2, SUM). The planner keeps every read inside
-    # the grid. The
-    # rows' pixels first, then tap by tap (a tap's corners made once for all its rows).
+    # the grid. The rows' pixels first, then tap by tap (a tap's corners made once for all its
+    # rows).
     cdef int64_t C = d[11], i, t, tap, kind, a, j, n, at, code
     cdef int neg
     cdef int64_t q[4]
@@ -617,14 +617,14 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
                 tsrc = t + (sl + stride) * MB * ldc
                 tsrc2 = t + (sl + 2 * stride) * MB * ldc
                 for i in range(m):
-                    for k in range(width):
-                        ts[i * ldc + k] = (ts[i * ldc + k] + tsrc[i * ldc + k]) - tsrc2[i * ldc + k]
+                    for k in range(i * ldc, i * ldc + width):
+                        ts[k] = (ts[k] + tsrc[k]) - tsrc2[k]
             else:
                 tsrc = t + (sl - 2 * stride) * MB * ldc
                 tsrc2 = t + (sl - stride) * MB * ldc
                 for i in range(m):
-                    for k in range(width):
-                        ts[i * ldc + k] = (ts[i * ldc + k] + tsrc[i * ldc + k]) + tsrc2[i * ldc + k]
+                    for k in range(i * ldc, i * ldc + width):
+                        ts[k] = (ts[k] + tsrc[k]) + tsrc2[k]
         ax[nw] = a
         st[nw] = stride
         rad[nw] = R
@@ -905,10 +905,10 @@ cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
                                 const int64_t* us, int64_t U, int64_t g, int64_t c, int64_t Mg,
                                 int64_t KT, int64_t NP, int64_t NR, int stream) noexcept nogil:
     # one input channel: its taps transposed (KT <= PACK_KB), then per product tap u the sum
-    # of cf[u, e] * tap ck[u, e] over its WSUM_MAX entries (cf = 0: unused), in entry order, straight
-    # into its NR-value line of every panel (convt_wsum: the sums in registers, one 64-byte
-    # store per line; a row buffer summed in C then copied took 7.7 ms for dcgan_g1's 18.9 MB
-    # on one thread; stream: past the caches); returns 1 when a sum is not finite
+    # of cf[u, e] * tap ck[u, e] over its WSUM_MAX entries (cf = 0: unused), in entry order,
+    # straight into its NR-value line of every panel (convt_wsum: the sums in registers, one
+    # 64-byte store per line; a row buffer summed in C then copied took 7.7 ms for dcgan_g1's
+    # 18.9 MB on one thread; stream: past the caches); returns 1 when a sum is not finite
     cdef int64_t Mgp = NP * NR, u, bad = 0
     cdef real* dst
     _transpose_taps(isa, src, tmp, Mg, KT, 0, KT, Mgp)

@@ -533,11 +533,11 @@ CONVT_CORNERS(convt_corners_f64, double, (void))
  * entry order, each step a fused multiply-add in both bodies (the portable one through fma):
  * identical results. The coefficients are +-1, +-1/2, +-1/4 or +-1/8 (convt._winograd:
  * F(2, 2)'s and F(2, 3)'s weight transforms), so a product is exact unless it is subnormal,
- * where an unfused body would round it once more. Returns 1 when a sum is NaN or +-Inf, else 0. stream (AVX2
- * only): store each line past the caches (no read of the line before it is written; the
- * caller then runs convt_store_fence before the lines are read): packs of several MB
- * do not stay in cache until the kernel reads them anyway, and dcgan_g1's 18.9 MB took
- * 1.47-1.56 -> 1.29-1.37 ms this way (2 threads). */
+ * where an unfused body would round it once more. Returns 1 when a sum is NaN or +-Inf,
+ * else 0. stream (AVX2 only): store each line past the caches (no read of the line before
+ * it is written; the caller then runs convt_store_fence before the lines are read): packs
+ * of several MB do not stay in cache until the kernel reads them anyway, and dcgan_g1's
+ * 18.9 MB took 1.47-1.56 -> 1.29-1.37 ms this way (2 threads). */
 #define CONVT_WSUM_TERMS(T)                                                              \
     const T* t[CONVT_WSUM_MAX];                                                          \
     T f[CONVT_WSUM_MAX];                                                                 \
