@@ -562,28 +562,34 @@ def test_dask_block_with_a_large_halo_keeps_the_products(monkeypatch):
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
 
 
-@pytest.mark.parametrize("bad", ["columns", "radix"])
+@pytest.mark.parametrize("bad", ["columns", "radix", "rows"])
 def test_wino_conv_refuses_a_real_table_it_cannot_read(bad, monkeypatch):
-    """wino_conv reads each real phase's products as the digits of its axes' radices: a
-    table of other columns, or a phase whose products are not the product of its radices,
-    raise ValueError before any thread runs (run_wino's arguments, the table spoiled)."""
+    """wino_conv reads each real phase's products as the digits of its axes' radices, and a
+    task's rows from a stack table of _WINO_ROWS: a table of other columns, a phase whose
+    products are not the product of its radices, or tasks of more rows raise ValueError
+    before any thread runs (run_wino's arguments, one spoiled)."""
     _force(monkeypatch)
     real = _winograd.wino_conv
 
-    def spoiled(x, zero, wp, bias, y, real_ph, *args, **kw):
+    def spoiled(x, zero, wp, bias, y, real_ph, prods, toff, tkind, tasks, dims, *args, **kw):
         if bad == "columns":
             real_ph = np.ascontiguousarray(real_ph[:, :17])
-        else:
+        elif bad == "radix":
             real_ph = real_ph.copy()
             real_ph[:, 19] = 5
-        return real(x, zero, wp, bias, y, real_ph, *args, **kw)
+        else:
+            dims = dims.copy()
+            dims[14] = 193
+        return real(x, zero, wp, bias, y, real_ph, prods, toff, tkind, tasks, dims, *args,
+                    **kw)
 
     monkeypatch.setattr(_winograd, "wino_conv", spoiled)
     w = np.random.default_rng(3).standard_normal((16, 32, 3, 3)).astype(np.float32)
     x = np.ones((1, 16, 6, 6), np.float32)
     message = {"columns": r"wino_conv: real_ph needs 20 columns; got 17",
                "radix": r"wino_conv: real phase 0 has 16 products, not the product of its "
-                        r"radices"}
+                        r"radices",
+               "rows": r"wino_conv: at most 192 rows a task; got 193"}
     with pytest.raises(ValueError, match=message[bad]):
         convt.ConvTranspose(w, method="direct", pads=(1, 1, 1, 1))(x)
 
