@@ -7,11 +7,13 @@ taps, and enough outputs that tiles of two save work), the products of each phas
 F(2, 2) axis, 4 per F(2, 3) axis; the other axes' taps summed in each), each product's taps
 as flat offsets into the zero-haloed channels-last input grid with the input transform they
 read per axis (a difference one or two apart, or a sum), the weights of each product tap as
-sums of kernel taps times +-1 or +-1/2^k, and the tasks (blocks of a phase's tile rows). The
-micro variant's tile width, panels, channel chunks and tap blocks are reused as they are.
+sums of kernel taps times +-1 or +-1/2^k, and the tasks (blocks of tile rows of a phase, or
+of a set of phases). The micro variant's tile width, panels, channel chunks and tap blocks
+are reused as they are.
 Workspace per call: the grid (the input plus its halo) and, per thread, a task's product tiles
 (at most _TILE_BYTES, or one sub-tile per product) plus a tap block of input transforms
-(TB x MB x C_in values); channels-first y is also staged channels-last.
+(TB x MB x C_in values); channels-first y is also staged channels-last, unless the tasks run
+sets of real phases (``_sets``), which write it from their tiles.
 
 The products' weights are packed once per prepared plan (``wino_weights``). A one-shot call
 whose products would take _LATE_SUM_BYTES or more, or _LATE_SUM_RATIO times the taps, packs
@@ -31,8 +33,8 @@ import numpy as np
 
 from ._direct import bias_filled, element_strides, pad3
 from ._kernels._layout import to_padded_nxc
-from ._kernels._micro import (MR, PACK_KB, WSUM_MAX, pack_taps, pack_wino, wino_conv,
-                              wino_ready)
+from ._kernels._micro import (MR, NR_F32, PACK_KB, SET_MAX, WSUM_MAX, pack_taps, pack_wino,
+                              wino_conv, wino_ready)
 from ._micro import _KC, _MAX_MB, _MAX_TB, _PARALLEL_PACK_VALUES, packing_arrays
 from ._phase_gemm import _axes3, _axis_phases
 
@@ -62,6 +64,16 @@ _STREAM_PACK_BYTES = 8 << 20
 # residues, 7.1) 1.46, 1.45 -> 1.30, 1.34; dcgan_g3 (2.25) 1.16, 1.16 -> 1.16, 1.13;
 # unet_up3x3_op (1.78) 1.12, 1.13 -> 1.19, 1.14; hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28.
 _LATE_SUM_BYTES = 8 << 20
+# Sets of real phases (the residues of the last axis, run by one task) write float32
+# channels-first y from their tiles, in 8 x 8 transposed blocks of consecutive outputs,
+# instead of staging it channels-last and transposing it (a pass over y and its 4 MB
+# workspace for hifigan_up3), when a set's tiles fit _TILE_BYTES at this many rows a task.
+# Sets / staged, in-process A/B, medians of 60-150 calls taking turns, 2 workers, float32
+# NCX, same bits (three to five runs): hifigan_up3 (MB 192) 1.048, 1.077, 1.089, 1.039,
+# 1.060; dcgan_g3 (180 rows, 192 staged) 1.018, 1.054, 1.043; dilated_s1 (102 rows, 192
+# staged) 0.985, 0.936, 1.061, 1.001, 1.028. Forced past the bound: hifigan_up1 (36 rows,
+# 8 phases of 272-value rows) 0.861, dcgan_g1 (48 rows) 0.809.
+_MIN_SET_MB = 96
 _LATE_SUM_RATIO = 4
 
 
@@ -77,7 +89,8 @@ class WinoLayout:
                          # PLAIN, DIFF, DIFF2, SUM)
     ck: np.ndarray       # per product tap: WSUM_MAX kernel taps (flat index) ...
     cf: np.ndarray       # ... and their coefficients, +-1, +-1/2, ... (0: unused entry)
-    tasks: np.ndarray    # (n_tasks, 3): real phase, first tile row, rows
+    tasks: np.ndarray    # (n_tasks, 4): first real phase, first tile row, rows, real phases
+    sets: bool           # tasks run sets of real phases, which write channels-first y
     halo: tuple          # zero elements before the data, per axis
     grid: tuple          # spatial shape P of the zero-haloed input grid
     zstr: tuple          # the grid's strides per axis, in values (channels last)
@@ -89,7 +102,7 @@ class WinoLayout:
     cc: int
     tb: int
     mb: int
-    prod_max: int        # most products of a phase (tiles held per thread)
+    prod_max: int        # most products of a task (tiles held per thread)
     ldc: int
     packed: int          # values of the packed weights
     macs: int            # multiply-adds of every product tap of every tile row (NR padding in)
@@ -177,12 +190,14 @@ def wino_alignment(geom, out_start):
 
 
 @functools.lru_cache(maxsize=64)
-def wino_layout(geom, nr, align=None):
+def wino_layout(geom, nr, align=None, sets=None):
     """The ``WinoLayout`` of ``geom`` for tile width ``nr``, or None when no phase has a
     Winograd axis, the kernel has more than PACK_KB taps or the grid would exceed
     _MAX_GRID_GROWTH times the data. ``align`` (``wino_alignment``): a dask block's, whose
     phases take the whole array's Winograd axes and tile pairs (and whose grid is not held to
-    _MAX_GRID_GROWTH: the block must run what the whole array runs)."""
+    _MAX_GRID_GROWTH: the block must run what the whole array runs). ``sets``: whether tasks
+    run sets of real phases and write channels-first y from their tiles (``_sets``); None:
+    ``_use_sets``' rule."""
     plans = wino_axes(geom)
     ostep = tuple(st for st, _, _ in plans)
     units = tuple(u for _, u, _ in plans)
@@ -255,28 +270,63 @@ def wino_layout(geom, nr, align=None):
                 macs += n * prod(js) * len(terms) * per_tap
         radix = [len(p[2]) if p[1] == 2 else 1 for p in per]
         real.append([*js, *cs, *ms, first, len(prods) - first, *qs, *pi, *radix])
-    prod_max = max((r[10] for r in real), default=1) or 1
+    groups = _sets(real) if geom.data_format == "NCX" and sets is not False else None
+    if groups is not None and sets is None and not _use_sets(nr, real, groups, ldc):
+        groups = None
+    in_sets = groups is not None
+    groups = groups or [[p] for p in range(len(real))]
+    prod_max = max((sum(real[p][10] for p in ps) for ps in groups), default=1) or 1
     set_values = _TILE_BYTES // (64 // nr)
     mb = set_values // (prod_max * ldc) // MR * MR
     mb = max(MR, min(_MAX_MB, mb))
     tasks = []
-    for p, r in enumerate(real):
+    for ps in groups:
+        r = real[ps[0]]
         rows = n * r[0] * r[1] * r[2]
         size = -(-rows // -(-rows // mb) // MR) * MR
-        tasks += [(p, r0, min(size, rows - r0)) for r0 in range(0, rows, size)]
+        tasks += [(ps[0], r0, min(size, rows - r0), len(ps)) for r0 in range(0, rows, size)]
     cc = max(1, min(cg, _KC))
     return WinoLayout(real=np.array(real, np.int64).reshape(-1, 20),
                       prods=np.array(prods, np.int64).reshape(-1, 9),
                       toff=np.array(toff, np.int64), tkind=np.array(tkind, np.int64),
                       ck=np.array(ck, np.int64).reshape(-1, WSUM_MAX),
                       cf=np.array(cf, np.float64).reshape(-1, WSUM_MAX),
-                      tasks=np.array(tasks, np.int64).reshape(-1, 3),
+                      tasks=np.array(tasks, np.int64).reshape(-1, 4),
+                      sets=in_sets,
                       halo=halo, grid=grid, zstr=zstr, ostep=ostep,
                       gstep=tuple(u * st for u, st in zip(units, zstr)),
                       diff_axes=max((sum(k >> (2 * a) & 3 != 0 for a in range(3))
                                      for k in tkind), default=0), nr=nr,
                       panels=panels, cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb,
                       prod_max=prod_max, ldc=ldc, packed=woff, macs=macs)
+
+
+def _sets(real):
+    """The real phases (rows of the layout's table) as sets that write channels-first y
+    together, or None when some cannot: the residues of the last axis of each (c0, c1), all
+    with the same tiles, Winograd axes and tile pairs (pi), so that a tile's outputs and its
+    neighbours' fill runs of a line of y (wino_conv's _wino_set_write), at most SET_MAX."""
+    groups = []
+    for p, r in enumerate(real):
+        if groups and real[groups[-1][0]][3:5] == r[3:5]:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    for ps in groups:
+        first = real[ps[0]]
+        if len(ps) > SET_MAX or any(real[p][:3] != first[:3] or real[p][6:9] != first[6:9]
+                                    or real[p][14:17] != first[14:17] for p in ps):
+            return None
+    return groups
+
+
+def _use_sets(nr, real, groups, ldc):
+    """Whether float32 channels-first y is written by sets (``_sets``) instead of staged
+    channels-last and transposed: when a set's tiles fit _TILE_BYTES at _MIN_SET_MB rows."""
+    if nr != NR_F32:   # (float64 sets would write one value per store)
+        return False
+    most = max((sum(real[p][10] for p in ps) for ps in groups), default=0)
+    return most * ldc * _MIN_SET_MB * 4 <= _TILE_BYTES
 
 
 def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
@@ -378,18 +428,21 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False):
         return None
     x = x.reshape(-1)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
-    # Channels-first y is written channels-last first, then transposed: a sub-phase's outputs
-    # are 2 * s apart along the last axis, and stores of one value each into y's channel
-    # rows (each 64-byte line filled by 4 phases x 2 sub-phases, from different tasks) took
-    # about 1.5 ms of dcgan_g3's 10.5 on one thread (perf); staged and transposed, 0.9.
-    nxc = geom.data_format == "NXC"
-    yl = y if nxc else arena.get("wino_y", (n, *pad3(geom.out_shape, 1), geom.c_out), ct)
-    ystr = (element_strides(yl, geom) if nxc
-            else np.array([v // yl.itemsize for v in yl.strides], np.int64))
+    # Channels-first y without sets is written channels-last first, then transposed: a
+    # sub-phase's outputs are 2 * s apart along the last axis, and stores of one value each
+    # into y's channel rows (each 64-byte line filled by 4 phases x 2 sub-phases, from
+    # different tasks) took about 1.5 ms of dcgan_g3's 10.5 on one thread (perf); staged and
+    # transposed, 0.9. A set's task holds all of a line's phases and sub-phases, and writes
+    # them in transposed blocks (_MIN_SET_MB).
+    staged = geom.data_format == "NCX" and not layout.sets
+    yl = arena.get("wino_y", (n, *pad3(geom.out_shape, 1), geom.c_out), ct) if staged else y
+    ystr = (np.array([v // yl.itemsize for v in yl.strides], np.int64) if staged
+            else element_strides(yl, geom))
     g = geom.groups
     dims = np.array([n, *in3, *layout.ostep, g, c_in // g, geom.c_out // g,
                      layout.panels, c_in, layout.cc, layout.tb, layout.mb, layout.ldc,
-                     layout.prod_max, layout.nr, 0, *layout.gstep, img * c_in], np.int64)
+                     layout.prod_max, layout.nr, 0, *layout.gstep, img * c_in, layout.sets],
+                    np.int64)
     tiles = arena.get("tiles", (workers * (layout.prod_max * layout.ldc + layout.tb * c_in)
                                 * layout.mb,), ct)
     pointers = arena.get("pointers",
@@ -402,7 +455,7 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False):
     wino_conv(x, zero, wp, bias, yl.reshape(-1), layout.real, layout.prods, layout.toff,
               layout.tkind, layout.tasks, dims, ystr, tiles, pointers, isa, workers,
               **late_args)
-    if not nxc:   # (N, O, C) -> (N, C, O), as to_padded_nxc's transpose of (N, C', 1, 1, I2)
+    if staged:   # (N, O, C) -> (N, C, O), as to_padded_nxc's transpose of (N, C', 1, 1, I2)
         o = prod(geom.out_shape)
         to_padded_nxc(yl.reshape(n, o, 1, 1, geom.c_out), y.reshape(n, 1, 1, geom.c_out, o),
                       np.zeros(3, np.int64), workers, isa)

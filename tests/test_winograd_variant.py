@@ -120,6 +120,9 @@ EDGES = [
     # F(2, 3) along phases of 3 taps (5 x 5 at stride 2) beside a phase of 2 (F(2, 2))
     ((1, 9, 7, 6), (9, 6, 5, 5), dict(strides=(2, 2), pads=(2, 2, 2, 2),
                                       output_padding=(1, 1))),
+    # phases without taps beside one with taps, equal in tiles: sets of the last axis's three
+    # residues, two of them only the bias
+    ((2, 8, 6, 6), (8, 8, 4, 1), dict(strides=(2, 3), output_shape=(16, 18))),
 ]
 
 
@@ -131,6 +134,67 @@ def test_winograd_edges(xs, ws, kw, dtype, data_format, isa, monkeypatch):
     monkeypatch.setattr(_micro, "ISA", isa)
     x, w, b = _data(xs, ws, kw, 3)
     _check(x, w, b, kw, dtype, data_format, monkeypatch)
+
+
+def _sets_or_staged(w, b, kw, x, dtype, sets, monkeypatch, workers=2):
+    """y of the forced Winograd variant with channels-first y written by sets of real
+    phases (sets=True, where _sets allows them) or staged channels-last (False)."""
+    orig = _winograd.wino_layout
+    with monkeypatch.context() as m:
+        _force(m)
+        m.setattr(_plan, "wino_layout",
+                  lambda geom, nr, align=None: orig(geom, nr, align, sets=sets))
+        op = convt.ConvTranspose(w.astype(dtype), b.astype(dtype), method="direct",
+                                 workers=workers, **kw)
+        return op(x.astype(dtype)), orig(op._plan.geometry(x.shape).geom, 16, None, sets)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("xs, ws, kw", EDGES + [
+    ((c["batch"], c["cg"] * c["kw"]["group"], *c["size"]),
+     (c["cg"] * c["kw"]["group"], c["mg"], *c["k"]), c["kw"]) for c in CASES[:40]],
+    ids=[f"e{i}" for i in range(len(EDGES))] + [f"c{i}" for i in range(40)])
+@pytest.mark.parametrize("isa", ISAS)
+def test_sets_write_the_staged_bits(xs, ws, kw, dtype, isa, monkeypatch):
+    """Channels-first y written from a set's tiles (the residues of the last axis: runs of 8
+    outputs in transposed blocks, the rest one value per store) holds the bits of the staged
+    write-out (channels-last, then transposed), with 1 and 2 threads; where a table cannot be
+    grouped (tiles or Winograd axes that differ along the last axis), the plan stages."""
+    monkeypatch.setattr(_micro, "ISA", isa)
+    x, w, b = _data(xs, ws, kw)
+    staged, lay = _sets_or_staged(w, b, kw, x, dtype, False, monkeypatch)
+    assert not lay.sets
+    for workers in (1, 2):
+        y, lay = _sets_or_staged(w, b, kw, x, dtype, True, monkeypatch, workers)
+        np.testing.assert_array_equal(y, staged)
+        assert lay.sets == (_winograd._sets(lay.real.tolist()) is not None)
+
+
+def test_sets_reach_what_they_name():
+    """The set cases above reach sets of 2 to 8 phases, tap-less phases among them, and the
+    rule: hifigan_up3's and dcgan_g3's layers write from sets, hifigan_up1's (8 phases of
+    1 MiB of tiles) and dcgan_g1's stage, as do NXC y and float64 ones."""
+    def layout(xs, ws, kw, nr=16, sets=True, fmt="NCX"):
+        op = convt.ConvTranspose(np.zeros(ws, np.float32), data_format=fmt, **kw)
+        shape = xs if fmt == "NCX" else (xs[0], *xs[2:], xs[1])
+        return _winograd.wino_layout(op._plan.geometry(shape).geom, nr, None, sets)
+
+    e = [layout(*edge) for edge in EDGES]
+    assert e[0].sets and (e[0].tasks[:, 3] == 2).all()
+    assert e[1].sets and (e[1].tasks[:, 3] == 8).all()
+    assert e[18].sets and (e[18].tasks[:, 3] == 3).all()               # tap-less phases
+    assert (e[18].real[:, 10] == 0).sum() == 2 * (e[18].real[:, 10] > 0).sum()
+    assert not e[7].sets                                               # Q differs
+    assert e[14].sets and (e[14].tasks[:, 3] == 2).all()               # folded residues
+    assert not e[3].sets                                               # 2- and 1-tap tiles
+    hifigan_up3 = ((1, 128, 4096), (128, 64, 4), dict(strides=(2,), pads=(1, 1)))
+    dcgan_g3 = ((16, 128, 16, 16), (128, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)))
+    hifigan_up1 = ((1, 512, 256), (512, 256, 16), dict(strides=(8,), pads=(4, 4)))
+    dcgan_g1 = ((16, 512, 4, 4), (512, 256, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)))
+    assert layout(*hifigan_up3, sets=None).sets and layout(*dcgan_g3, sets=None).sets
+    assert not layout(*hifigan_up1, sets=None).sets and not layout(*dcgan_g1, sets=None).sets
+    assert not layout(*dcgan_g3, sets=None, nr=8).sets
+    assert not layout(*dcgan_g3, sets=True, fmt="NXC").sets
 
 
 def test_edges_reach_what_they_name():
@@ -152,10 +216,10 @@ def test_edges_reach_what_they_name():
     assert e[11].panels == 1 and e[12].panels == 2                 # Mg % 16 == 0, K % 8 == 0
     assert (e[13].real[:, 19] == 4).all() and (e[13].prods[:, 7] == 1).all()
     assert e[14].ostep == (1, 2, 2) and len(e[14].real) == 4       # residues of 2 x 2
-    assert e[14].prod_max == 16 and (e[14].prods[:, 7] == 1).all()
+    assert (e[14].real[:, 10] == 16).all() and (e[14].prods[:, 7] == 1).all()
     assert e[14].gstep == (e[14].zstr[0], 2 * e[14].zstr[1], 2 * e[14].zstr[2])
-    assert e[15].ostep == (1, 3, 2) and len(e[15].real) == 6 and e[15].prod_max == 9
-    assert e[16].ostep == (2, 1, 2) and e[16].prod_max == 48
+    assert e[15].ostep == (1, 3, 2) and len(e[15].real) == 6 and e[15].real[:, 10].max() == 9
+    assert e[16].ostep == (2, 1, 2) and e[16].real[:, 10].max() == 48
     assert np.count_nonzero(e[16].cf, axis=1).max() == 18
     assert sorted(set(e[17].real[:, 10])) == [9, 12, 16]           # 3 x 3, 3 x 4, 4 x 4
     # every input transform: differences one and two apart, sums, plain
@@ -562,26 +626,38 @@ def test_dask_block_with_a_large_halo_keeps_the_products(monkeypatch):
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
 
 
-@pytest.mark.parametrize("bad", ["columns", "radix", "rows"])
+@pytest.mark.parametrize("bad", ["columns", "radix", "rows", "dims", "task", "strides"])
 def test_wino_conv_refuses_a_real_table_it_cannot_read(bad, monkeypatch):
-    """wino_conv reads each real phase's products as the digits of its axes' radices, and a
-    task's rows from a stack table of _WINO_ROWS: a table of other columns, a phase whose
-    products are not the product of its radices, or tasks of more rows raise ValueError
+    """wino_conv reads each real phase's products as the digits of its axes' radices, a
+    task's rows from a stack table of _WINO_ROWS, a task's real phases from the table and
+    sets' runs of y along a contiguous last axis: a table of other columns, a phase whose
+    products are not the product of its radices, tasks of more rows, dims or tasks of
+    another length, a task past the table, or sets with a strided last axis raise ValueError
     before any thread runs (run_wino's arguments, one spoiled)."""
     _force(monkeypatch)
     real = _winograd.wino_conv
 
-    def spoiled(x, zero, wp, bias, y, real_ph, prods, toff, tkind, tasks, dims, *args, **kw):
+    def spoiled(x, zero, wp, bias, y, real_ph, prods, toff, tkind, tasks, dims, ystr, *args,
+                **kw):
+        assert dims[23] == 1   # (this layer writes from sets)
         if bad == "columns":
             real_ph = np.ascontiguousarray(real_ph[:, :17])
         elif bad == "radix":
             real_ph = real_ph.copy()
             real_ph[:, 19] = 5
-        else:
+        elif bad == "rows":
             dims = dims.copy()
             dims[14] = 193
-        return real(x, zero, wp, bias, y, real_ph, prods, toff, tkind, tasks, dims, *args,
-                    **kw)
+        elif bad == "dims":
+            dims = np.ascontiguousarray(dims[:23])
+        elif bad == "task":
+            tasks = tasks.copy()
+            tasks[0, 3] = 2
+        else:
+            ystr = ystr.copy()
+            ystr[3] = 2
+        return real(x, zero, wp, bias, y, real_ph, prods, toff, tkind, tasks, dims, ystr,
+                    *args, **kw)
 
     monkeypatch.setattr(_winograd, "wino_conv", spoiled)
     w = np.random.default_rng(3).standard_normal((16, 32, 3, 3)).astype(np.float32)
@@ -589,7 +665,12 @@ def test_wino_conv_refuses_a_real_table_it_cannot_read(bad, monkeypatch):
     message = {"columns": r"wino_conv: real_ph needs 20 columns; got 17",
                "radix": r"wino_conv: real phase 0 has 16 products, not the product of its "
                         r"radices",
-               "rows": r"wino_conv: at most 192 rows a task; got 193"}
+               "rows": r"wino_conv: at most 192 rows a task; got 193",
+               "dims": r"wino_conv: dims needs 24 values, tasks 4 columns; got 23 and 4",
+               "task": r"wino_conv: task 0 runs real phases 0 to 1 of 1 \(sets of at most "
+                       r"16\)",
+               "strides": r"wino_conv: sets write channels-first y, its last axis "
+                          r"contiguous; got element strides \(\d+, 0, \d+, 2, \d+\)"}
     with pytest.raises(ValueError, match=message[bad]):
         convt.ConvTranspose(w, method="direct", pads=(1, 1, 1, 1))(x)
 

@@ -67,6 +67,8 @@ cdef extern from "_ukernel.h" nogil:
                            int64_t astride, int64_t aoff, const double* b, int64_t bstride,
                            double* c, int64_t ldc, int acc)
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
+    void convt_g8_f32(int isa, const float* const* rows, int64_t coff, const float* bias,
+                      float* y, int64_t cs)
     int CONVT_WSUM_MAX
     void convt_corners_f32(int isa, const float* src, const int64_t* off, int n, int neg,
                            float* dst, int64_t C)
@@ -553,31 +555,42 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
 # contiguous rows, in cache when the kernel reads them). A task's products are then combined
 # in place, one axis after the other (the "output transform"), and the 2^w sub-tiles (t = 0,
 # 1 per Winograd axis) written out like the micro variant's tiles (channels-last; the caller
-# transposes channels-first y afterwards). Axes without the two- or three-tap structure, and
-# phases without any, run their taps as they are (one product summing all of a phase's
-# taps).
+# transposes channels-first y afterwards). A task may instead run a set of real phases (the
+# residues of the last axis, equal in tiles and Winograd axes: dims[23]), all its tiles held,
+# whose outputs then fill runs of each line of channels-first y: written straight to y, 8
+# consecutive outputs x 8 channels per transposed block (_wino_set_write). Axes without the
+# two- or three-tap structure, and phases without any, run their taps as they are (one
+# product summing all of a phase's taps).
 
 cdef enum:
     WINO_COLS = 20   # J0..2 (tiles), c0..2, m0..2 (2: Winograd axis), first product,
                      # products, Q0..2 (outputs), pi0..2 (tile j covers q = 2j - pi, 2j + 1
                      # - pi: 1 when a dask block's tiles keep the whole array's pairs),
                      # R0..2 (products per axis: 3 F(2, 2), 4 F(2, 3), 1 elsewhere)
+    _SET_MAX = 16    # most real phases of a task (a set: the residues of the last axis)
+SET_MAX = _SET_MAX
 
 
-cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
-                     const real* bias, real* y, const int64_t* rp, const int64_t* prods,
-                     const int64_t* toff, const int64_t* tkind, int64_t r0, int64_t m,
-                     const int64_t* d, const int64_t* ystr, real* t, real* v,
-                     const real** ptr, int64_t* off, const int64_t* ck, const real* cf,
-                     int64_t rstride, real* wb) noexcept nogil:
+cdef int64_t _wino_slot(const int64_t* rp, const int64_t* tt) noexcept nogil:
+    # the product slot that holds sub-phase tt (t = 0, 1 per Winograd axis) of the real phase
+    # rp once combined: its digits, in C order of the Winograd axes, are 0 or R - 1
+    cdef int64_t a, slot = 0, stride = 1
+    for a in range(2, -1, -1):
+        if rp[6 + a] == 2:
+            slot += (rp[17 + a] - 1) * tt[a] * stride
+            stride *= rp[17 + a]
+    return slot
+
+
+cdef void _wino_phase(int isa, const real* x, const real* zero, const real* wp,
+                      const int64_t* rp, const int64_t* prods, const int64_t* toff,
+                      const int64_t* tkind, int64_t r0, int64_t m, const int64_t* d, real* t,
+                      real* v, const real** ptr, int64_t* off, const int64_t* ck,
+                      const real* cf, int64_t rstride, real* wb) noexcept nogil:
     # Tile rows r0..r0+m of the real phase rp: its products' tiles (the i-th at
-    # t + i * MB * ldc), the output transform, then each sub-phase's rows written.
-    cdef int64_t MB = d[14], ldc = d[15], width = d[7] * d[10] * d[17], G = d[7], Mg = d[9]
-    cdef int64_t gw = d[10] * d[17], npr = rp[10], p, a, stride = 1, sl, dig, i, k, R, b
-    cdef int64_t nw = 0, sub, slot, r, mv, i0, g, pos, db
-    cdef int64_t ax[3]
-    cdef int64_t tt[3]
-    cdef int64_t q[4]
+    # t + i * MB * ldc), then the output transform, in place.
+    cdef int64_t MB = d[14], ldc = d[15], width = d[7] * d[10] * d[17]
+    cdef int64_t npr = rp[10], p, a, stride = 1, sl, dig, i, k, R, b, nw = 0, db
     cdef int64_t st[3]
     cdef int64_t rad[3]
     cdef real* ts
@@ -591,8 +604,8 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
     # slots count the Winograd axes' digits in C order (the last axis's varies fastest), R
     # digits on an axis of R products (rp[17 + a]): F(2, 2)'s 3, y0 = m0 + m1, y1 = m2 + m1;
     # F(2, 3)'s 4, y0 = (m0 + m1) - m2, y1 = (m3 + m1) + m2 (convt._winograd). Outputs go to
-    # the axis's first and last digit; slots with another digit on an axis already
-    # combined are dead.
+    # the axis's first and last digit (_wino_slot); slots with another digit on an axis
+    # already combined are dead.
     for a in range(2, -1, -1):
         if rp[6 + a] != 2:
             continue
@@ -625,20 +638,35 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
                 for i in range(m):
                     for k in range(i * ldc, i * ldc + width):
                         ts[k] = (ts[k] + tsrc[k]) + tsrc2[k]
-        ax[nw] = a
         st[nw] = stride
         rad[nw] = R
         nw += 1
         stride *= R
+
+
+cdef void _wino_write(int isa, real* t, const real* bias, real* y, const int64_t* rp,
+                      int64_t r0, int64_t m, const int64_t* d, const int64_t* ystr,
+                      int64_t* off) noexcept nogil:
+    # The combined tiles of the real phase rp (at t) -> y, each sub-phase's rows that are
+    # outputs (an odd Q leaves the last tile's t = 1 out) moved up to be contiguous, with
+    # their offsets in y: channels-last row by row, channels-first (the caller's staging
+    # otherwise) in transposed blocks or one value per store.
+    cdef int64_t MB = d[14], ldc = d[15], width = d[7] * d[10] * d[17], G = d[7], Mg = d[9]
+    cdef int64_t gw = d[10] * d[17], a, k, sub, r, mv, i, i0, g, pos, nw = 0
+    cdef int64_t ax[3]
+    cdef int64_t tt[3]
+    cdef int64_t q[4]
+    cdef real* ts
+    cdef bint ok
+    for a in range(2, -1, -1):
+        if rp[6 + a] == 2:
+            ax[nw] = a
+            nw += 1
     for sub in range(1 << nw):
         tt[0] = tt[1] = tt[2] = 0
-        slot = 0
         for r in range(nw):
             tt[ax[r]] = (sub >> r) & 1
-            slot += (rad[r] - 1) * tt[ax[r]] * st[r]
-        ts = t + slot * MB * ldc if npr else NULL
-        # the sub-phase's rows that are outputs (an odd Q leaves the last tile's t = 1 out),
-        # moved up to be contiguous, with their offsets in y
+        ts = t + _wino_slot(rp, tt) * MB * ldc if rp[10] else NULL
         mv = 0
         _row_pos(r0, rp, d, q)
         for i in range(m):
@@ -671,6 +699,113 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
                 i0 += _WRITE_ROWS
 
 
+cdef void _gather_rows(const real* const* rows, const int64_t* at, int64_t n,
+                       const real* bias, real* y, int64_t cs, int64_t c0, int64_t c1,
+                       const int64_t* d) noexcept nogil:
+    # Channels c0..c1 of each group (one value per store) of n tile rows to y at their
+    # offsets at[e]; rows[e] NULL: a tap-less phase's output, only the bias.
+    cdef int64_t G = d[7], Mg = d[9], gw = d[10] * d[17], e, g, mm
+    for e in range(n):
+        for g in range(G):
+            for mm in range(c0, c1):
+                y[(g * Mg + mm) * cs + at[e]] = (
+                    rows[e][g * gw + mm] + bias[g * Mg + mm] if rows[e] != NULL
+                    else bias[g * Mg + mm])
+
+
+cdef void _gather_write(int isa, const real* const* rows, const int64_t* at, int64_t n,
+                        const real* bias, real* y, int64_t cs, const int64_t* d) noexcept nogil:
+    # n <= 8 tile rows to y: 8 rows at consecutive offsets (float32), per block of 8
+    # channels of a group, in one transposed block (convt_g8_f32); the rest one value per
+    # store
+    cdef int64_t G = d[7], Mg = d[9], gw = d[10] * d[17], g, mm0 = 0
+    if real is float:
+        if n == 8:
+            for g in range(G):
+                mm0 = 0
+                while mm0 + 8 <= Mg:
+                    convt_g8_f32(isa, rows, g * gw + mm0, bias + g * Mg + mm0,
+                                 y + (g * Mg + mm0) * cs + at[0], cs)
+                    mm0 += 8
+    _gather_rows(rows, at, n, bias, y, cs, mm0, Mg, d)
+
+
+cdef void _wino_set_write(int isa, const real* t, const real* bias, real* y,
+                          const int64_t* rp, int64_t nph, int64_t r0, int64_t m,
+                          const int64_t* d, const int64_t* ystr) noexcept nogil:
+    # Channels-first y written straight from the combined tiles of a set's nph real phases
+    # (the residues of the last axis, equal in tiles and Winograd axes: convt._winograd;
+    # phase p's products from t + (products before p) * MB * ldc): per sub-phase of the other
+    # axes, along each line of y, a tile's outputs (its sub-phases along the last axis, each
+    # phase's in turn) are consecutive, so 8 of them go out per 8 channels in one transposed
+    # block; runs broken by the data's edges, one value per store.
+    cdef int64_t MB = d[14], ldc = d[15], cs = ystr[4], p, first = 0, u, i, a, k, pos
+    cdef int64_t n = 0, tt0, tt1
+    cdef const int64_t* pp
+    cdef const real* tp[_SET_MAX]
+    cdef const real* rows[8]
+    cdef const real* src
+    cdef int64_t at[8]
+    cdef int64_t tt[3]
+    cdef int64_t q[4]
+    cdef bint ok
+    for p in range(nph):
+        tp[p] = t + first * MB * ldc if rp[WINO_COLS * p + 10] else NULL
+        first += rp[WINO_COLS * p + 10]
+    for tt0 in range(rp[6]):
+        for tt1 in range(rp[7]):
+            _row_pos(r0, rp, d, q)
+            for i in range(m):
+                if i:
+                    _next_pos(rp, d, q)
+                for u in range(rp[8]):
+                    tt[0] = tt0
+                    tt[1] = tt1
+                    tt[2] = u
+                    for p in range(nph):
+                        pp = rp + WINO_COLS * p
+                        pos = q[0] * ystr[0]
+                        ok = True
+                        for a in range(3):
+                            k = pp[6 + a] * q[1 + a] + tt[a] - pp[14 + a]
+                            ok = ok and 0 <= k < pp[11 + a]
+                            pos += (k * d[4 + a] + pp[3 + a]) * ystr[1 + a]
+                        if not ok:
+                            continue
+                        src = (tp[p] + _wino_slot(pp, tt) * MB * ldc + i * ldc
+                               if tp[p] != NULL else NULL)
+                        if n and (pos != at[n - 1] + 1 or src == NULL):
+                            _gather_write(isa, rows, at, n, bias, y, cs, d)
+                            n = 0
+                        rows[n] = src
+                        at[n] = pos
+                        n += 1
+                        if n == 8 or src == NULL:
+                            _gather_write(isa, rows, at, n, bias, y, cs, d)
+                            n = 0
+            _gather_write(isa, rows, at, n, bias, y, cs, d)
+            n = 0
+
+
+cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
+                     const real* bias, real* y, const int64_t* rp, int64_t nph,
+                     const int64_t* prods, const int64_t* toff, const int64_t* tkind,
+                     int64_t r0, int64_t m, const int64_t* d, const int64_t* ystr, real* t,
+                     real* v, const real** ptr, int64_t* off, const int64_t* ck,
+                     const real* cf, int64_t rstride, real* wb) noexcept nogil:
+    # Tile rows r0..r0+m of the nph real phases from rp (a set: d[23]; else nph = 1): each
+    # phase's products and output transform, then y written.
+    cdef int64_t MB = d[14], ldc = d[15], p, first = 0
+    for p in range(nph):
+        _wino_phase(isa, x, zero, wp, rp + WINO_COLS * p, prods, toff, tkind, r0, m, d,
+                    t + first * MB * ldc, v, ptr, off, ck, cf, rstride, wb)
+        first += rp[WINO_COLS * p + 10]
+    if d[23]:
+        _wino_set_write(isa, t, bias, y, rp, nph, r0, m, d, ystr)
+    else:
+        _wino_write(isa, t, bias, y, rp, r0, m, d, ystr, off)
+
+
 def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-haloed grid
               const real[::1] zero,           # IN  C_in zeros (rows past a task's last)
               const real[::1] wp,             # IN  packed product weights (pack_wino), or
@@ -683,10 +818,12 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
               const int64_t[::1] toff,        # IN  per product tap: flat offset into x
               const int64_t[::1] tkind,       # IN  per product tap: its input transform,
                                               #     2 bits per axis (_wino_build)
-              const int64_t[:, ::1] tasks,    # IN  per task: real phase, first tile row, rows
+              const int64_t[:, ::1] tasks,    # IN  per task: first real phase, first tile
+                                              #     row, rows, real phases (a set's: dims[23])
               const int64_t[::1] dims,        # IN  micro_conv's dims (I0..2 unused, BI = 0,
-                                              #     SM = most products of a phase), then x's
-                                              #     strides per axis and per image
+                                              #     SM = most products of a task), then x's
+                                              #     strides per axis and per image, then 1:
+                                              #     sets (channels-first y written from them)
               const int64_t[::1] ystr,        # IN  y element strides (n, o0, o1, o2, channel)
               real[::1] tiles,                # OUT scratch: nthreads * (SM * ldc + TB * C_in)
                                               #     * MB values
@@ -707,6 +844,18 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
         raise ValueError(f"wino_conv: at most {_WINO_ROWS} rows a task; got {MB}")
     if real_ph.shape[1] != WINO_COLS:
         raise ValueError(f"wino_conv: real_ph needs {WINO_COLS} columns; got {real_ph.shape[1]}")
+    if dims.shape[0] != 24 or tasks.shape[1] != 4:
+        raise ValueError(f"wino_conv: dims needs 24 values, tasks 4 columns; got "
+                         f"{dims.shape[0]} and {tasks.shape[1]}")
+    if dims[23] and (ystr[3] != 1 or ystr[4] == 1):
+        raise ValueError("wino_conv: sets write channels-first y, its last axis contiguous; "
+                         f"got element strides {tuple(ystr)}")
+    for k in range(ntasks):   # a task's phases: in the table, one unless in sets, at most
+        if (tasks[k, 3] < 1 or tasks[k, 0] < 0 or tasks[k, 0] + tasks[k, 3] > real_ph.shape[0]
+                or tasks[k, 3] > (_SET_MAX if dims[23] else 1)):
+            raise ValueError(f"wino_conv: task {k} runs real phases {tasks[k, 0]} to "
+                             f"{tasks[k, 0] + tasks[k, 3] - 1} of {real_ph.shape[0]}"
+                             + (f" (sets of at most {_SET_MAX})" if dims[23] else ""))
     for k in range(real_ph.shape[0]):   # a phase's products: one per digit of its radices
         if real_ph[k, 10] and real_ph[k, 10] != real_ph[k, 17] * real_ph[k, 18] * real_ph[k, 19]:
             raise ValueError(f"wino_conv: real phase {k} has {real_ph[k, 10]} products, not "
@@ -748,10 +897,10 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
             wb = &wbuf[0]
     with nogil:
         for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
-            tk = tptr + 3 * k
+            tk = tptr + 4 * k
             tid = threadid()
-            _wino_task(isa, xptr, zeros, wptr, bptr, yptr, rptr + WINO_COLS * tk[0], pr, to,
-                       tkd, tk[1], tk[2], dm, yst, tl + tid * tstride,
+            _wino_task(isa, xptr, zeros, wptr, bptr, yptr, rptr + WINO_COLS * tk[0], tk[3], pr,
+                       to, tkd, tk[1], tk[2], dm, yst, tl + tid * tstride,
                        tl + tid * tstride + SM * MB * ldc,
                        <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB,
                        ckp, cfp, rstride, wb + tid * wstride if wb != NULL else NULL)

@@ -212,13 +212,10 @@ static void convt_cf8_f32_generic(const float* ta, const float* tb, int64_t ldc,
 
 #if CONVT_HAVE_AVX2_PATH
 __attribute__((target("avx2")))
-static inline void convt_transpose8_f32(const float* t, int64_t ldt, __m256* c)
+static inline void convt_tr8_f32(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256 r4,
+                                 __m256 r5, __m256 r6, __m256 r7, __m256* c)
 {
-    /* c[j] = (t[0*ldt + j], ..., t[7*ldt + j]) for j < 8 */
-    __m256 r0 = _mm256_loadu_ps(t), r1 = _mm256_loadu_ps(t + ldt);
-    __m256 r2 = _mm256_loadu_ps(t + 2 * ldt), r3 = _mm256_loadu_ps(t + 3 * ldt);
-    __m256 r4 = _mm256_loadu_ps(t + 4 * ldt), r5 = _mm256_loadu_ps(t + 5 * ldt);
-    __m256 r6 = _mm256_loadu_ps(t + 6 * ldt), r7 = _mm256_loadu_ps(t + 7 * ldt);
+    /* c[j] = (r0[j], ..., r7[j]) for j < 8 */
     __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
     __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
     __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
@@ -235,6 +232,16 @@ static inline void convt_transpose8_f32(const float* t, int64_t ldt, __m256* c)
     c[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
     c[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
     c[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+__attribute__((target("avx2")))
+static inline void convt_transpose8_f32(const float* t, int64_t ldt, __m256* c)
+{
+    /* c[j] = (t[0*ldt + j], ..., t[7*ldt + j]) for j < 8 */
+    convt_tr8_f32(_mm256_loadu_ps(t), _mm256_loadu_ps(t + ldt), _mm256_loadu_ps(t + 2 * ldt),
+                  _mm256_loadu_ps(t + 3 * ldt), _mm256_loadu_ps(t + 4 * ldt),
+                  _mm256_loadu_ps(t + 5 * ldt), _mm256_loadu_ps(t + 6 * ldt),
+                  _mm256_loadu_ps(t + 7 * ldt), c);
 }
 
 __attribute__((target("avx2")))
@@ -281,6 +288,50 @@ static inline void convt_cf8_f32(int isa, const float* ta, const float* tb, int6
     }
 #endif
     convt_cf8_f32_generic(ta, tb, ldc, bias, y, cs);
+}
+
+/* The channels-first write-out of 8 consecutive outputs of a line of y, each a tile row of
+ * its own (the Winograd variant's sets: phases and sub-phases interleave along the last
+ * axis), 8 channels from channel coff of each row, with the bias:
+ *
+ *     y[j*cs + k] = rows[k][coff + j] + bias[j]        for j, k < 8
+ *
+ * as convt_cf8_f32 (one rounding per value: the scalar loop's results). */
+static void convt_g8_f32_generic(const float* const* rows, int64_t coff, const float* bias,
+                                 float* y, int64_t cs)
+{
+    int64_t j, k;
+    for (j = 0; j < 8; j++)
+        for (k = 0; k < 8; k++)
+            y[j * cs + k] = rows[k][coff + j] + bias[j];
+}
+
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2")))
+static void convt_g8_f32_avx2(const float* const* rows, int64_t coff, const float* bias,
+                              float* y, int64_t cs)
+{
+    __m256 c[8];
+    int j;
+    convt_tr8_f32(_mm256_loadu_ps(rows[0] + coff), _mm256_loadu_ps(rows[1] + coff),
+                  _mm256_loadu_ps(rows[2] + coff), _mm256_loadu_ps(rows[3] + coff),
+                  _mm256_loadu_ps(rows[4] + coff), _mm256_loadu_ps(rows[5] + coff),
+                  _mm256_loadu_ps(rows[6] + coff), _mm256_loadu_ps(rows[7] + coff), c);
+    for (j = 0; j < 8; j++)
+        _mm256_storeu_ps(y + j * cs, _mm256_add_ps(c[j], _mm256_broadcast_ss(bias + j)));
+}
+#endif
+
+static inline void convt_g8_f32(int isa, const float* const* rows, int64_t coff,
+                                const float* bias, float* y, int64_t cs)
+{
+#if CONVT_HAVE_AVX2_PATH
+    if (isa == 1) {
+        convt_g8_f32_avx2(rows, coff, bias, y, cs);
+        return;
+    }
+#endif
+    convt_g8_f32_generic(rows, coff, bias, y, cs);
 }
 
 /* An 8 x 8 float32 block transposed: dst[j*ldd + k] = src[k*lds + j], j, k < 8. */
