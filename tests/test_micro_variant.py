@@ -158,6 +158,33 @@ def test_to_padded_nxc_matches_numpy():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("isa", sorted({_micro.ISA, 0}))
+def test_to_padded_nxc_tests_every_value_it_copies(isa, dtype):
+    """With spare_bits, the transpose reports any value of x whose exponent field is at least
+    all ones minus spare_bits (the Winograd variant's wino_ready bound), in a whole 8 x 16
+    block (tested in registers for float32), a remainder channel or a remainder position, and
+    copies x all the same; the largest value under the bound passes."""
+    from convt._kernels._layout import to_padded_nxc
+
+    ft = np.finfo(dtype)
+    spare = 2
+    # exponent field all ones - spare: 2^(emax + 1 - spare) (NaN, Inf and above fail too)
+    bound = np.array(2.0 ** (ft.maxexp - spare), dtype)
+    under = np.nextafter(bound, np.array(0, dtype))
+    shape = (1, 19, 2, 1, 37)                  # channels 16-18, positions 32-36: remainders
+    rng = np.random.default_rng(12)
+    for at in [(0, 3, 1, 0, 5), (0, 15, 0, 0, 31), (0, 17, 1, 0, 2), (0, 4, 0, 0, 35),
+               (0, 18, 1, 0, 36)]:
+        for bad, ok in [(bound, False), (-bound, False), (np.nan, False), (under, True),
+                        (-under, True)]:
+            x = rng.standard_normal(shape).astype(dtype)
+            x[at] = bad
+            xp = np.zeros((1, 2, 1, 37, 19), dtype)
+            assert to_padded_nxc(x, xp, np.zeros(3, np.int64), 2, isa, spare) == ok, (at, bad)
+            np.testing.assert_array_equal(xp, np.moveaxis(x, 1, -1))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("xs", [(4, 64, 20, 20), (8, 64, 5, 6)])   # rows (n, q), (q, n)
 def test_micro_bit_identical_for_any_thread_count(dtype, xs, monkeypatch):
     rng = np.random.default_rng(5)

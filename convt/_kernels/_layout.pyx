@@ -24,6 +24,8 @@ from ._types cimport real
 cdef extern from "_ukernel.h" nogil:
     int convt_ukernel_isa()
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
+    int convt_t8c_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd,
+                      int spare)
 
 cdef int _ISA = convt_ukernel_isa()
 cdef int64_t _CBLOCK = 16
@@ -40,12 +42,14 @@ cdef enum:
 MERGE_TAPS = _MERGE_TAPS
 
 
-cdef void _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
-               int64_t plane) noexcept nogil:
+cdef int64_t _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
+                  int64_t plane, int64_t spare=-1) noexcept nogil:
     # dst[i2 * C + c] = src[c * plane + i2]: per block of 16 positions (one line of each
     # channel's row, read whole) and 8 channels, float32 in 8 x 8 register transposes
-    # (convt_t8_f32), the rest one value per store.
-    cdef int64_t c0, c, i2, p0, pend, cend
+    # (convt_t8_f32), the rest one value per store. spare >= 0: returns whether a value has
+    # an exponent field of at least all ones minus spare (_exponent_at_least), tested as
+    # it is read (float32 blocks in registers: convt_t8c_f32), else 0.
+    cdef int64_t c0, c, i2, p0, pend, cend, bad = 0
     p0 = 0
     while p0 < I2:
         pend = min(I2, p0 + 2 * _T8)
@@ -53,15 +57,24 @@ cdef void _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
         while c0 < C:
             cend = min(C, c0 + _T8)
             if real is float and pend - p0 == 2 * _T8 and cend - c0 == _T8:
-                convt_t8_f32(isa, src + c0 * plane + p0, plane, dst + p0 * C + c0, C)
-                convt_t8_f32(isa, src + c0 * plane + p0 + _T8, plane,
-                             dst + (p0 + _T8) * C + c0, C)
+                if spare >= 0:
+                    bad |= convt_t8c_f32(isa, src + c0 * plane + p0, plane,
+                                         dst + p0 * C + c0, C, <int> spare)
+                    bad |= convt_t8c_f32(isa, src + c0 * plane + p0 + _T8, plane,
+                                         dst + (p0 + _T8) * C + c0, C, <int> spare)
+                else:
+                    convt_t8_f32(isa, src + c0 * plane + p0, plane, dst + p0 * C + c0, C)
+                    convt_t8_f32(isa, src + c0 * plane + p0 + _T8, plane,
+                                 dst + (p0 + _T8) * C + c0, C)
             else:
                 for c in range(c0, cend):
                     for i2 in range(p0, pend):
                         dst[i2 * C + c] = src[c * plane + i2]
+                    if spare >= 0:
+                        bad |= _exponent_at_least(src + c * plane + p0, pend - p0, spare)
             c0 = cend
         p0 = pend
+    return bad
 
 
 cdef inline void _copy(real* dst, const real* src, int64_t n) noexcept nogil:
@@ -76,13 +89,15 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
                   int num_threads, int isa=-1,      # isa: 1 AVX2, 0 portable, -1 this CPU's
                   int64_t spare_bits=-1):           # >= 0: also wino_ready's test, on x
     """Copy x into xp's interior; releases the GIL. Returns True, or with spare_bits >= 0
-    whether every value of x passes _micro.wino_ready's bound for spare_bits, tested on each
-    block right after its transpose read it: the Winograd variant's separate pass over the
-    grid and its parallel region go (transpose + test of hifigan_up3's 2 MB: median 0.177-
-    0.183 -> 0.152-0.153 ms; of dcgan_g3's 4 MB 0.306-0.384 -> 0.296-0.367; 2 threads)."""
+    whether every value of x passes _micro.wino_ready's bound for spare_bits, tested as the
+    transpose reads it (float32 blocks in registers, the rest right after their copy): the
+    Winograd variant's separate pass over the grid and its parallel region go (transpose +
+    test of hifigan_up3's 2 MB: median 0.177-0.183 -> 0.152-0.153 ms; of dcgan_g3's 4 MB
+    0.306-0.384 -> 0.296-0.367; 2 threads). Tested in registers, hifigan_up3's: 0.135-0.140
+    -> 0.100-0.101 ms, the transpose alone 0.083-0.086 (medians of 300, three runs)."""
     cdef int64_t N = x.shape[0], C = x.shape[1], I0 = x.shape[2], I1 = x.shape[3]
     cdef int64_t I2 = x.shape[4], P0 = xp.shape[1], P1 = xp.shape[2], P2 = xp.shape[3]
-    cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo, c
+    cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo
     cdef int64_t bad = 0, m
     cdef int64_t H0 = halo[0], H1 = halo[1], H2 = halo[2]
     cdef int64_t blk = _I2BLOCK, want
@@ -110,11 +125,8 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
             lo = b * blk
             m = min(blk, I2 - lo)
             src = xs + n * C * plane + (i0 * I1 + i1) * I2 + lo
-            _row(isa, src, xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C, C, m,
-                 plane)
-            if spare_bits >= 0:   # channel c's m values, just read by _row
-                for c in range(C):
-                    bad += _exponent_at_least(src + c * plane, m, spare_bits)
+            bad += _row(isa, src, xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C,
+                        C, m, plane, spare_bits)
     return bad == 0
 
 
