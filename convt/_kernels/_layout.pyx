@@ -26,6 +26,8 @@ cdef extern from "_ukernel.h" nogil:
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
     int convt_t8c_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd,
                       int spare)
+    int convt_t8c_f64(int isa, const double* src, int64_t lds, double* dst, int64_t ldd,
+                      int spare)
 
 cdef int _ISA = convt_ukernel_isa()
 cdef int64_t _CBLOCK = 16
@@ -46,9 +48,10 @@ cdef int64_t _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
                   int64_t plane, int64_t spare=-1) noexcept nogil:
     # dst[i2 * C + c] = src[c * plane + i2]: per block of 16 positions (one line of each
     # channel's row, read whole) and 8 channels, float32 in 8 x 8 register transposes
-    # (convt_t8_f32), the rest one value per store. spare >= 0: returns whether a value has
-    # an exponent field of at least all ones minus spare (_exponent_at_least), tested as
-    # it is read (float32 blocks in registers: convt_t8c_f32), else 0.
+    # (convt_t8_f32), float64 in 8 x 8 blocks too (convt_t8c_f64: with AVX2, four 4 x 4
+    # register transposes), the rest one value per store. spare >= 0: returns whether a
+    # value has an exponent field of at least all ones minus spare (_exponent_at_least),
+    # tested as it is read (blocks in registers), else 0.
     cdef int64_t c0, c, i2, p0, pend, cend, bad = 0
     p0 = 0
     while p0 < I2:
@@ -66,6 +69,11 @@ cdef int64_t _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
                     convt_t8_f32(isa, src + c0 * plane + p0, plane, dst + p0 * C + c0, C)
                     convt_t8_f32(isa, src + c0 * plane + p0 + _T8, plane,
                                  dst + (p0 + _T8) * C + c0, C)
+            elif real is double and pend - p0 == 2 * _T8 and cend - c0 == _T8:
+                bad |= convt_t8c_f64(isa, src + c0 * plane + p0, plane, dst + p0 * C + c0, C,
+                                     <int> spare)
+                bad |= convt_t8c_f64(isa, src + c0 * plane + p0 + _T8, plane,
+                                     dst + (p0 + _T8) * C + c0, C, <int> spare)
             else:
                 for c in range(c0, cend):
                     for i2 in range(p0, pend):
