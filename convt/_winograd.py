@@ -33,8 +33,8 @@ import numpy as np
 
 from ._direct import bias_filled, element_strides, pad3
 from ._kernels._layout import to_padded_nxc
-from ._kernels._micro import (MR, NR_F32, PACK_KB, SET_MAX, WSUM_MAX, pack_taps, pack_wino,
-                              wino_conv, wino_ready)
+from ._kernels._micro import (MR, PACK_KB, SET_MAX, WSUM_MAX, pack_taps, pack_wino, wino_conv,
+                              wino_ready)
 from ._micro import _KC, _MAX_MB, _MAX_TB, _PARALLEL_PACK_VALUES, packing_arrays
 from ._phase_gemm import _axes3, _axis_phases
 
@@ -64,15 +64,16 @@ _STREAM_PACK_BYTES = 8 << 20
 # residues, 7.1) 1.46, 1.45 -> 1.30, 1.34; dcgan_g3 (2.25) 1.16, 1.16 -> 1.16, 1.13;
 # unet_up3x3_op (1.78) 1.12, 1.13 -> 1.19, 1.14; hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28.
 _LATE_SUM_BYTES = 8 << 20
-# Sets of real phases (the residues of the last axis, run by one task) write float32
-# channels-first y from their tiles, in 8 x 8 transposed blocks of consecutive outputs,
+# Sets of real phases (the residues of the last axis, run by one task) write channels-first y
+# from their tiles, in 8 x 8 transposed blocks of consecutive outputs,
 # instead of staging it channels-last and transposing it (a pass over y and its 4 MB
 # workspace for hifigan_up3), when a set's tiles fit _TILE_BYTES at this many rows a task.
 # Sets / staged, in-process A/B, medians of 60-150 calls taking turns, 2 workers, float32
 # NCX, same bits (three to five runs): hifigan_up3 (MB 192) 1.048, 1.077, 1.089, 1.039,
 # 1.060; dcgan_g3 (180 rows, 192 staged) 1.018, 1.054, 1.043; dilated_s1 (102 rows, 192
 # staged) 0.985, 0.936, 1.061, 1.001, 1.028. Forced past the bound: hifigan_up1 (36 rows,
-# 8 phases of 272-value rows) 0.861, dcgan_g1 (48 rows) 0.809.
+# 8 phases of 272-value rows) 0.861, dcgan_g1 (48 rows) 0.809. float64 (two runs):
+# hifigan_up3 1.102, 1.206; dcgan_g3 (96 rows) 1.133, 1.065.
 _MIN_SET_MB = 96
 _LATE_SUM_RATIO = 4
 
@@ -321,12 +322,11 @@ def _sets(real):
 
 
 def _use_sets(nr, real, groups, ldc):
-    """Whether float32 channels-first y is written by sets (``_sets``) instead of staged
-    channels-last and transposed: when a set's tiles fit _TILE_BYTES at _MIN_SET_MB rows."""
-    if nr != NR_F32:   # (float64 sets would write one value per store)
-        return False
+    """Whether channels-first y is written by sets (``_sets``) instead of staged channels-last
+    and transposed: when a set's tiles fit _TILE_BYTES at _MIN_SET_MB rows (NR values take
+    64 bytes in either dtype)."""
     most = max((sum(real[p][10] for p in ps) for ps in groups), default=0)
-    return most * ldc * _MIN_SET_MB * 4 <= _TILE_BYTES
+    return most * ldc * _MIN_SET_MB * (64 // nr) <= _TILE_BYTES
 
 
 def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):

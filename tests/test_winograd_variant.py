@@ -173,7 +173,8 @@ def test_sets_write_the_staged_bits(xs, ws, kw, dtype, isa, monkeypatch):
 def test_sets_reach_what_they_name():
     """The set cases above reach sets of 2 to 8 phases, tap-less phases among them, and the
     rule: hifigan_up3's and dcgan_g3's layers write from sets, hifigan_up1's (8 phases of
-    1 MiB of tiles) and dcgan_g1's stage, as do NXC y and float64 ones."""
+    1 MiB of tiles) and dcgan_g1's stage, and dilated_s1's in float64 (1.8 MiB of tiles at
+    96 rows); NXC y needs no sets."""
     def layout(xs, ws, kw, nr=16, sets=True, fmt="NCX"):
         op = convt.ConvTranspose(np.zeros(ws, np.float32), data_format=fmt, **kw)
         shape = xs if fmt == "NCX" else (xs[0], *xs[2:], xs[1])
@@ -193,7 +194,9 @@ def test_sets_reach_what_they_name():
     dcgan_g1 = ((16, 512, 4, 4), (512, 256, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)))
     assert layout(*hifigan_up3, sets=None).sets and layout(*dcgan_g3, sets=None).sets
     assert not layout(*hifigan_up1, sets=None).sets and not layout(*dcgan_g1, sets=None).sets
-    assert not layout(*dcgan_g3, sets=None, nr=8).sets
+    assert layout(*dcgan_g3, sets=None, nr=8).sets                      # float64: 96 rows
+    dilated_s1 = ((1, 64, 64, 64), (64, 64, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2)))
+    assert layout(*dilated_s1, sets=None).sets and not layout(*dilated_s1, nr=8, sets=None).sets
     assert not layout(*dcgan_g3, sets=True, fmt="NXC").sets
 
 

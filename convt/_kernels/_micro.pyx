@@ -69,6 +69,8 @@ cdef extern from "_ukernel.h" nogil:
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
     void convt_g8_f32(int isa, const float* const* rows, int64_t coff, const float* bias,
                       float* y, int64_t cs)
+    void convt_g8_f64(int isa, const double* const* rows, int64_t coff, const double* bias,
+                      double* y, int64_t cs)
     int CONVT_WSUM_MAX
     void convt_corners_f32(int isa, const float* src, const int64_t* off, int n, int neg,
                            float* dst, int64_t C)
@@ -715,18 +717,21 @@ cdef void _gather_rows(const real* const* rows, const int64_t* at, int64_t n,
 
 cdef void _gather_write(int isa, const real* const* rows, const int64_t* at, int64_t n,
                         const real* bias, real* y, int64_t cs, const int64_t* d) noexcept nogil:
-    # n <= 8 tile rows to y: 8 rows at consecutive offsets (float32), per block of 8
-    # channels of a group, in one transposed block (convt_g8_f32); the rest one value per
+    # n <= 8 tile rows to y: 8 rows at consecutive offsets, per block of 8 channels of a
+    # group, in one transposed block (convt_g8_f32, convt_g8_f64); the rest one value per
     # store
     cdef int64_t G = d[7], Mg = d[9], gw = d[10] * d[17], g, mm0 = 0
-    if real is float:
-        if n == 8:
-            for g in range(G):
-                mm0 = 0
-                while mm0 + 8 <= Mg:
+    if n == 8:
+        for g in range(G):
+            mm0 = 0
+            while mm0 + 8 <= Mg:
+                if real is float:
                     convt_g8_f32(isa, rows, g * gw + mm0, bias + g * Mg + mm0,
                                  y + (g * Mg + mm0) * cs + at[0], cs)
-                    mm0 += 8
+                else:
+                    convt_g8_f64(isa, rows, g * gw + mm0, bias + g * Mg + mm0,
+                                 y + (g * Mg + mm0) * cs + at[0], cs)
+                mm0 += 8
     _gather_rows(rows, at, n, bias, y, cs, mm0, Mg, d)
 
 

@@ -334,6 +334,53 @@ static inline void convt_g8_f32(int isa, const float* const* rows, int64_t coff,
     convt_g8_f32_generic(rows, coff, bias, y, cs);
 }
 
+/* convt_g8_f32 in float64 (the AVX2 body: four 4 x 4 register transposes). */
+static void convt_g8_f64_generic(const double* const* rows, int64_t coff, const double* bias,
+                                 double* y, int64_t cs)
+{
+    int64_t j, k;
+    for (j = 0; j < 8; j++)
+        for (k = 0; k < 8; k++)
+            y[j * cs + k] = rows[k][coff + j] + bias[j];
+}
+
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2")))
+static void convt_g8_f64_avx2(const double* const* rows, int64_t coff, const double* bias,
+                              double* y, int64_t cs)
+{
+    __m256d r[4];
+    int bj, bk, k;
+    for (bj = 0; bj < 8; bj += 4)          /* channels bj..bj+3 */
+        for (bk = 0; bk < 8; bk += 4) {    /* outputs bk..bk+3 */
+            for (k = 0; k < 4; k++)
+                r[k] = _mm256_loadu_pd(rows[bk + k] + coff + bj);
+            __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+            __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+            _mm256_storeu_pd(y + (bj + 0) * cs + bk, _mm256_add_pd(
+                _mm256_permute2f128_pd(t0, t2, 0x20), _mm256_broadcast_sd(bias + bj)));
+            _mm256_storeu_pd(y + (bj + 1) * cs + bk, _mm256_add_pd(
+                _mm256_permute2f128_pd(t1, t3, 0x20), _mm256_broadcast_sd(bias + bj + 1)));
+            _mm256_storeu_pd(y + (bj + 2) * cs + bk, _mm256_add_pd(
+                _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_broadcast_sd(bias + bj + 2)));
+            _mm256_storeu_pd(y + (bj + 3) * cs + bk, _mm256_add_pd(
+                _mm256_permute2f128_pd(t1, t3, 0x31), _mm256_broadcast_sd(bias + bj + 3)));
+        }
+}
+#endif
+
+static inline void convt_g8_f64(int isa, const double* const* rows, int64_t coff,
+                                const double* bias, double* y, int64_t cs)
+{
+#if CONVT_HAVE_AVX2_PATH
+    if (isa == 1) {
+        convt_g8_f64_avx2(rows, coff, bias, y, cs);
+        return;
+    }
+#endif
+    convt_g8_f64_generic(rows, coff, bias, y, cs);
+}
+
 /* convt_t8_f32's transpose, and 1 when a value of the block has an exponent field of at
  * least (0xff - spare) (NaN, +-Inf, or too large for a signed sum of 2^spare of them:
  * _finite.pxd's _exponent_at_least), else 0. The AVX2 body tests the 8 rows it loaded, in
