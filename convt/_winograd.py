@@ -11,7 +11,8 @@ sums of kernel taps times +-1 or +-1/2^k, and the tasks (blocks of tile rows of 
 of a set of phases). The micro variant's tile width, panels, channel chunks and tap blocks
 are reused as they are.
 Workspace per call: the grid (the input plus its halo) and, per thread, a task's product tiles
-(at most _TILE_BYTES, or one sub-tile per product) plus a tap block of input transforms
+(at most _TILE_BYTES, _LIGHT_TILE_BYTES when its weights are light, or one sub-tile per
+product) plus a tap block of input transforms
 (TB x MB x C_in values); channels-first y is also staged channels-last, unless the tasks run
 sets of real phases (``_sets``), which write it from their tiles.
 
@@ -47,6 +48,16 @@ _MAX_GRID_GROWTH = 8
 # A task's product tiles, all held until combined: 1 MiB (dcgan_g1, 512 KiB of weights per
 # product: 4.4 ms with one task per phase, 5.1 with two at 512 KiB; 2 workers, float32).
 _TILE_BYTES = 1 << 20
+# ... 256 KiB when the weights it streams take at most 1 MiB: more, smaller tasks, whose tiles
+# stay in L2 beside the weights. Light / 1 MiB, in-process A/B (medians of 40-50 calls taking
+# turns, 2 workers, the two built in either order: the op built first ran up to 5% faster),
+# float32, six runs: dilated_s1 (24 rows a task against 102) 0.99-1.18, geometric mean 1.07;
+# dcgan_g3 (42 against 180) 0.99-1.09, 1.03; hifigan_up3 (132 against 192) 0.97-1.05, 1.02;
+# unet_up3x3_op (90 against 192) 0.97-1.05, 1.00. float64, two runs: hifigan_up3 1.10, 1.11;
+# dilated_s1 1.05, 1.11; unet_up3x3_op 1.03, 1.03. dcgan_g1 and hifigan_up1 (heavy) keep
+# 1 MiB: at 256 KiB they ran 0.94 and 0.98.
+_LIGHT_TILE_BYTES = 1 << 18
+_LIGHT_WEIGHT_BYTES = 1 << 20
 # Packed weights of at least this size are stored past the caches (pack_wino's stream): a
 # one-shot call reads them back from memory anyway. dcgan_g1's 18.9 MB pack: 1.47-1.56 ->
 # 1.29-1.37 ms, its one-shot call 1.45 -> 1.38-1.40x the prepared one; hifigan_up1's
@@ -67,7 +78,7 @@ _LATE_SUM_BYTES = 8 << 20
 # Sets of real phases (the residues of the last axis, run by one task) write channels-first y
 # from their tiles, in 8 x 8 transposed blocks of consecutive outputs,
 # instead of staging it channels-last and transposing it (a pass over y and its 4 MB
-# workspace for hifigan_up3), when a set's tiles fit _TILE_BYTES at this many rows a task.
+# workspace for hifigan_up3), when a set's tiles fit _SET_RULE_BYTES at this many rows a task.
 # Sets / staged, in-process A/B, medians of 60-150 calls taking turns, 2 workers, float32
 # NCX, same bits (three to five runs): hifigan_up3 (MB 192) 1.048, 1.077, 1.089, 1.039,
 # 1.060; dcgan_g3 (180 rows, 192 staged) 1.018, 1.054, 1.043; dilated_s1 (102 rows, 192
@@ -75,6 +86,7 @@ _LATE_SUM_BYTES = 8 << 20
 # 8 phases of 272-value rows) 0.861, dcgan_g1 (48 rows) 0.809. float64 (two runs):
 # hifigan_up3 1.102, 1.206; dcgan_g3 (96 rows) 1.133, 1.065.
 _MIN_SET_MB = 96
+_SET_RULE_BYTES = 1 << 20   # (the tile budget this rule was measured with)
 _LATE_SUM_RATIO = 4
 
 
@@ -277,7 +289,13 @@ def wino_layout(geom, nr, align=None, sets=None):
     in_sets = groups is not None
     groups = groups or [[p] for p in range(len(real))]
     prod_max = max((sum(real[p][10] for p in ps) for ps in groups), default=1) or 1
-    set_values = _TILE_BYTES // (64 // nr)
+    # the most weights a task streams (its phases' products, in values): light ones take
+    # smaller tiles
+    weights = max(sum(prods[q][7] for p in ps for q in range(real[p][9], real[p][9]
+                                                             + real[p][10]))
+                  for ps in groups) * per_tap
+    light = weights * (64 // nr) <= _LIGHT_WEIGHT_BYTES
+    set_values = (_LIGHT_TILE_BYTES if light else _TILE_BYTES) // (64 // nr)
     mb = set_values // (prod_max * ldc) // MR * MR
     mb = max(MR, min(_MAX_MB, mb))
     tasks = []
@@ -323,10 +341,10 @@ def _sets(real):
 
 def _use_sets(nr, real, groups, ldc):
     """Whether channels-first y is written by sets (``_sets``) instead of staged channels-last
-    and transposed: when a set's tiles fit _TILE_BYTES at _MIN_SET_MB rows (NR values take
+    and transposed: when a set's tiles fit _SET_RULE_BYTES at _MIN_SET_MB rows (NR values take
     64 bytes in either dtype)."""
     most = max((sum(real[p][10] for p in ps) for ps in groups), default=0)
-    return most * ldc * _MIN_SET_MB * (64 // nr) <= _TILE_BYTES
+    return most * ldc * _MIN_SET_MB * (64 // nr) <= _SET_RULE_BYTES
 
 
 def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
@@ -381,7 +399,7 @@ def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
     spare = int(np.count_nonzero(layout.cf, axis=1).max(initial=1) - 1).bit_length()
     threads = workers if out.size >= _PARALLEL_PACK_VALUES else 1
     stream = out.size * out.itemsize >= _STREAM_PACK_BYTES
-    if w3.dtype == np.float32 and w3.shape[1] % 16 == 0 and kt % 8 == 0:
+    if w3.dtype == np.float32 and w3.shape[1] % 16 == 0:
         return out, bool(pack_taps(w3, out, groups, line, threads, isa, stream, spare))
     # otherwise pack_wino, with one product per tap: the tap itself
     ck = np.zeros((kt, WSUM_MAX), np.int64)

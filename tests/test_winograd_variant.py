@@ -174,7 +174,7 @@ def test_sets_reach_what_they_name():
     """The set cases above reach sets of 2 to 8 phases, tap-less phases among them, and the
     rule: hifigan_up3's and dcgan_g3's layers write from sets, hifigan_up1's (8 phases of
     1 MiB of tiles) and dcgan_g1's stage, and dilated_s1's in float64 (1.8 MiB of tiles at
-    96 rows); NXC y needs no sets."""
+    96 rows); NXC y needs no sets. Tasks of light weights take smaller tiles."""
     def layout(xs, ws, kw, nr=16, sets=True, fmt="NCX"):
         op = convt.ConvTranspose(np.zeros(ws, np.float32), data_format=fmt, **kw)
         shape = xs if fmt == "NCX" else (xs[0], *xs[2:], xs[1])
@@ -198,6 +198,10 @@ def test_sets_reach_what_they_name():
     dilated_s1 = ((1, 64, 64, 64), (64, 64, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2)))
     assert layout(*dilated_s1, sets=None).sets and not layout(*dilated_s1, nr=8, sets=None).sets
     assert not layout(*dcgan_g3, sets=True, fmt="NXC").sets
+    # tiles: 256 KiB a task when its weights take at most 1 MiB, else 1 MiB
+    # (hifigan_up3: 6 products of 80-value rows; dcgan_g1: 9 of 272, 4.5 MiB of weights)
+    assert layout(*hifigan_up3, sets=None).mb == (1 << 18) // (6 * 80 * 4) // 6 * 6
+    assert layout(*dcgan_g1, sets=None).mb == (1 << 20) // (9 * 272 * 4) // 6 * 6
 
 
 def test_edges_reach_what_they_name():
@@ -366,14 +370,18 @@ def test_late_sums_on_the_edges(xs, ws, kw, dtype, stream, isa, monkeypatch):
 
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("xs, ws, kw", [EDGES[i] for i in (1, 2, 4, 11, 12)],
-                         ids=["e1", "e2", "e4", "e11", "e12"])
+@pytest.mark.parametrize("xs, ws, kw", [EDGES[i] for i in (1, 2, 4, 11, 12)] + [
+    # whole panels, 9 taps (a block of 8 and one tap past it) and 3 (none in blocks)
+    ((1, 8, 6, 6), (8, 32, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2))),
+    ((1, 8, 9), (8, 16, 3), dict(pads=(1, 1)))],
+    ids=["e1", "e2", "e4", "e11", "e12", "k9", "k3"])
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
 def test_late_sums_taps_layout(xs, ws, kw, dtype, isa, stream, monkeypatch):
     """wino_taps against its layout written out in numpy: tap k of input channel c (group
     g) and output channel m of the group at k * line + ((g * panels + m // NR) * Cg + c) * NR
-    + m % NR, zeros in a last panel's padding; by 8 x 8 transposes (float32, whole panels,
-    taps a multiple of 8: e11, e12) or by pack_wino's one-term sums, on 1 and 2 threads."""
+    + m % NR, zeros in a last panel's padding; by 8 x 8 transposes and the taps past the
+    last 8 one by one (float32, whole panels: e11, e12, k9, k3) or by pack_wino's one-term
+    sums, on 1 and 2 threads."""
     if stream:
         monkeypatch.setattr(_winograd, "_STREAM_PACK_BYTES", 0)
     w = np.random.default_rng(7).standard_normal(ws).astype(dtype)
@@ -423,12 +431,11 @@ def test_wino_conv_refuses_late_sums_it_cannot_hold(bad, monkeypatch):
 
 
 def test_pack_taps_refuses_what_it_cannot_hold():
-    """The transposing packer takes whole 16-channel panels and taps in eights, into an
-    output that holds every tap's lines; anything else is refused before a store."""
+    """The transposing packer takes whole 16-channel panels, into an output that holds every
+    tap's lines; anything else is refused before a store."""
     from convt._kernels._micro import pack_taps
     w = np.zeros((4, 32, 16), np.float32)
-    with pytest.raises(ValueError, match=r"pack_taps: Mg must be a multiple of 16 and KT of "
-                                         r"8; got 20, 16"):
+    with pytest.raises(ValueError, match=r"pack_taps: Mg must be a multiple of 16; got 20"):
         pack_taps(np.zeros((4, 20, 16), np.float32), np.zeros(4096, np.float32), 1, 128, 1)
     with pytest.raises(ValueError, match=r"pack_taps: line 128 and out \(2047 values\) do not "
                                          r"hold 16 taps of 128 values"):

@@ -1021,8 +1021,7 @@ def pack_micro(const real[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, prod
     return bad == 0
 
 
-def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT), Mg % 16 == 0,
-                                               #     KT % 8 == 0
+def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT), Mg % 16 == 0
                float[::1] out,                 # OUT tap k's lines at k * line, per tap
                                                #     [G][NP][Cg][16]
                int64_t groups, int64_t line, int num_threads, int isa=-1,
@@ -1033,8 +1032,8 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
     2^(emax + 1 - spare_bits) in magnitude."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
     cdef int64_t Cg = C_in // groups, NP = Mg // 16, ci, bad = 0
-    if Mg % 16 or KT % 8:
-        raise ValueError(f"pack_taps: Mg must be a multiple of 16 and KT of 8; got {Mg}, {KT}")
+    if Mg % 16:
+        raise ValueError(f"pack_taps: Mg must be a multiple of 16; got {Mg}")
     if C_in == 0 or Mg == 0 or KT == 0:
         return True
     if line < NP * C_in * 16 or out.shape[0] < (KT - 1) * line + NP * C_in * 16:

@@ -503,7 +503,7 @@ static inline void convt_t8_f32(int isa, const float* src, int64_t lds, float* d
 }
 
 /* One input channel's taps in the layout of wino_conv's late sums (convt._winograd.wino_taps),
- * float32, for Mg % 16 == 0 and KT % 8 == 0: tap k of output channel m, src[m * KT + k], to
+ * float32, for Mg % 16 == 0: tap k of output channel m, src[m * KT + k], to
  *
  *     dst[k * line + (m / 16) * ps + m % 16]
  *
@@ -512,8 +512,9 @@ static inline void convt_t8_f32(int isa, const float* src, int64_t lds, float* d
  * The AVX2 body transposes 8 x 8 blocks and stores each line's two halves one after the
  * other (two blocks of 8 output channels), past the caches when stream (the caller fences),
  * so every 64-byte line is written whole; the exponents are tested on the transposed
- * vectors. The pack through pack_wino (a transpose to a scratch row, one-term sums, then a
- * separate 4-wide test) took 0.9-1.0 ms of dcgan_g1's 8.4 MB on 2 threads. */
+ * vectors; the taps past the last 8 (KT % 8 of them) one value per store. The pack through
+ * pack_wino (a transpose to a scratch row, one-term sums, then a separate 4-wide test) took
+ * 0.9-1.0 ms of dcgan_g1's 8.4 MB on 2 threads. */
 static int convt_taps_f32_generic(const float* src, int64_t Mg, int64_t KT, float* dst,
                                   int64_t line, int64_t ps, int spare)
 {
@@ -537,9 +538,17 @@ static int convt_taps_f32_avx2(const float* src, int64_t Mg, int64_t KT, float* 
     __m256 c[8], e[8];
     __m256i expo = _mm256_set1_epi32(0x7f800000), below = _mm256_set1_epi32(
         (int) (((0xffu - (uint32_t) spare) << 23) - 1)), bad = _mm256_setzero_si256();
-    int64_t m, k, j;
-    for (m = 0; m < Mg; m += 16)
-        for (k = 0; k < KT; k += 8) {
+    int64_t m, k, j, K8 = KT - KT % 8;
+    uint32_t tail = 0, lim = (0xffu - (uint32_t) spare) << 23, u;
+    for (m = 0; m < Mg; m += 16) {
+        for (k = K8; k < KT; k++)
+            for (j = 0; j < 16; j++) {
+                float v = src[(m + j) * KT + k];
+                memcpy(&u, &v, sizeof u);
+                tail |= (u & 0x7f800000u) >= lim;
+                dst[k * line + (m / 16) * ps + j] = v;
+            }
+        for (k = 0; k < K8; k += 8) {
             float* d = dst + k * line + (m / 16) * ps;
             convt_transpose8_f32(src + m * KT + k, KT, c);
             convt_transpose8_f32(src + (m + 8) * KT + k, KT, e);
@@ -557,7 +566,8 @@ static int convt_taps_f32_avx2(const float* src, int64_t Mg, int64_t KT, float* 
                     _mm256_and_si256(_mm256_castps_si256(e[j]), expo), below));
             }
         }
-    return !_mm256_testz_si256(bad, bad);
+    }
+    return tail || !_mm256_testz_si256(bad, bad);
 }
 #endif
 
