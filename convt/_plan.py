@@ -343,7 +343,7 @@ def _direct_backend(geom, plan):
         if layout is not None:
             # one-shot calls with large products sum them in the kernel (convt._winograd's
             # late_sums); same bits either way
-            late = late_sums(layout, geom, plan.one_shot, plan.compute_dtype.itemsize)
+            late = late_sums(layout, plan.one_shot, plan.compute_dtype.itemsize)
             pack = wino_taps if late else wino_weights
             wp, finite = pack(layout, plan.w_iox_compute, geom.groups, plan.workers,
                               _micro.ISA, plan.pack_buffer("packed_wino"))

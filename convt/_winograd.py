@@ -12,13 +12,12 @@ of a set of phases). The micro variant's tile width, panels, channel chunks and 
 are reused as they are.
 Workspace per call: the grid (the input plus its halo) and, per thread, a task's product tiles
 (at most _TILE_BYTES, _LIGHT_TILE_BYTES when its weights are light, or one sub-tile per
-product) plus a tap block of input transforms
-(TB x MB x C_in values); channels-first y is also staged channels-last, unless the tasks run
-sets of real phases (``_sets``), which write it from their tiles.
+product) plus a tap block of input transforms (TB x MB x C_in values); channels-first y is
+also staged channels-last, unless the tasks run sets of real phases (``_sets``), which write
+it from their tiles.
 
 The products' weights are packed once per prepared plan (``wino_weights``). A one-shot call
-whose products would take _LATE_SUM_BYTES or more, or _LATE_SUM_RATIO times the taps, packs
-the kernel taps instead (``wino_taps``: 4/9 of the room in 2-D F(2, 2)) and the kernel sums
+whose products would take _LATE_SUM_BYTES or more packs the kernel taps instead (``wino_taps``: 4/9 of the room in 2-D F(2, 2)) and the kernel sums
 each panel's product weights in cache, per task, channel chunk and panel (``late_sums``; the
 same sums in the same order, so the same bits), in one more buffer per thread of at most
 TB x CC x NR values (16 KiB of float32).
@@ -63,8 +62,7 @@ _LIGHT_WEIGHT_BYTES = 1 << 20
 # 1.29-1.37 ms, its one-shot call 1.45 -> 1.38-1.40x the prepared one; hifigan_up1's
 # 12.6 MB: 1.30-1.33 -> 1.24-1.25x (2 workers, best of 30, two runs each).
 _STREAM_PACK_BYTES = 8 << 20
-# One-shot calls whose products would take this much, or _LATE_SUM_RATIO times the room of the
-# kernel taps, sum them in the kernel (late_sums): products made for one call are written to
+# One-shot calls whose products would take this much sum them in the kernel (late_sums): products made for one call are written to
 # memory and read back once. dcgan_g1 (18.9 MB of products, 8.4 MB of taps): one-shot /
 # prepared 1.37-1.39 -> 1.16-1.23 (medians of 30, 2 workers, three alternating runs), the
 # taps' pack 0.44-0.51 ms against 1.1-1.4 for the products; hifigan_up1 (12.6 MB): 1.22-1.26 ->
@@ -73,21 +71,23 @@ _STREAM_PACK_BYTES = 8 << 20
 # (one-shot / prepared, medians of 40 calls, each one-shot call right after a prepared one, one
 # process, 2 workers, two runs; products / taps in room): dilated_s1 (F(2, 3) on 2 x 2 folded
 # residues, 7.1) 1.46, 1.45 -> 1.30, 1.34; dcgan_g3 (2.25) 1.16, 1.16 -> 1.16, 1.13;
-# unet_up3x3_op (1.78) 1.12, 1.13 -> 1.19, 1.14; hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28.
+# unet_up3x3_op (1.78) 1.12, 1.13 -> 1.19, 1.14; hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28;
+# so from 3fde965 late sums also ran on products of 4 times the taps' room (dilated_s1). With
+# _LIGHT_TILE_BYTES' smaller tasks, each summing its panels' weights, that rule went:
+# dilated_s1 (22 tasks), the same A/B, four runs: late sums 1.45-1.65, products 1.35-1.48.
 _LATE_SUM_BYTES = 8 << 20
 # Sets of real phases (the residues of the last axis, run by one task) write channels-first y
-# from their tiles, in 8 x 8 transposed blocks of consecutive outputs,
-# instead of staging it channels-last and transposing it (a pass over y and its 4 MB
-# workspace for hifigan_up3), when a set's tiles fit _SET_RULE_BYTES at this many rows a task.
-# Sets / staged, in-process A/B, medians of 60-150 calls taking turns, 2 workers, float32
-# NCX, same bits (three to five runs): hifigan_up3 (MB 192) 1.048, 1.077, 1.089, 1.039,
-# 1.060; dcgan_g3 (180 rows, 192 staged) 1.018, 1.054, 1.043; dilated_s1 (102 rows, 192
-# staged) 0.985, 0.936, 1.061, 1.001, 1.028. Forced past the bound: hifigan_up1 (36 rows,
-# 8 phases of 272-value rows) 0.861, dcgan_g1 (48 rows) 0.809. float64 (two runs):
-# hifigan_up3 1.102, 1.206; dcgan_g3 (96 rows) 1.133, 1.065.
+# from their tiles, in 8 x 8 transposed blocks of consecutive outputs, instead of staging it
+# channels-last and transposing it (a pass over y and its 4 MB workspace for hifigan_up3),
+# when a set's tiles fit _SET_RULE_BYTES at this many rows a task.
+# Sets / staged (before _LIGHT_TILE_BYTES), in-process A/B, medians of 60-150 calls taking
+# turns, 2 workers, float32 NCX, same bits (three to five runs): hifigan_up3 (MB 192) 1.048,
+# 1.077, 1.089, 1.039, 1.060; dcgan_g3 (180 rows, 192 staged) 1.018, 1.054, 1.043;
+# dilated_s1 (102 rows, 192 staged) 0.985, 0.936, 1.061, 1.001, 1.028. Forced past the
+# bound: hifigan_up1 (36 rows, 8 phases of 272-value rows) 0.861, dcgan_g1 (48 rows) 0.809.
+# float64 (two runs): hifigan_up3 1.102, 1.206; dcgan_g3 (96 rows) 1.133, 1.065.
 _MIN_SET_MB = 96
 _SET_RULE_BYTES = 1 << 20   # (the tile budget this rule was measured with)
-_LATE_SUM_RATIO = 4
 
 
 @dataclass(frozen=True)
@@ -289,11 +289,10 @@ def wino_layout(geom, nr, align=None, sets=None):
     in_sets = groups is not None
     groups = groups or [[p] for p in range(len(real))]
     prod_max = max((sum(real[p][10] for p in ps) for ps in groups), default=1) or 1
-    # the most weights a task streams (its phases' products, in values): light ones take
-    # smaller tiles
-    weights = max(sum(prods[q][7] for p in ps for q in range(real[p][9], real[p][9]
-                                                             + real[p][10]))
-                  for ps in groups) * per_tap
+    # the most weights a task streams (its phases' product taps' lines, in values): light ones
+    # take smaller tiles
+    ptaps = [sum(prods[q][7] for q in range(r[9], r[9] + r[10])) for r in real]
+    weights = max((sum(ptaps[p] for p in ps) for ps in groups), default=0) * per_tap
     light = weights * (64 // nr) <= _LIGHT_WEIGHT_BYTES
     set_values = (_LIGHT_TILE_BYTES if light else _TILE_BYTES) // (64 // nr)
     mb = set_values // (prod_max * ldc) // MR * MR
@@ -371,16 +370,13 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
     return out, bool(finite)
 
 
-def late_sums(layout, geom, one_shot, itemsize):
+def late_sums(layout, one_shot, itemsize):
     """Whether a call sums the products' weights inside the kernel (``wino_taps``) instead of
     reading ``wino_weights``' products: one-shot calls whose products would take
-    _LATE_SUM_BYTES or more, or _LATE_SUM_RATIO times the room of ``geom``'s kernel taps
-    (F(2, 3) on folded residues: dilated_s1's are 7.1 times). Products made for one call are
-    written to memory and read back once; the kernel sums a panel's product weights in
-    cache once per task, for all its rows."""
-    taps = prod(geom.kernel) * tap_values(layout, geom.c_in)
-    return one_shot and (layout.packed * itemsize >= _LATE_SUM_BYTES
-                         or layout.packed >= _LATE_SUM_RATIO * taps)
+    _LATE_SUM_BYTES or more. Products made for one call are written to memory and read back
+    once; the kernel sums a panel's product weights in cache once per task, for all its
+    rows."""
+    return one_shot and layout.packed * itemsize >= _LATE_SUM_BYTES
 
 
 def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
