@@ -76,6 +76,12 @@ _STREAM_PACK_BYTES = 8 << 20
 # _LIGHT_TILE_BYTES' smaller tasks, each summing its panels' weights, that rule went:
 # dilated_s1 (22 tasks), the same A/B, four runs: late sums 1.45-1.65, products 1.35-1.48.
 _LATE_SUM_BYTES = 8 << 20
+# Products' weights of at least this many values are summed by all the workers (each value
+# sums up to 27 taps: more work a value than the micro variant's pack, _PARALLEL_PACK_VALUES).
+# 1 -> 2 workers, medians of 100 packs, two runs: dilated_s1 (262,144 values) 177-179 ->
+# 103-104 us, dcgan_g3 (294,912) 190 -> 107-110, unet_up3x3_op (131,072) 104 -> 64,
+# hifigan_up3 (49,152) 66-67 -> 45.
+_PARALLEL_WINO_PACK_VALUES = 1 << 15
 # Sets of real phases (the residues of the last axis, run by one task) write channels-first y
 # from their tiles, in 8 x 8 transposed blocks of consecutive outputs, instead of staging it
 # channels-last and transposing it (a pass over y and its 4 MB workspace for hifigan_up3),
@@ -362,7 +368,7 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
     udst = (np.repeat(layout.prods[:, 8], per)
             + (np.arange(taps) - np.repeat(layout.prods[:, 6], per)) * line)
     ustride = np.repeat(per, per) * line
-    threads = workers if layout.packed >= _PARALLEL_PACK_VALUES else 1
+    threads = workers if layout.packed >= _PARALLEL_WINO_PACK_VALUES else 1
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
     finite = pack_wino(w3, out, layout.ck, layout.cf.astype(w_iox.dtype), udst, ustride,
                        scratch, groups, layout.nr, threads, isa,
