@@ -646,6 +646,19 @@ cdef void _wino_phase(int isa, const real* x, const real* zero, const real* wp,
         stride *= R
 
 
+cdef inline int64_t _out_pos(const int64_t* rp, const int64_t* q, const int64_t* tt,
+                             const int64_t* d, const int64_t* ystr) noexcept nogil:
+    # where sub-phase tt of tile q = (n, j0, j1, j2) of the real phase rp starts in y (its
+    # channel 0), or -1 when it is not an output (past Q: an odd Q's last tile)
+    cdef int64_t a, k, pos = q[0] * ystr[0]
+    for a in range(3):
+        k = rp[6 + a] * q[1 + a] + tt[a] - rp[14 + a]
+        if k < 0 or k >= rp[11 + a]:
+            return -1
+        pos += (k * d[4 + a] + rp[3 + a]) * ystr[1 + a]
+    return pos
+
+
 cdef void _wino_write(int isa, real* t, const real* bias, real* y, const int64_t* rp,
                       int64_t r0, int64_t m, const int64_t* d, const int64_t* ystr,
                       int64_t* off) noexcept nogil:
@@ -659,7 +672,6 @@ cdef void _wino_write(int isa, real* t, const real* bias, real* y, const int64_t
     cdef int64_t tt[3]
     cdef int64_t q[4]
     cdef real* ts
-    cdef bint ok
     for a in range(2, -1, -1):
         if rp[6 + a] == 2:
             ax[nw] = a
@@ -674,13 +686,8 @@ cdef void _wino_write(int isa, real* t, const real* bias, real* y, const int64_t
         for i in range(m):
             if i:
                 _next_pos(rp, d, q)
-            pos = q[0] * ystr[0]
-            ok = True
-            for a in range(3):
-                k = rp[6 + a] * q[1 + a] + tt[a] - rp[14 + a]
-                ok = ok and 0 <= k < rp[11 + a]
-                pos += (k * d[4 + a] + rp[3 + a]) * ystr[1 + a]
-            if not ok:
+            pos = _out_pos(rp, q, tt, d, ystr)
+            if pos < 0:
                 continue
             off[mv] = pos
             if ts != NULL and mv != i:
@@ -744,7 +751,7 @@ cdef void _wino_set_write(int isa, const real* t, const real* bias, real* y,
     # axes, along each line of y, a tile's outputs (its sub-phases along the last axis, each
     # phase's in turn) are consecutive, so 8 of them go out per 8 channels in one transposed
     # block; runs broken by the data's edges, one value per store.
-    cdef int64_t MB = d[14], ldc = d[15], cs = ystr[4], p, first = 0, u, i, a, k, pos
+    cdef int64_t MB = d[14], ldc = d[15], cs = ystr[4], p, first = 0, u, i, pos
     cdef int64_t n = 0, tt0, tt1
     cdef const int64_t* pp
     cdef const real* tp[_SET_MAX]
@@ -753,7 +760,6 @@ cdef void _wino_set_write(int isa, const real* t, const real* bias, real* y,
     cdef int64_t at[8]
     cdef int64_t tt[3]
     cdef int64_t q[4]
-    cdef bint ok
     for p in range(nph):
         tp[p] = t + first * MB * ldc if rp[WINO_COLS * p + 10] else NULL
         first += rp[WINO_COLS * p + 10]
@@ -769,13 +775,8 @@ cdef void _wino_set_write(int isa, const real* t, const real* bias, real* y,
                     tt[2] = u
                     for p in range(nph):
                         pp = rp + WINO_COLS * p
-                        pos = q[0] * ystr[0]
-                        ok = True
-                        for a in range(3):
-                            k = pp[6 + a] * q[1 + a] + tt[a] - pp[14 + a]
-                            ok = ok and 0 <= k < pp[11 + a]
-                            pos += (k * d[4 + a] + pp[3 + a]) * ystr[1 + a]
-                        if not ok:
+                        pos = _out_pos(pp, q, tt, d, ystr)
+                        if pos < 0:
                             continue
                         src = (tp[p] + _wino_slot(pp, tt) * MB * ldc + i * ldc
                                if tp[p] != NULL else NULL)

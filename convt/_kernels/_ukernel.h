@@ -297,14 +297,37 @@ static inline void convt_cf8_f32(int isa, const float* ta, const float* tb, int6
  *     y[j*cs + k] = rows[k][coff + j] + bias[j]        for j, k < 8
  *
  * as convt_cf8_f32 (one rounding per value: the scalar loop's results). */
-static void convt_g8_f32_generic(const float* const* rows, int64_t coff, const float* bias,
-                                 float* y, int64_t cs)
-{
-    int64_t j, k;
-    for (j = 0; j < 8; j++)
-        for (k = 0; k < 8; k++)
-            y[j * cs + k] = rows[k][coff + j] + bias[j];
+#define CONVT_G8_GENERIC(NAME, T)                                                        \
+static void NAME(const T* const* rows, int64_t coff, const T* bias, T* y, int64_t cs)    \
+{                                                                                        \
+    int64_t j, k;                                                                        \
+    for (j = 0; j < 8; j++)                                                              \
+        for (k = 0; k < 8; k++)                                                          \
+            y[j * cs + k] = rows[k][coff + j] + bias[j];                                 \
 }
+/* ... and its dispatch on the ISA */
+#if CONVT_HAVE_AVX2_PATH
+#define CONVT_G8_DISPATCH(NAME, T)                                                       \
+static inline void NAME(int isa, const T* const* rows, int64_t coff, const T* bias,      \
+                        T* y, int64_t cs)                                                \
+{                                                                                        \
+    if (isa == 1) {                                                                      \
+        NAME##_avx2(rows, coff, bias, y, cs);                                            \
+        return;                                                                          \
+    }                                                                                    \
+    NAME##_generic(rows, coff, bias, y, cs);                                             \
+}
+#else
+#define CONVT_G8_DISPATCH(NAME, T)                                                       \
+static inline void NAME(int isa, const T* const* rows, int64_t coff, const T* bias,      \
+                        T* y, int64_t cs)                                                \
+{                                                                                        \
+    (void) isa;                                                                          \
+    NAME##_generic(rows, coff, bias, y, cs);                                             \
+}
+#endif
+
+CONVT_G8_GENERIC(convt_g8_f32_generic, float)
 
 #if CONVT_HAVE_AVX2_PATH
 __attribute__((target("avx2")))
@@ -322,27 +345,10 @@ static void convt_g8_f32_avx2(const float* const* rows, int64_t coff, const floa
 }
 #endif
 
-static inline void convt_g8_f32(int isa, const float* const* rows, int64_t coff,
-                                const float* bias, float* y, int64_t cs)
-{
-#if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
-        convt_g8_f32_avx2(rows, coff, bias, y, cs);
-        return;
-    }
-#endif
-    convt_g8_f32_generic(rows, coff, bias, y, cs);
-}
+CONVT_G8_DISPATCH(convt_g8_f32, float)
 
 /* convt_g8_f32 in float64 (the AVX2 body: four 4 x 4 register transposes). */
-static void convt_g8_f64_generic(const double* const* rows, int64_t coff, const double* bias,
-                                 double* y, int64_t cs)
-{
-    int64_t j, k;
-    for (j = 0; j < 8; j++)
-        for (k = 0; k < 8; k++)
-            y[j * cs + k] = rows[k][coff + j] + bias[j];
-}
+CONVT_G8_GENERIC(convt_g8_f64_generic, double)
 
 #if CONVT_HAVE_AVX2_PATH
 __attribute__((target("avx2")))
@@ -369,36 +375,27 @@ static void convt_g8_f64_avx2(const double* const* rows, int64_t coff, const dou
 }
 #endif
 
-static inline void convt_g8_f64(int isa, const double* const* rows, int64_t coff,
-                                const double* bias, double* y, int64_t cs)
-{
-#if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
-        convt_g8_f64_avx2(rows, coff, bias, y, cs);
-        return;
-    }
-#endif
-    convt_g8_f64_generic(rows, coff, bias, y, cs);
-}
+CONVT_G8_DISPATCH(convt_g8_f64, double)
 
 /* convt_t8_f32's transpose, and 1 when a value of the block has an exponent field of at
  * least (0xff - spare) (NaN, +-Inf, or too large for a signed sum of 2^spare of them:
  * _finite.pxd's _exponent_at_least), else 0. The AVX2 body tests the 8 rows it loaded, in
  * registers: the Winograd variant's transpose of x, tested in a second pass over each block,
  * took 0.128 ms for hifigan_up3's 2 MB, 0.066 without the test (2 threads). */
-static int convt_t8c_f32_generic(const float* src, int64_t lds, float* dst, int64_t ldd,
-                                 int spare)
-{
-    int64_t j, k;
-    uint32_t bad = 0, lim = (0xffu - (uint32_t) spare) << 23, u;
-    for (j = 0; j < 8; j++)
-        for (k = 0; k < 8; k++) {
-            dst[j * ldd + k] = src[k * lds + j];
-            memcpy(&u, src + k * lds + j, 4);
-            bad |= (u & 0x7f800000u) >= lim;
-        }
-    return bad != 0;
+#define CONVT_T8C_GENERIC(NAME, T, U, EXP_ONES, MANT_BITS)                               \
+static int NAME(const T* src, int64_t lds, T* dst, int64_t ldd, int spare)               \
+{                                                                                        \
+    int64_t j, k;                                                                        \
+    U bad = 0, lim = ((U) EXP_ONES - (U) spare) << MANT_BITS, u;                         \
+    for (j = 0; j < 8; j++)                                                              \
+        for (k = 0; k < 8; k++) {                                                        \
+            dst[j * ldd + k] = src[k * lds + j];                                         \
+            memcpy(&u, src + k * lds + j, sizeof u);                                     \
+            bad |= spare >= 0 && (u & ((U) EXP_ONES << MANT_BITS)) >= lim;               \
+        }                                                                                \
+    return bad != 0;                                                                     \
 }
+CONVT_T8C_GENERIC(convt_t8c_f32_generic, float, uint32_t, 0xff, 23)
 
 #if CONVT_HAVE_AVX2_PATH
 __attribute__((target("avx2")))
@@ -420,33 +417,31 @@ static int convt_t8c_f32_avx2(const float* src, int64_t lds, float* dst, int64_t
 }
 #endif
 
-static inline int convt_t8c_f32(int isa, const float* src, int64_t lds, float* dst,
-                                int64_t ldd, int spare)
-{
+/* ... and the dispatch on the ISA, for either dtype */
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1)
-        return convt_t8c_f32_avx2(src, lds, dst, ldd, spare);
-#endif
-    return convt_t8c_f32_generic(src, lds, dst, ldd, spare);
+#define CONVT_T8C_DISPATCH(NAME, T)                                                      \
+static inline int NAME(int isa, const T* src, int64_t lds, T* dst, int64_t ldd, int spare) \
+{                                                                                        \
+    if (isa == 1)                                                                        \
+        return NAME##_avx2(src, lds, dst, ldd, spare);                                   \
+    return NAME##_generic(src, lds, dst, ldd, spare);                                    \
 }
+#else
+#define CONVT_T8C_DISPATCH(NAME, T)                                                      \
+static inline int NAME(int isa, const T* src, int64_t lds, T* dst, int64_t ldd, int spare) \
+{                                                                                        \
+    (void) isa;                                                                          \
+    return NAME##_generic(src, lds, dst, ldd, spare);                                    \
+}
+#endif
+
+CONVT_T8C_DISPATCH(convt_t8c_f32, float)
 
 /* The float64 transposes of 8 x 8 blocks, as convt_t8_f32 and convt_t8c_f32 (the exponent
  * bound on the 11-bit field: 0x7ff - spare); the AVX2 body as four 4 x 4 register
  * transposes. The scalar loops they replace ran hifigan_up3's float64 layout changes (x in,
  * y out) at 38% of its call (perf, 2 threads). */
-static int convt_t8c_f64_generic(const double* src, int64_t lds, double* dst, int64_t ldd,
-                                 int spare)
-{
-    int64_t j, k;
-    uint64_t bad = 0, lim = (0x7ffu - (uint64_t) spare) << 52, u;
-    for (j = 0; j < 8; j++)
-        for (k = 0; k < 8; k++) {
-            dst[j * ldd + k] = src[k * lds + j];
-            memcpy(&u, src + k * lds + j, 8);
-            bad |= spare >= 0 && (u & 0x7ff0000000000000ull) >= lim;
-        }
-    return bad != 0;
-}
+CONVT_T8C_GENERIC(convt_t8c_f64_generic, double, uint64_t, 0x7ff, 52)
 
 #if CONVT_HAVE_AVX2_PATH
 __attribute__((target("avx2")))
@@ -477,15 +472,7 @@ static int convt_t8c_f64_avx2(const double* src, int64_t lds, double* dst, int64
 #endif
 
 /* spare < 0: the transpose alone (returns 0) */
-static inline int convt_t8c_f64(int isa, const double* src, int64_t lds, double* dst,
-                                int64_t ldd, int spare)
-{
-#if CONVT_HAVE_AVX2_PATH
-    if (isa == 1)
-        return convt_t8c_f64_avx2(src, lds, dst, ldd, spare);
-#endif
-    return convt_t8c_f64_generic(src, lds, dst, ldd, spare);
-}
+CONVT_T8C_DISPATCH(convt_t8c_f64, double)
 
 /* An 8 x 8 float32 block transposed: dst[j*ldd + k] = src[k*lds + j], j, k < 8. */
 static inline void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
