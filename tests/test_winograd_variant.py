@@ -123,6 +123,10 @@ EDGES = [
     # phases without taps beside one with taps, equal in tiles: sets of the last axis's three
     # residues, two of them only the bias
     ((2, 8, 6, 6), (8, 8, 4, 1), dict(strides=(2, 3), output_shape=(16, 18))),
+    # sets of 8 residues along the last axis, the last without taps: it follows 7 consecutive
+    # outputs of its set-mates (a block of 8 never holds a bias-only row)
+    ((1, 8, 5, 4), (8, 16, 4, 7), dict(strides=(2, 8), pads=(1, 0, 1, 0),
+                                       output_padding=(0, 1))),
 ]
 
 
@@ -186,6 +190,14 @@ def test_sets_reach_what_they_name():
     assert e[18].sets and (e[18].tasks[:, 3] == 3).all()               # tap-less phases
     assert (e[18].real[:, 10] == 0).sum() == 2 * (e[18].real[:, 10] > 0).sum()
     assert not e[7].sets                                               # Q differs
+    assert e[19].sets and (e[19].tasks[:, 3] == 8).all() and e[19].real[7, 10] == 0
+    # residues that differ in Winograd axes (or tiles, or tile pairs) are not a set
+    row = [1, 1, 4, 0, 0, 0, 1, 1, 2, 0, 3, 1, 1, 8, 0, 0, 0, 1, 1, 3]
+    assert _winograd._sets([row, row[:5] + [1] + row[6:]]) == [[0, 1]]
+    for col, v in [(8, 1), (2, 5), (16, 1)]:
+        other = row[:5] + [1] + row[6:]
+        other[col] = v
+        assert _winograd._sets([row, other]) is None, col
     assert e[14].sets and (e[14].tasks[:, 3] == 2).all()               # folded residues
     assert not e[3].sets                                               # 2- and 1-tap tiles
     hifigan_up3 = ((1, 128, 4096), (128, 64, 4), dict(strides=(2,), pads=(1, 1)))
