@@ -17,10 +17,11 @@ also staged channels-last, unless the tasks run sets of real phases (``_sets``),
 it from their tiles.
 
 The products' weights are packed once per prepared plan (``wino_weights``). A one-shot call
-whose products would take _LATE_SUM_BYTES or more packs the kernel taps instead (``wino_taps``: 4/9 of the room in 2-D F(2, 2)) and the kernel sums
-each panel's product weights in cache, per task, channel chunk and panel (``late_sums``; the
-same sums in the same order, so the same bits), in one more buffer per thread of at most
-TB x CC x NR values (16 KiB of float32).
+whose products would take _LATE_SUM_BYTES or more packs the kernel taps instead
+(``wino_taps``: 4/9 of the room in 2-D F(2, 2)) and the kernel sums each panel's product
+weights in cache, per task, channel chunk and panel (``late_sums``; the same sums in the same
+order, so the same bits), in one more buffer per thread of at most TB x CC x NR values
+(16 KiB of float32).
 """
 from __future__ import annotations
 
@@ -62,12 +63,12 @@ _LIGHT_WEIGHT_BYTES = 1 << 20
 # 1.29-1.37 ms, its one-shot call 1.45 -> 1.38-1.40x the prepared one; hifigan_up1's
 # 12.6 MB: 1.30-1.33 -> 1.24-1.25x (2 workers, best of 30, two runs each).
 _STREAM_PACK_BYTES = 8 << 20
-# One-shot calls whose products would take this much sum them in the kernel (late_sums): products made for one call are written to
-# memory and read back once. dcgan_g1 (18.9 MB of products, 8.4 MB of taps): one-shot /
-# prepared 1.37-1.39 -> 1.16-1.23 (medians of 30, 2 workers, three alternating runs), the
-# taps' pack 0.44-0.51 ms against 1.1-1.4 for the products; hifigan_up1 (12.6 MB): 1.22-1.26 ->
-# 1.16-1.18. The kernel's sums cost nothing measurable (dcgan_g1's call from either: 4.09 /
-# 4.24 ms best). On Winograd layers with small products, products against late sums
+# One-shot calls whose products would take this much sum them in the kernel (late_sums):
+# products made for one call are written to memory and read back once. dcgan_g1 (18.9 MB of
+# products, 8.4 MB of taps): one-shot / prepared 1.37-1.39 -> 1.16-1.23 (medians of 30, 2
+# workers, three alternating runs), the taps' pack 0.44-0.51 ms against 1.1-1.4 for the
+# products; hifigan_up1 (12.6 MB): 1.22-1.26 -> 1.16-1.18. The kernel's sums cost nothing
+# measurable (dcgan_g1's call from either: 4.09 / 4.24 ms best). On Winograd layers with small products, products against late sums
 # (one-shot / prepared, medians of 40 calls, each one-shot call right after a prepared one, one
 # process, 2 workers, two runs; products / taps in room): dilated_s1 (F(2, 3) on 2 x 2 folded
 # residues, 7.1) 1.46, 1.45 -> 1.30, 1.34; dcgan_g3 (2.25) 1.16, 1.16 -> 1.16, 1.13;
@@ -289,7 +290,10 @@ def wino_layout(geom, nr, align=None, sets=None):
                 macs += n * prod(js) * len(terms) * per_tap
         radix = [len(p[2]) if p[1] == 2 else 1 for p in per]
         real.append([*js, *cs, *ms, first, len(prods) - first, *qs, *pi, *radix])
-    groups = _sets(real) if geom.data_format == "NCX" and sets is not False else None
+    # (channels-first y of one position per image has channel stride 1, as its last axis:
+    # only a dask block's can, and it stages)
+    ncx = geom.data_format == "NCX" and prod(geom.out_shape) > 1
+    groups = _sets(real) if ncx and sets is not False else None
     if groups is not None and sets is None and not _use_sets(nr, real, groups, ldc):
         groups = None
     in_sets = groups is not None

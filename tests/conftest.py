@@ -105,8 +105,8 @@ def rng():
 @pytest.fixture(autouse=True)
 def _parallel_even_when_small(monkeypatch):
     """Test shapes are tiny; the direct kernels would run them serially (convt._cost's
-    small-work threshold), and the weight packs too (_PARALLEL_PACK_VALUES). Lift both so
-    every test also exercises the threaded paths."""
+    small-work threshold), and the weight packs too (_PARALLEL_PACK_VALUES,
+    _PARALLEL_WINO_PACK_VALUES). Lift them so every test also exercises the threaded paths."""
     from convt import _cost, _direct, _micro, _winograd
 
     monkeypatch.setattr(_cost, "_PARALLEL_MIN_MACS", 0)
@@ -114,3 +114,4 @@ def _parallel_even_when_small(monkeypatch):
     monkeypatch.setattr(_direct, "_PARALLEL_PACK_VALUES", 0)
     monkeypatch.setattr(_micro, "_PARALLEL_PACK_VALUES", 0)
     monkeypatch.setattr(_winograd, "_PARALLEL_PACK_VALUES", 0)
+    monkeypatch.setattr(_winograd, "_PARALLEL_WINO_PACK_VALUES", 0)

@@ -648,6 +648,27 @@ def test_dask_block_with_a_large_halo_keeps_the_products(monkeypatch):
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
 
 
+@pytest.mark.parametrize("xs, ws, kw", [((1, 128, 64), (128, 128, 3), dict(pads=(1, 1))),
+                                        ((1, 128, 16, 16), (128, 64, 3, 3),
+                                         dict(pads=(1, 1, 1, 1)))])
+def test_dask_blocks_of_one_output_position(xs, ws, kw):
+    """Dask blocks of one output position of a layer the cost model puts on the Winograd
+    variant (nothing forced): their channels-first y has channel stride 1, as its last axis,
+    so they stage instead of writing from sets (wino_conv refused them), and hold the whole
+    array's bits."""
+    da = pytest.importorskip("dask.array")
+    import convt.dask as cdask
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    op = convt.ConvTranspose(w, **kw)
+    assert op._plan.geometry(x.shape).variant == "winograd"
+    for sp in [[(1, s - 1) for s in xs[2:]], [(1,) * s for s in xs[2:]]]:
+        y = cdask.conv_transpose(da.from_array(x, chunks=(1, xs[1], *sp)), w, **kw)
+        np.testing.assert_array_equal(y.compute(scheduler="sync"), op(x))
+
+
 @pytest.mark.parametrize("bad", ["columns", "radix", "rows", "dims", "task", "strides"])
 def test_wino_conv_refuses_a_real_table_it_cannot_read(bad, monkeypatch):
     """wino_conv reads each real phase's products as the digits of its axes' radices, a

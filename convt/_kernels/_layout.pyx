@@ -98,7 +98,7 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
                   int64_t spare_bits=-1):           # >= 0: also wino_ready's test, on x
     """Copy x into xp's interior; releases the GIL. Returns True, or with spare_bits >= 0
     whether every value of x passes _micro.wino_ready's bound for spare_bits, tested as the
-    transpose reads it (float32 blocks in registers, the rest right after their copy): the
+    transpose reads it (8 x 8 blocks in registers, the rest right after their copy): the
     Winograd variant's separate pass over the grid and its parallel region go (transpose +
     test of hifigan_up3's 2 MB: median 0.177-0.183 -> 0.152-0.153 ms; of dcgan_g3's 4 MB
     0.306-0.384 -> 0.296-0.367; 2 threads). Tested in registers, hifigan_up3's: 0.135-0.140
