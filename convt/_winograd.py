@@ -68,11 +68,12 @@ _STREAM_PACK_BYTES = 8 << 20
 # products, 8.4 MB of taps): one-shot / prepared 1.37-1.39 -> 1.16-1.23 (medians of 30, 2
 # workers, three alternating runs), the taps' pack 0.44-0.51 ms against 1.1-1.4 for the
 # products; hifigan_up1 (12.6 MB): 1.22-1.26 -> 1.16-1.18. The kernel's sums cost nothing
-# measurable (dcgan_g1's call from either: 4.09 / 4.24 ms best). On Winograd layers with small products, products against late sums
-# (one-shot / prepared, medians of 40 calls, each one-shot call right after a prepared one, one
-# process, 2 workers, two runs; products / taps in room): dilated_s1 (F(2, 3) on 2 x 2 folded
-# residues, 7.1) 1.46, 1.45 -> 1.30, 1.34; dcgan_g3 (2.25) 1.16, 1.16 -> 1.16, 1.13;
-# unet_up3x3_op (1.78) 1.12, 1.13 -> 1.19, 1.14; hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28;
+# measurable (dcgan_g1's call from either: 4.09 / 4.24 ms best). On Winograd layers with
+# small products, products against late sums (one-shot / prepared, medians of 40 calls, each
+# one-shot call right after a prepared one, one process, 2 workers, two runs; products / taps
+# in room): dilated_s1 (F(2, 3) on 2 x 2 folded residues, 7.1) 1.46, 1.45 -> 1.30, 1.34;
+# dcgan_g3 (2.25) 1.16, 1.16 -> 1.16, 1.13; unet_up3x3_op (1.78) 1.12, 1.13 -> 1.19, 1.14;
+# hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28;
 # so from 3fde965 late sums also ran on products of 4 times the taps' room (dilated_s1). With
 # _LIGHT_TILE_BYTES' smaller tasks, each summing its panels' weights, that rule went:
 # dilated_s1 (22 tasks), the same A/B, four runs: late sums 1.45-1.65, products 1.35-1.48.
