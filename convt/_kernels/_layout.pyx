@@ -18,7 +18,7 @@ Assumes: x and xp C-contiguous of the same dtype; H + I <= P per axis.
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
 
-from ._finite cimport _exponent_at_least, _nonfinite
+from ._finite cimport _exponent_at_least
 from ._types cimport real
 
 cdef extern from "_ukernel.h" nogil:
@@ -44,12 +44,24 @@ cdef enum:
 MERGE_TAPS = _MERGE_TAPS
 
 
+cdef inline int64_t _block(int isa, const real* src, int64_t lds, real* dst, int64_t ldd,
+                           int64_t spare) noexcept nogil:
+    # one 8 x 8 block of _row: dst[j * ldd + k] = src[k * lds + j], with the exponent test
+    # when spare >= 0 (float32 without it: the plain transpose)
+    if real is float:
+        if spare < 0:
+            convt_t8_f32(isa, src, lds, dst, ldd)
+            return 0
+        return convt_t8c_f32(isa, src, lds, dst, ldd, <int> spare)
+    else:
+        return convt_t8c_f64(isa, src, lds, dst, ldd, <int> spare)
+
+
 cdef int64_t _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
                   int64_t plane, int64_t spare=-1) noexcept nogil:
     # dst[i2 * C + c] = src[c * plane + i2]: per block of 16 positions (one line of each
-    # channel's row, read whole) and 8 channels, float32 in 8 x 8 register transposes
-    # (convt_t8_f32), float64 in 8 x 8 blocks too (convt_t8c_f64: with AVX2, four 4 x 4
-    # register transposes), the rest one value per store. spare >= 0: returns whether a
+    # channel's row, read whole) and 8 channels, two 8 x 8 blocks (_block: float32 in register
+    # transposes, float64 with AVX2 in four 4 x 4 ones each), the rest one value per store. spare >= 0: returns whether a
     # value has an exponent field of at least all ones minus spare (_exponent_at_least),
     # tested as it is read (blocks in registers), else 0.
     cdef int64_t c0, c, i2, p0, pend, cend, bad = 0
@@ -59,21 +71,10 @@ cdef int64_t _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
         c0 = 0
         while c0 < C:
             cend = min(C, c0 + _T8)
-            if real is float and pend - p0 == 2 * _T8 and cend - c0 == _T8:
-                if spare >= 0:
-                    bad |= convt_t8c_f32(isa, src + c0 * plane + p0, plane,
-                                         dst + p0 * C + c0, C, <int> spare)
-                    bad |= convt_t8c_f32(isa, src + c0 * plane + p0 + _T8, plane,
-                                         dst + (p0 + _T8) * C + c0, C, <int> spare)
-                else:
-                    convt_t8_f32(isa, src + c0 * plane + p0, plane, dst + p0 * C + c0, C)
-                    convt_t8_f32(isa, src + c0 * plane + p0 + _T8, plane,
-                                 dst + (p0 + _T8) * C + c0, C)
-            elif real is double and pend - p0 == 2 * _T8 and cend - c0 == _T8:
-                bad |= convt_t8c_f64(isa, src + c0 * plane + p0, plane, dst + p0 * C + c0, C,
-                                     <int> spare)
-                bad |= convt_t8c_f64(isa, src + c0 * plane + p0 + _T8, plane,
-                                     dst + (p0 + _T8) * C + c0, C, <int> spare)
+            if pend - p0 == 2 * _T8 and cend - c0 == _T8:
+                bad |= _block(isa, src + c0 * plane + p0, plane, dst + p0 * C + c0, C, spare)
+                bad |= _block(isa, src + c0 * plane + p0 + _T8, plane,
+                              dst + (p0 + _T8) * C + c0, C, spare)
             else:
                 for c in range(c0, cend):
                     for i2 in range(p0, pend):
@@ -176,7 +177,7 @@ def merge_iox(const real[::1] w,             # IN  IOX weights, flat (G*Cg, Mg, 
     of one value at a time, 16 taps per pass, ran fcn32s_k64's 7.2 MB (4096 taps, Mg 21) in
     1.6 ms on 2 threads (3.0 on one) against 0.2 for a copy. Rows are independent, one
     thread each. Releases the GIL. Returns whether every weight is finite (no NaN, no Inf),
-    checked while they are in cache."""
+    tested by the transpose as it reads them."""
     cdef int64_t Kt = dst.shape[0], rows, r, k0, kend, k, bad = 0
     cdef const real* src
     cdef real* sc
@@ -198,10 +199,10 @@ def merge_iox(const real[::1] w,             # IN  IOX weights, flat (G*Cg, Mg, 
             k0 = 0
             while k0 < Kt:
                 kend = min(Kt, k0 + _MERGE_TAPS)
-                _row(isa, src + k0, sc, Mg, kend - k0, Kt)   # sc[k - k0, m] = src[m, k]
+                # sc[k - k0, m] = src[m, k]; NaN or Inf (spare 0) tested as it is read
+                bad += _row(isa, src + k0, sc, Mg, kend - k0, Kt, 0)
                 for k in range(k0, kend):
                     if d[k] >= 0:
                         _copy(o + d[k] + r * rs[k], sc + (k - k0) * Mg, Mg)
                 k0 = kend
-            bad += _nonfinite(src, Mg * Kt)
     return bad == 0

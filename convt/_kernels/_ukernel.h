@@ -234,6 +234,19 @@ static inline void convt_tr8_f32(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m
     c[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
+/* c[j] = (r[0][j], ..., r[3][j]) for j < 4: a 4 x 4 float64 block (the float64 write-outs'
+ * and layout changes' unit) */
+__attribute__((target("avx2")))
+static inline void convt_tr4_f64(const __m256d* r, __m256d* c)
+{
+    __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    c[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    c[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    c[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    c[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
 __attribute__((target("avx2")))
 static inline void convt_transpose8_f32(const float* t, int64_t ldt, __m256* c)
 {
@@ -355,22 +368,16 @@ __attribute__((target("avx2")))
 static void convt_g8_f64_avx2(const double* const* rows, int64_t coff, const double* bias,
                               double* y, int64_t cs)
 {
-    __m256d r[4];
+    __m256d r[4], c[4];
     int bj, bk, k;
     for (bj = 0; bj < 8; bj += 4)          /* channels bj..bj+3 */
         for (bk = 0; bk < 8; bk += 4) {    /* outputs bk..bk+3 */
             for (k = 0; k < 4; k++)
                 r[k] = _mm256_loadu_pd(rows[bk + k] + coff + bj);
-            __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
-            __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
-            _mm256_storeu_pd(y + (bj + 0) * cs + bk, _mm256_add_pd(
-                _mm256_permute2f128_pd(t0, t2, 0x20), _mm256_broadcast_sd(bias + bj)));
-            _mm256_storeu_pd(y + (bj + 1) * cs + bk, _mm256_add_pd(
-                _mm256_permute2f128_pd(t1, t3, 0x20), _mm256_broadcast_sd(bias + bj + 1)));
-            _mm256_storeu_pd(y + (bj + 2) * cs + bk, _mm256_add_pd(
-                _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_broadcast_sd(bias + bj + 2)));
-            _mm256_storeu_pd(y + (bj + 3) * cs + bk, _mm256_add_pd(
-                _mm256_permute2f128_pd(t1, t3, 0x31), _mm256_broadcast_sd(bias + bj + 3)));
+            convt_tr4_f64(r, c);
+            for (k = 0; k < 4; k++)
+                _mm256_storeu_pd(y + (bj + k) * cs + bk,
+                                 _mm256_add_pd(c[k], _mm256_broadcast_sd(bias + bj + k)));
         }
 }
 #endif
@@ -448,7 +455,7 @@ __attribute__((target("avx2")))
 static int convt_t8c_f64_avx2(const double* src, int64_t lds, double* dst, int64_t ldd,
                               int spare)
 {
-    __m256d r[4];
+    __m256d r[4], c[4];
     __m256i bad = _mm256_setzero_si256(), expo = _mm256_set1_epi64x(0x7ff0000000000000ll);
     __m256i lim = _mm256_set1_epi64x((long long) (((0x7ffull - (uint64_t) spare) << 52) - 1));
     int bi, bj, j;
@@ -460,12 +467,9 @@ static int convt_t8c_f64_avx2(const double* src, int64_t lds, double* dst, int64
                     bad = _mm256_or_si256(bad, _mm256_cmpgt_epi64(
                         _mm256_and_si256(_mm256_castpd_si256(r[j]), expo), lim));
             }
-            __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
-            __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
-            _mm256_storeu_pd(dst + (bj + 0) * ldd + bi, _mm256_permute2f128_pd(t0, t2, 0x20));
-            _mm256_storeu_pd(dst + (bj + 1) * ldd + bi, _mm256_permute2f128_pd(t1, t3, 0x20));
-            _mm256_storeu_pd(dst + (bj + 2) * ldd + bi, _mm256_permute2f128_pd(t0, t2, 0x31));
-            _mm256_storeu_pd(dst + (bj + 3) * ldd + bi, _mm256_permute2f128_pd(t1, t3, 0x31));
+            convt_tr4_f64(r, c);
+            for (j = 0; j < 4; j++)
+                _mm256_storeu_pd(dst + (bj + j) * ldd + bi, c[j]);
         }
     return !_mm256_testz_si256(bad, bad);
 }
