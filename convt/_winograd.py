@@ -16,7 +16,8 @@ product) plus a tap block of input transforms (TB x MB x C_in values); channels-
 also staged channels-last, unless the tasks run sets of real phases (``_sets``), which write
 it from their tiles.
 
-The products' weights are packed once per prepared plan (``wino_weights``). A one-shot call
+The products' weights are packed once per prepared plan (``wino_weights``), one copy per
+distinct sum: the residues of a folded axis share theirs. A one-shot call
 whose products would take _LATE_SUM_BYTES or more packs the kernel taps instead
 (``wino_taps``: 4/9 of the room in 2-D F(2, 2)) and the kernel sums each panel's product
 weights in cache, per task, channel chunk and panel (``late_sums``; the same sums in the same
@@ -105,6 +106,8 @@ class WinoLayout:
                          # q = 2j - pi, 2j + 1 - pi), R0..2 (products per axis: 3 for
                          # F(2, 2), 4 for F(2, 3), 1 off the Winograd axes)
     prods: np.ndarray    # (n_products, 9): J0..2, m0..2, first tap, taps, weight offset
+    owners: np.ndarray   # the products whose weights are packed (the first of each sum; the
+                         # others' weight offsets are theirs)
     toff: np.ndarray     # per product tap: flat offset into the grid (image 0, tile 0)
     tkind: np.ndarray    # per product tap: its input transform per axis (2 bits at bit 2a:
                          # PLAIN, DIFF, DIFF2, SUM)
@@ -263,9 +266,13 @@ def wino_layout(geom, nr, align=None, sets=None):
         return None
     zstr = (grid[1] * grid[2] * geom.c_in, grid[2] * geom.c_in, geom.c_in)
     # pass 2: the tables
-    real, prods, toff, tkind, ck, cf = [], [], [], [], [], []
+    real, prods, toff, tkind, ck, cf, owners = [], [], [], [], [], [], []
     woff = macs = 0
     per_tap = g * panels * cg * nr
+    # a product's weight lines by the sums that make them: phases whose products sum the same
+    # taps with the same coefficients (a folded stride-1 axis's residues: dilated_s1's 4
+    # phases x 16 products) share one copy, packed once (a quarter of the room there)
+    shared = {}
     for cs, qs, per, pi, res in phases:
         js = tuple(p[0] for p in per)
         ms = tuple(p[1] for p in per)
@@ -275,7 +282,12 @@ def wino_layout(geom, nr, align=None, sets=None):
             # products in C order of the Winograd axes' digits (the kernel's slot numbering)
             for combo in itertools.product(*(p[2] for p in per)):
                 terms = list(itertools.product(*combo))
-                prods.append([*js, *ms, len(toff), len(terms), woff])
+                sums = tuple(tuple(itertools.product(*(t[2] for t in term))) for term in terms)
+                own = sums not in shared
+                if own:
+                    shared[sums] = woff
+                    owners.append(len(prods))
+                prods.append([*js, *ms, len(toff), len(terms), shared[sums]])
                 for term in terms:
                     kind = sum(code << (2 * a) for a, (code, _, _) in enumerate(term))
                     pos = sum((u * e + r + h) * st for (_, e, _), u, r, h, st
@@ -287,7 +299,7 @@ def wino_layout(geom, nr, align=None, sets=None):
                                in itertools.product(*(t[2] for t in term))]
                     ck.append([k for k, _ in entries] + [0] * (WSUM_MAX - len(entries)))
                     cf.append([f for _, f in entries] + [0] * (WSUM_MAX - len(entries)))
-                woff += len(terms) * per_tap
+                woff += len(terms) * per_tap if own else 0
                 macs += n * prod(js) * len(terms) * per_tap
         radix = [len(p[2]) if p[1] == 2 else 1 for p in per]
         real.append([*js, *cs, *ms, first, len(prods) - first, *qs, *pi, *radix])
@@ -317,6 +329,7 @@ def wino_layout(geom, nr, align=None, sets=None):
     cc = max(1, min(cg, _KC))
     return WinoLayout(real=np.array(real, np.int64).reshape(-1, 20),
                       prods=np.array(prods, np.int64).reshape(-1, 9),
+                      owners=np.array(owners, np.int64),
                       toff=np.array(toff, np.int64), tkind=np.array(tkind, np.int64),
                       ck=np.array(ck, np.int64).reshape(-1, WSUM_MAX),
                       cf=np.array(cf, np.float64).reshape(-1, WSUM_MAX),
@@ -365,17 +378,17 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
     out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
-    c_in = w3.shape[0]
-    taps = layout.ck.shape[0]
-    line = (c_in // groups) * layout.nr        # one tap's lines of a panel
-    per = layout.prods[:, 7]
+    line = (w3.shape[0] // groups) * layout.nr        # one tap's lines of a panel
+    own = layout.prods[layout.owners]    # the products whose weights are packed
+    first, per = own[:, 6], own[:, 7]
     # product tap u of product p: its line at p's weight offset + (u - p's first tap) lines
-    udst = (np.repeat(layout.prods[:, 8], per)
-            + (np.arange(taps) - np.repeat(layout.prods[:, 6], per)) * line)
+    u = np.repeat(first - np.cumsum(per) + per, per) + np.arange(per.sum())
+    udst = np.repeat(own[:, 8], per) + (u - np.repeat(first, per)) * line
     ustride = np.repeat(per, per) * line
     threads = workers if layout.packed >= _PARALLEL_WINO_PACK_VALUES else 1
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
-    finite = pack_wino(w3, out, layout.ck, layout.cf.astype(w_iox.dtype), udst, ustride,
+    finite = pack_wino(w3, out, np.ascontiguousarray(layout.ck[u]),
+                       layout.cf[u].astype(w_iox.dtype), udst, ustride,
                        scratch, groups, layout.nr, threads, isa,
                        layout.packed * out.itemsize >= _STREAM_PACK_BYTES)
     return out, bool(finite)

@@ -247,6 +247,45 @@ def test_edges_reach_what_they_name():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("edge", [14, 15, 16])
+def test_folded_residues_share_their_products_weights(edge, dtype):
+    """The residues of a folded stride-1 axis sum the same taps for their products: one copy
+    of each sum is packed (a quarter of dilated_s1's room, 2 x 2 residues), every product
+    points at a copy made from its own taps and coefficients, and y has the bits of a layout
+    that packs every product apart."""
+    import dataclasses
+
+    xs, ws, kw = EDGES[edge]
+    rng = np.random.default_rng(edge)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal(ws).astype(dtype)
+    plan = convt.ConvTranspose(w, method="direct", **kw)._plan
+    geom = plan.geometry(xs).geom
+    lay = _winograd.wino_layout(geom, _micro.micro_nr(np.dtype(dtype)))
+    p = lay.prods
+    taps = lambda q: [tuple(map(tuple, a[p[q, 6]:p[q, 6] + p[q, 7]])) for a in (lay.ck, lay.cf)]
+    owner = {int(p[o, 8]): o for o in lay.owners}
+    assert len(owner) == len(lay.owners) < len(p)
+    assert all(taps(q) == taps(owner[p[q, 8]]) for q in range(len(p)))
+    per_tap = lay.packed // p[lay.owners, 7].sum()
+    apart = p.copy()
+    apart[:, 8] = np.concatenate([[0], np.cumsum(p[:, 7])[:-1]]) * per_tap
+    lone = dataclasses.replace(lay, prods=apart, owners=np.arange(len(p)),
+                               packed=int(p[:, 7].sum() * per_tap))
+    if edge == 14:
+        assert lone.packed == 4 * lay.packed
+    ys = []
+    for layout in (lay, lone):
+        wp, ok = _winograd.wino_weights(layout, plan.w_iox_compute, geom.groups, 2, _micro.ISA)
+        with plan.workspace.borrow() as arena:
+            ys.append(_winograd.run_wino(x, layout, geom, wp, plan.bias_compute, 2, arena,
+                                         _micro.ISA))
+    assert ok and ys[0] is not None
+    np.testing.assert_array_equal(ys[0].view(f"u{ys[0].itemsize}"),
+                                  ys[1].view(f"u{ys[1].itemsize}"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("k, kw", [((4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
                                    ((3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2)))])
 def test_winograd_bit_identical_for_any_thread_count(dtype, k, kw, monkeypatch):
