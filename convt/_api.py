@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._dtypes import ALL_FLOATS
-from ._frontend import intake
-from ._plan import Plan
+from ._frontend import filter_to_iox, intake
+from ._plan import Plan, _remember
 from ._validate import bad_type, fail
 from .onnx import onnx_spec
 
@@ -86,7 +86,7 @@ class ConvTranspose:
                  kernel_shape=None, data_format="NCX", filter_format="IOX", method="auto",
                  workers=None, dtype=None, tune=False):
         method = _tune_method(method, tune)
-        _, w_iox, ba, dt, data_format, _ = intake(
+        _, w_iox, ba, dt, data_format, self._filter_format = intake(
             _CONV, None, w, b, allowed=ALL_FLOATS, dtype=dtype, names=("x", "w", "b"),
             data_format=data_format, filter_format=filter_format)
         self.spec = onnx_spec(_CONV, 11, w_iox, ba, auto_pad=auto_pad, dilations=dilations,
@@ -327,9 +327,58 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
     >>> convt.conv_transpose(x, w, out=buf) is buf
     True
     """
-    op = _OneShot(w, b, strides=strides, pads=pads, dilations=dilations,
-                  output_padding=output_padding, output_shape=output_shape,
-                  auto_pad=auto_pad, group=group, kernel_shape=kernel_shape,
-                  data_format=data_format, filter_format=filter_format, method=method,
-                  workers=workers, dtype=dtype)
-    return op._plan(x, out, {"x": x, "w": w, "b": b})
+    attrs = (strides, pads, dilations, output_padding, output_shape, auto_pad, group,
+             kernel_shape, data_format, filter_format, method, workers)
+    key = _spec_key(x, w, b, attrs) if dtype is None else None
+    known = _SPECS.get(key) if key is not None else None
+    if known is None:
+        op = _OneShot(w, b, strides=strides, pads=pads, dilations=dilations,
+                      output_padding=output_padding, output_shape=output_shape,
+                      auto_pad=auto_pad, group=group, kernel_shape=kernel_shape,
+                      data_format=data_format, filter_format=filter_format, method=method,
+                      workers=workers, dtype=dtype)
+        plan = op._plan
+        if key is not None:
+            _remember(_SPECS, key, (op.spec, plan.dtype, op._filter_format), _SPECS_SIZE)
+    else:
+        spec, dt, filter_format = known
+        plan = Plan(spec, filter_to_iox(_CONV, w, filter_format), b, dt, allowed=ALL_FLOATS,
+                    method=method, workers=workers, one_shot=True)
+    return plan(x, out, {"x": x, "w": w, "b": b})
+
+
+# conv_transpose's attributes and arrays -> (spec, storage dtype, filter format): what the
+# front end resolves (intake, onnx_spec) before any plan, the same on every call with the
+# same arguments; 60-110 us of Python when a call runs it cold, right after a kernel call
+# (dilated_s1, dcgan_g1). Looked up for calls whose attributes are plain Python values
+# (None, int, str, tuples and lists of them) and whose arrays are ndarrays (no dtype= cast):
+# a float, a bool, a numpy scalar or array anywhere in the attributes, which the checks may
+# refuse where an equal int passes, is never keyed; a call not found runs every check.
+_SPECS = {}
+_SPECS_SIZE = 64
+
+
+class _Unkeyed(Exception):
+    """An argument ``_frozen`` does not key (the call runs every check)."""
+
+
+def _frozen(v):
+    t = type(v)
+    if v is None or t is int or t is str:
+        return t, v
+    if t is tuple or t is list:
+        return t, tuple(_frozen(e) for e in v)
+    raise _Unkeyed
+
+
+def _spec_key(x, w, b, attrs):
+    """The ``_SPECS`` key of a call, or None when an argument is not keyed."""
+    if type(x) is not np.ndarray or type(w) is not np.ndarray or not (
+            b is None or type(b) is np.ndarray):
+        return None
+    try:
+        frozen = _frozen(attrs)
+    except _Unkeyed:
+        return None
+    return (frozen, x.dtype, w.shape, w.dtype,
+            None if b is None else (b.shape, b.dtype))

@@ -480,8 +480,9 @@ def set_constants(consts):
     # In place and key by key, never cleared: a thread estimating meanwhile sees old or new
     # values, never a missing one (callers pass the full key set, load_calibration checks it).
     CONSTANTS.update(consts)
-    from ._plan import direct_variant
+    from ._plan import direct_variant, forget_decisions
 
     with _CACHE_LOCK:
         direct_kind.cache_clear()
         direct_variant.cache_clear()
+        forget_decisions()

@@ -25,7 +25,7 @@ from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gem
 from ._workspace import Workspace, one_shot_workspace
 from ._dtypes import as_array, compute_dtype
 from ._geometry import Geometry, resolve
-from ._guard import check_memory, check_out, check_range, deliver
+from ._guard import check_memory, check_out, check_range, deliver, memory_limit
 from ._reference import conv_transpose_reference
 from ._validate import choice, fail, int_scalar
 
@@ -35,6 +35,32 @@ METHODS = ("auto", "direct", "fft", "reference", "tune")
 # An OpenMP team of millions of threads would exhaust the process; far above any core count.
 MAX_WORKERS = 1024
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
+
+
+# What a one-shot plan (convt._api._OneShot and the front ends' functions: a plan per call)
+# decides before it binds the weights: the geometry, its range and memory checks, and the
+# method, by the spec, the input shape, the dtype, the method asked for, the workers and the
+# memory limit (not "tune", whose store may change). Kept for the last _DECISIONS_SIZE of
+# them, like scipy.fft's plan cache, and forgotten with the cost model's constants
+# (convt._cost.set_constants): dilated_s1's one-shot call skipped about 50 us of Python (100
+# for dcgan_g1, run cold, right after a kernel call).
+_DECISIONS = {}
+_DECISIONS_SIZE = 64
+_DECISIONS_LOCK = threading.Lock()
+
+
+def _remember(cache, key, value, size):
+    """cache[key] = value, the oldest entry dropped when ``cache`` holds ``size``."""
+    with _DECISIONS_LOCK:
+        if key not in cache and len(cache) >= size:
+            cache.pop(next(iter(cache)), None)
+        cache[key] = value
+
+
+def forget_decisions():
+    """Empty the one-shot plans' decisions (convt._cost.set_constants calls it)."""
+    with _DECISIONS_LOCK:
+        _DECISIONS.clear()
 
 
 class Planned(NamedTuple):
@@ -179,7 +205,14 @@ class Plan:
         (optional) is the input that "tune" times the candidates on."""
         key = tuple(x_shape)
         hit = self._geoms.get(key)
-        if hit is None:
+        if hit is not None:
+            return hit
+        # a one-shot plan serves one call: its decision is kept across calls (_DECISIONS)
+        shared = None
+        if self.one_shot and self.method != "tune":
+            shared = (self.spec, key, self.dtype, self.method, self.workers, memory_limit())
+        decided = _DECISIONS.get(shared) if shared is not None else None
+        if decided is None:
             geom = resolve(self.spec, key)
             check_range(self.spec.convention, geom, self.spec.input_name)
             # A shape query (method_for, geometry) of an untuned shape under "tune": the cost
@@ -187,13 +220,15 @@ class Plan:
             query = self.method == "tune" and x is None and self._tuned(geom) is None
             method = pick(self.estimate(geom)) if query else self.choose(geom, x)
             check_memory(self.spec.convention, geom, method, self.dtype, self.spec.input_name)
-            hit = Planned(geom, method, *_BACKENDS[method](geom, self))
             if query:
-                return hit
-            with self._lock:
-                if len(self._geoms) >= _GEOMETRY_CACHE_SIZE:
-                    self._geoms.pop(next(iter(self._geoms)))
-                self._geoms[key] = hit
+                return Planned(geom, method, *_BACKENDS[method](geom, self))
+            decided = geom, method
+            if shared is not None:
+                _remember(_DECISIONS, shared, decided, _DECISIONS_SIZE)
+        geom, method = decided
+        hit = Planned(geom, method, *_BACKENDS[method](geom, self))
+        with self._lock:
+            _remember(self._geoms, key, hit, _GEOMETRY_CACHE_SIZE)
         return hit
 
     def estimate(self, geom):
@@ -344,9 +379,9 @@ def _direct_backend(geom, plan):
             # one-shot calls with large products sum them in the kernel (convt._winograd's
             # late_sums); same bits either way
             late = late_sums(layout, plan.one_shot, plan.compute_dtype.itemsize)
-            pack = wino_taps if late else wino_weights
-            wp, finite = pack(layout, plan.w_iox_compute, geom.groups, plan.workers,
-                              _micro.ISA, plan.pack_buffer("packed_wino"))
+            args = (layout, plan.w_iox_compute, geom.groups, plan.workers, _micro.ISA,
+                    plan.pack_buffer("packed_wino"))
+            wp, finite = wino_taps(*args) if late else wino_weights(*args, plan.one_shot)
             if finite:
                 return variant, _RUNNERS[variant], (layout, wp, [], late)
         return _micro_backend(geom, plan)

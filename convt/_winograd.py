@@ -131,6 +131,25 @@ class WinoLayout:
     packed: int          # values of the packed weights
     macs: int            # multiply-adds of every product tap of every tile row (NR padding in)
 
+    @functools.cached_property
+    def packing(self):
+        """What ``wino_weights`` hands ``pack_wino`` for the product taps it packs (the
+        owners'), once per layout: their ck and cf rows, their products' weight offsets, and
+        their index in their product and their product's taps, which times one tap's lines of
+        a panel (C_in / G x NR values) give the offset of their line and their panel
+        stride."""
+        own = self.prods[self.owners]
+        first, per = own[:, 6], own[:, 7]
+        u = np.repeat(first - np.cumsum(per) + per, per) + np.arange(per.sum(), dtype=np.int64)
+        return (np.ascontiguousarray(self.ck[u]), np.ascontiguousarray(self.cf[u]),
+                np.repeat(own[:, 8], per), u - np.repeat(first, per), np.repeat(per, per))
+
+    @functools.cached_property
+    def sum_bits(self):
+        """log2 of the most kernel taps a product's weight sums, rounded up (``wino_taps``'
+        bound)."""
+        return int(np.count_nonzero(self.cf, axis=1).max(initial=1) - 1).bit_length()
+
 
 # Input transforms of a product tap along one axis (2 bits of its kind per axis, at bit 2a;
 # the kernel's _wino_build): 0 x[u] itself, 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] + x[u+1];
@@ -370,27 +389,23 @@ def _use_sets(nr, real, groups, ldc):
     return most * ldc * _MIN_SET_MB * (64 // nr) <= _SET_RULE_BYTES
 
 
-def wino_weights(layout, w_iox, groups, workers, isa, buffer=None):
+def wino_weights(layout, w_iox, groups, workers, isa, buffer=None, one_shot=False):
     """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX
     filter in the compute dtype, starting on a 64-byte boundary; finite is False when a
     weight or a sum of weights is not finite (the caller runs another variant then). ``isa``:
-    the sums' kernel (``convt._micro.ISA``; both give identical values)."""
+    the sums' kernel (``convt._micro.ISA``; both give identical values). ``one_shot``: the
+    pack serves one call, and is stored past the caches whatever its size
+    (_STREAM_PACK_BYTES)."""
     out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
+    ck, cf, at, lines, taps = layout.packing
     line = (w3.shape[0] // groups) * layout.nr        # one tap's lines of a panel
-    own = layout.prods[layout.owners]    # the products whose weights are packed
-    first, per = own[:, 6], own[:, 7]
-    # product tap u of product p: its line at p's weight offset + (u - p's first tap) lines
-    u = np.repeat(first - np.cumsum(per) + per, per) + np.arange(per.sum())
-    udst = np.repeat(own[:, 8], per) + (u - np.repeat(first, per)) * line
-    ustride = np.repeat(per, per) * line
     threads = workers if layout.packed >= _PARALLEL_WINO_PACK_VALUES else 1
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
-    finite = pack_wino(w3, out, np.ascontiguousarray(layout.ck[u]),
-                       layout.cf[u].astype(w_iox.dtype), udst, ustride,
-                       scratch, groups, layout.nr, threads, isa,
-                       layout.packed * out.itemsize >= _STREAM_PACK_BYTES)
+    finite = pack_wino(w3, out, ck, cf.astype(w_iox.dtype, copy=False), at + lines * line,
+                       taps * line, scratch, groups, layout.nr, threads, isa,
+                       one_shot or layout.packed * out.itemsize >= _STREAM_PACK_BYTES)
     return out, bool(finite)
 
 
@@ -416,7 +431,7 @@ def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
     out, w3 = packing_arrays(kt * line, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
-    spare = int(np.count_nonzero(layout.cf, axis=1).max(initial=1) - 1).bit_length()
+    spare = layout.sum_bits
     threads = workers if out.size >= _PARALLEL_PACK_VALUES else 1
     stream = out.size * out.itemsize >= _STREAM_PACK_BYTES
     if w3.dtype == np.float32 and w3.shape[1] % 16 == 0:

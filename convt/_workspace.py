@@ -6,9 +6,9 @@ calls never share scratch and never wait for each other. What it holds is bounde
 largest call seen: for the GEMM variant, the zero-haloed input copy plus one tile per thread
 (see ``convt._phase_gemm``).
 
-One-shot calls (``convt.conv_transpose``) plan afresh every time, so each Python thread keeps
-one workspace for them (``one_shot_workspace``), emptied after any call that leaves it
-holding more than ONE_SHOT_KEEP bytes. Fresh scratch costs page faults and zeroing on every
+One-shot calls (``convt.conv_transpose``) make a plan and pack their weights every time, so
+each Python thread keeps one workspace for them (``one_shot_workspace``), emptied after any
+call that leaves it holding more than ONE_SHOT_KEEP bytes. Fresh scratch costs page faults and zeroing on every
 call: on hifigan_up3 (2 MB input, 2 MB output, Winograd variant) the call itself took 3.5 ms
 one-shot against 2.0 ms prepared before the one-shot workspace.
 """
