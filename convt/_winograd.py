@@ -62,7 +62,11 @@ _LIGHT_WEIGHT_BYTES = 1 << 20
 # Packed weights of at least this size are stored past the caches (pack_wino's stream): a
 # one-shot call reads them back from memory anyway. dcgan_g1's 18.9 MB pack: 1.47-1.56 ->
 # 1.29-1.37 ms, its one-shot call 1.45 -> 1.38-1.40x the prepared one; hifigan_up1's
-# 12.6 MB: 1.30-1.33 -> 1.24-1.25x (2 workers, best of 30, two runs each).
+# 12.6 MB: 1.30-1.33 -> 1.24-1.25x (2 workers, best of 30, two runs each). A one-shot call's
+# products stream whatever their size (wino_weights' one_shot): right after a kernel call,
+# through the caches / past them, 25th percentiles of 150 calls taking turns, 2 workers,
+# pack and pack + kernel call (us): dilated_s1 199 / 123, 1620 / 1555; dcgan_g3 365 / 321,
+# 4811 / 4723; unet_up3x3_op 270 / 238, 3973 / 3913; hifigan_up3 199 / 199, 1934 / 1907.
 _STREAM_PACK_BYTES = 8 << 20
 # One-shot calls whose products would take this much sum them in the kernel (late_sums):
 # products made for one call are written to memory and read back once. dcgan_g1 (18.9 MB of
