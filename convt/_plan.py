@@ -50,7 +50,8 @@ _DECISIONS_LOCK = threading.Lock()
 
 
 def _remember(cache, key, value, size):
-    """cache[key] = value, the oldest entry dropped when ``cache`` holds ``size``."""
+    """cache[key] = value, the oldest entry dropped when ``cache`` holds ``size`` (under one
+    lock for every such cache: entries are made once per shape, never on a call's hot path)."""
     with _DECISIONS_LOCK:
         if key not in cache and len(cache) >= size:
             cache.pop(next(iter(cache)), None)
@@ -227,8 +228,7 @@ class Plan:
                 _remember(_DECISIONS, shared, decided, _DECISIONS_SIZE)
         geom, method = decided
         hit = Planned(geom, method, *_BACKENDS[method](geom, self))
-        with self._lock:
-            _remember(self._geoms, key, hit, _GEOMETRY_CACHE_SIZE)
+        _remember(self._geoms, key, hit, _GEOMETRY_CACHE_SIZE)
         return hit
 
     def estimate(self, geom):

@@ -8,9 +8,9 @@ largest call seen: for the GEMM variant, the zero-haloed input copy plus one til
 
 One-shot calls (``convt.conv_transpose``) make a plan and pack their weights every time, so
 each Python thread keeps one workspace for them (``one_shot_workspace``), emptied after any
-call that leaves it holding more than ONE_SHOT_KEEP bytes. Fresh scratch costs page faults and zeroing on every
-call: on hifigan_up3 (2 MB input, 2 MB output, Winograd variant) the call itself took 3.5 ms
-one-shot against 2.0 ms prepared before the one-shot workspace.
+call that leaves it holding more than ONE_SHOT_KEEP bytes. Fresh scratch costs page faults
+and zeroing on every call: on hifigan_up3 (2 MB input, 2 MB output, Winograd variant) the
+call itself took 3.5 ms one-shot against 2.0 ms prepared before the one-shot workspace.
 """
 from __future__ import annotations
 
