@@ -19,7 +19,7 @@ from . import _tune
 from ._cost import direct_kind, direct_threads, estimate
 from ._fft import plan_fft
 from ._micro import micro_layout, micro_nr, packed_weights, run_micro
-from . import _micro
+from . import _fft, _micro
 from ._winograd import late_sums, run_wino, wino_layout, wino_taps, wino_weights
 from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace, one_shot_workspace
@@ -39,14 +39,17 @@ _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
 
 # What a one-shot plan (convt._api._OneShot and the front ends' functions: a plan per call)
 # decides before it binds the weights: the geometry, its range and memory checks, and the
-# method, by the spec, the input shape, the dtype, the method asked for, the workers and the
-# memory limit (not "tune", whose store may change). Kept for the last _DECISIONS_SIZE of
-# them, like scipy.fft's plan cache, and forgotten with the cost model's constants
-# (convt._cost.set_constants): dilated_s1's one-shot call skipped about 50 us of Python (100
-# for dcgan_g1, run cold, right after a kernel call).
+# method, by the spec, the input shape, the dtype, the method asked for, the workers, the
+# memory limit and the FFT's memory budget (which sizes its buffers: convt._guard's
+# estimate_bytes), not for "tune" (whose store may change). Kept for the last _DECISIONS_SIZE
+# of them, like scipy.fft's plan cache, and forgotten with the cost model's constants
+# (convt._cost.set_constants, which also moves the generation in the key, so that a decision
+# made with the old constants while they changed is never found): dilated_s1's one-shot call
+# skipped about 50 us of Python (100 for dcgan_g1, run cold, right after a kernel call).
 _DECISIONS = {}
 _DECISIONS_SIZE = 64
 _DECISIONS_LOCK = threading.Lock()
+_DECISIONS_GENERATION = [0]
 
 
 def _remember(cache, key, value, size):
@@ -61,6 +64,7 @@ def _remember(cache, key, value, size):
 def forget_decisions():
     """Empty the one-shot plans' decisions (convt._cost.set_constants calls it)."""
     with _DECISIONS_LOCK:
+        _DECISIONS_GENERATION[0] += 1
         _DECISIONS.clear()
 
 
@@ -211,7 +215,8 @@ class Plan:
         # a one-shot plan serves one call: its decision is kept across calls (_DECISIONS)
         shared = None
         if self.one_shot and self.method != "tune":
-            shared = (self.spec, key, self.dtype, self.method, self.workers, memory_limit())
+            shared = (self.spec, key, self.dtype, self.method, self.workers, memory_limit(),
+                      _fft.FFT_MEMORY_BUDGET, _DECISIONS_GENERATION[0])
         decided = _DECISIONS.get(shared) if shared is not None else None
         if decided is None:
             geom = resolve(self.spec, key)

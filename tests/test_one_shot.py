@@ -17,6 +17,13 @@ from conftest import assert_close
 KW = dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1))
 
 
+@pytest.fixture(autouse=True)
+def _nothing_kept():
+    """Each test starts with both caches empty (others may have filled them)."""
+    _api._SPECS.clear()
+    _plan.forget_decisions()
+
+
 @pytest.fixture
 def arrays():
     rng = np.random.default_rng(0)
@@ -115,6 +122,53 @@ def test_new_cost_constants_forget_the_decisions(arrays):
     assert _plan._DECISIONS
     _cost.set_constants(dict(_cost.CONSTANTS))
     assert not _plan._DECISIONS
+
+
+def test_a_decision_made_while_the_constants_change_is_not_kept(monkeypatch):
+    """A call that decides with the old constants and stores after set_constants (another
+    thread's calibration) leaves nothing that later calls would find."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 8, 64, 64)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 31, 31)).astype(np.float32)
+    old = dict(_cost.CONSTANTS)
+    assert convt.ConvTranspose(w).method_for(x.shape) == "fft"
+    slow_fft = dict(old, fft_cmac_s=old["fft_cmac_s"] * 1e6,
+                    fft_transform_s=old["fft_transform_s"] * 1e6)
+    real = _plan.check_memory
+
+    def constants_change_meanwhile(*a, **k):
+        monkeypatch.setattr(_plan, "check_memory", real)
+        _cost.set_constants(slow_fft)
+        return real(*a, **k)
+
+    monkeypatch.setattr(_plan, "check_memory", constants_change_meanwhile)
+    try:
+        convt.conv_transpose(x, w)
+        assert convt.ConvTranspose(w).method_for(x.shape) == "direct"
+        methods = _counting(monkeypatch, _plan, "pick")
+        convt.conv_transpose(x, w)
+        assert len(methods) == 1      # decided anew, with the new constants
+    finally:
+        _cost.set_constants(old)
+
+
+def test_the_fft_memory_budget_in_force_applies(monkeypatch):
+    """The FFT's buffers grow with its budget (convt._fft.FFT_MEMORY_BUDGET): a budget
+    raised after a call is checked against the memory limit again."""
+    from convt import _fft, _guard
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 16, 64, 64)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 31, 31)).astype(np.float32)
+    geom = convt.ConvTranspose(w, method="fft").geometry(x.shape)
+    monkeypatch.setattr(_fft, "FFT_MEMORY_BUDGET", 1 << 16)
+    monkeypatch.setattr(_guard, "MEMORY_LIMIT",
+                        _guard.estimate_bytes(geom, "fft", np.float32) + 1000)
+    convt.conv_transpose(x, w, method="fft")
+    monkeypatch.setattr(_fft, "FFT_MEMORY_BUDGET", 256 << 20)
+    with pytest.raises(MemoryError, match=r"conv_transpose: 'x' needs about .* method "
+                                          r"'fft'\), more than the"):
+        convt.conv_transpose(x, w, method="fft")
 
 
 def test_tuned_calls_keep_no_decision(arrays, tmp_path, monkeypatch):
