@@ -330,11 +330,11 @@ def wino_layout(geom, nr, align=None, sets=None):
     # only a dask block's can, and it stages)
     ncx = geom.data_format == "NCX" and prod(geom.out_shape) > 1
     groups = _sets(real) if ncx and sets is not False else None
-    if groups is not None and sets is None and not _use_sets(nr, real, groups, ldc):
-        groups = None
+    if groups is not None and sets is None:
+        groups = groups if _use_sets(nr, _most_products(real, groups), ldc) else None
     in_sets = groups is not None
     groups = groups or [[p] for p in range(len(real))]
-    prod_max = max((sum(real[p][10] for p in ps) for ps in groups), default=1) or 1
+    prod_max = _most_products(real, groups) or 1
     # the most weights a task streams (its phases' product taps' lines, in values): light ones
     # take smaller tiles
     ptaps = [sum(prods[q][7] for q in range(r[9], r[9] + r[10])) for r in real]
@@ -385,11 +385,15 @@ def _sets(real):
     return groups
 
 
-def _use_sets(nr, real, groups, ldc):
+def _most_products(real, groups):
+    """The most products a task of ``groups`` (lists of real phases) holds tiles for."""
+    return max((sum(real[p][10] for p in ps) for ps in groups), default=0)
+
+
+def _use_sets(nr, most, ldc):
     """Whether channels-first y is written by sets (``_sets``) instead of staged channels-last
-    and transposed: when a set's tiles fit _SET_RULE_BYTES at _MIN_SET_MB rows (NR values take
-    64 bytes in either dtype)."""
-    most = max((sum(real[p][10] for p in ps) for ps in groups), default=0)
+    and transposed: when a set's tiles (``most`` products, ``_most_products``) fit
+    _SET_RULE_BYTES at _MIN_SET_MB rows (NR values take 64 bytes in either dtype)."""
     return most * ldc * _MIN_SET_MB * (64 // nr) <= _SET_RULE_BYTES
 
 

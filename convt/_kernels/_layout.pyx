@@ -61,9 +61,9 @@ cdef int64_t _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
                   int64_t plane, int64_t spare=-1) noexcept nogil:
     # dst[i2 * C + c] = src[c * plane + i2]: per block of 16 positions (one line of each
     # channel's row, read whole) and 8 channels, two 8 x 8 blocks (_block: float32 in register
-    # transposes, float64 with AVX2 in four 4 x 4 ones each), the rest one value per store. spare >= 0: returns whether a
-    # value has an exponent field of at least all ones minus spare (_exponent_at_least),
-    # tested as it is read (blocks in registers), else 0.
+    # transposes, float64 with AVX2 in four 4 x 4 ones each), the rest one value per store.
+    # spare >= 0: returns whether a value has an exponent field of at least all ones minus
+    # spare (_exponent_at_least), tested as it is read (blocks in registers), else 0.
     cdef int64_t c0, c, i2, p0, pend, cend, bad = 0
     p0 = 0
     while p0 < I2:
