@@ -26,6 +26,7 @@ import numpy as np
 
 from ._micro import ISA as MICRO_ISA
 from ._kernels._micro import NR_F32 as MICRO_NR_F32
+from ._upsample import up_eligible, up_macs
 from ._phase_gemm import _MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, _axis_phases, grid_shape
 from ._winograd import wino_layout
 
@@ -212,6 +213,9 @@ def depthwise_kind(geom, axes=None, exact=None):
 def _dense_kind(geom, axes, gemm, exact):
     """The variant for ``geom`` among micro, Winograd, GEMM and pixel (thick channels)."""
     useful = max(exact, 1)
+    if MICRO_ISA == 1 and _UP_CHANNELS[0] <= geom.c_in // geom.groups <= _UP_CHANNELS[1] \
+            and up_eligible(geom):
+        return DirectKind("upsample", "", up_macs(geom), exact)
     ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
     micro = _micro_kind(geom, axes, gemm <= ok * useful, exact)
     if micro is not None:
@@ -245,6 +249,17 @@ def _dense_kind(geom, axes, gemm, exact):
 # 1.01-1.52x faster than the GEMM variant on dcgan_g1/g3, unet_up3x3_op, hifigan_up1/up3,
 # unet3d_k3 and dilated_s1; grouped_g8 0.94x.
 _MICRO_PAD_OK = 1.25
+
+
+# The upsample variant (convt._upsample: channels-first, K = s, stride 2 on the last axis, no
+# padding; one tap per output, stored interleaved from registers) runs instead of the others
+# with 16 to 512 input channels per group. Measured against grid mode's one GEMM (2 workers,
+# NCX, in-process A/B, 3 x 16 calls taking turns; gemm / upsample): float32 unet_up2x2
+# 1.18-1.21, vnet3d_up 1.31-1.35, 128 -> 64 at 64 x 64 1.22-1.35, 512 -> 256 at 32 x 32
+# 1.08-1.16, 16 -> 8 at 128 x 128 1.72-1.85; float64 1.01-1.21 on the same layers. At 1024
+# input channels (16 x 16) the input block (C_in x 2 vectors) and a tile's weights no longer
+# fit L1: float32 still 1.23-1.27, float64 0.65-0.75.
+_UP_CHANNELS = (16, 512)
 
 
 def micro_macs(geom, nr=MICRO_NR_F32, axes=None):
@@ -336,7 +351,7 @@ def _direct_seconds(geom, kind, f64, threads, c):
         cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
         h = c["gemm_channel_half"]
         rate = c["gemm_macs_per_s"] * cg / (cg + h) * mg / (mg + h)
-    elif kind.variant in ("micro", "winograd"):
+    elif kind.variant in ("micro", "winograd", "upsample"):
         cg = geom.c_in // geom.groups
         rate = c["micro_macs_per_s"] * cg / (cg + c["micro_channel_half"])
         if geom.data_format == "NCX":   # x is made channels-last first

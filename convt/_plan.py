@@ -19,6 +19,7 @@ from . import _tune
 from ._cost import direct_kind, direct_threads, estimate
 from ._fft import plan_fft
 from ._micro import micro_layout, micro_nr, packed_weights, run_micro
+from ._upsample import packed_up, run_up, up_eligible, up_layout
 from . import _fft, _micro
 from ._winograd import late_sums, run_wino, wino_layout, wino_taps, wino_weights
 from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
@@ -104,7 +105,10 @@ def direct_variant(geom, pin=None):
         return name, depthwise_layout(geom)
     if name == "pixel":
         return name, tables(geom)
-    if name in ("micro", "winograd"):   # layouts depend on the compute dtype too
+    if name == "upsample" and not (_micro.ISA == 1 and up_eligible(geom)):
+        # a pinned block it cannot compute (convt.dask): the micro variant gives the same bits
+        name = "micro"
+    if name in ("micro", "winograd", "upsample"):   # layouts depend on the compute dtype too
         return name, None
     layout = gemm_layout(geom)
     return name, batch_rows_layout(layout, geom.batch) if batch_rows else layout
@@ -365,8 +369,14 @@ def _run_wino(xa, state, geom, plan):
     return runner(xa, micro_state, geom, plan)
 
 
+def _run_up(xa, state, geom, plan):
+    layout, packed = state
+    with plan.workspace.borrow() as arena:
+        return run_up(xa, layout, geom, packed, plan.threads(geom), arena)
+
+
 _RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise,
-            "micro": _run_micro, "winograd": _run_wino}
+            "micro": _run_micro, "winograd": _run_wino, "upsample": _run_up}
 
 
 def _finite_weights(plan):
@@ -407,6 +417,12 @@ def _variant_backend(variant, state, geom, plan):
                                          plan.workers, plan.pack_buffer("packed_micro"))
         plan.packed("finite", lambda p: finite)   # checked in the packing pass (one read)
         state = (layout, weights)
+    elif variant == "upsample":
+        # every output has its one tap and no halo: a weight that is not finite reaches
+        # exactly the outputs its tap touches, as in the reference
+        layout = up_layout(geom, plan.compute_dtype.itemsize)
+        state = (layout, packed_up(layout, geom, plan.w_iox_compute, plan.bias_compute))
+        finite = True
     elif variant == "gemm" and not state.batch_rows:
         # the layout's weights, merged per GEMM op, once per geometry; finiteness checked in
         # the merging pass (one read)

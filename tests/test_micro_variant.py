@@ -234,8 +234,11 @@ def test_micro_nonfinite_weights_run_the_pixel_kernel(monkeypatch):
     ((1, 64, 64, 64), (64, 64, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2)), "winograd"),
     # the same with 32 channels: too thin for the products
     ((1, 32, 64, 64), (32, 32, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2)), "micro"),
-    # pure upsampling (K = s): grid mode's one GEMM over all phases
-    ((1, 256, 64, 64), (256, 128, 2, 2), dict(strides=(2, 2)), "gemm"),
+    # pure upsampling (K = s), stride 2 on the last axis: the upsample variant
+    ((1, 256, 64, 64), (256, 128, 2, 2), dict(strides=(2, 2)), "upsample"),
+    # ... with 1024 input channels, or stride 4 on the last axis: grid mode's one GEMM
+    ((1, 1024, 16, 16), (1024, 128, 2, 2), dict(strides=(2, 2)), "gemm"),
+    ((1, 256, 64, 64), (256, 128, 2, 4), dict(strides=(2, 4)), "gemm"),
     # 21 output channels pad the 16-wide tile to 32
     ((1, 21, 16, 16), (21, 21, 64, 64), dict(strides=(32, 32), pads=(16,) * 4), "gemm"),
     # mostly taps off the data

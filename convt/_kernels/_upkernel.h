@@ -1,0 +1,136 @@
+/* The "upsample" variant's tile (convt/_kernels/_upsample.pyx): channels-first (NCX) pure
+ * upsampling, every kernel tap one output phase (K == s on each axis, stride 2 on the last).
+ *
+ * One call computes, for one block of input positions j along the last axis (nv vectors of
+ * V values), four weight columns r (two output rows, each the pair b = 0, 1 of one output
+ * channel and outer phase):
+ *
+ *     acc[r][j] = sum over k < kc of  w[k*4 + r] * xp[k*ld + j]          (k in order, FMA)
+ *
+ * xp: the block's input values, one row of nv*V per input channel (packed by the caller);
+ * w: the four columns' weights, 4 per input channel. The two rows of an output row pair are
+ * interleaved in registers (y[2j + b]) and stored with their bias: no tile buffer and no
+ * channels-first write-out. Each output is summed in the order of the micro variant
+ * (convt/_kernels/_ukernel.h with one tap: channel by channel, one rounding per multiply-add,
+ * then + bias), so the two give the same bits.
+ *
+ * AVX2 + FMA only (compiled with a target attribute, used when convt_ukernel_isa() is 1; the
+ * plan runs the micro variant on other CPUs). 12 accumulators (4 columns x 3 vectors), 3
+ * input vectors and 1 broadcast weight: the 16 ymm registers.
+ */
+#ifndef CONVT_UPKERNEL_H
+#define CONVT_UPKERNEL_H
+
+#include <stdint.h>
+#include <string.h>
+#include "_ukernel.h"
+
+#if CONVT_HAVE_AVX2_PATH
+
+/* One vector v of the four columns: FMA with the broadcast weight wv (NV: the block's vectors,
+ * a compile-time constant, so every accumulator is a register of its own). */
+#define CONVT_UP_FMA(FMA, NV, A, X, WV)                                                      \
+    A##0 = FMA(WV, X##0, A##0);                                                               \
+    if (NV > 1) A##1 = FMA(WV, X##1, A##1);                                                   \
+    if (NV > 2) A##2 = FMA(WV, X##2, A##2);
+
+/* Vector v's outputs: the two rows' pairs (p0, p1) and (p2, p3), plus their bias, interleaved
+ * into 2V values of each output row, stored whole or (the row's last, partial vector) through
+ * tmp. */
+#define CONVT_UP_STORE(T, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, v, A0, A1, A2, A3)              \
+    {                                                                                           \
+        VT p0 = ADD(A0, SET1(b[0])), p1 = ADD(A1, SET1(b[0]));                                  \
+        VT p2 = ADD(A2, SET1(b[1])), p3 = ADD(A3, SET1(b[1]));                                  \
+        int64_t n_ = valid - 2 * V * (v);                                                       \
+        if (n_ >= 2 * V) {                                                                      \
+            ST(y0 + 2 * V * (v), ZIPLO(p0, p1)); ST(y0 + 2 * V * (v) + V, ZIPHI(p0, p1));       \
+            if (y1) {                                                                           \
+                ST(y1 + 2 * V * (v), ZIPLO(p2, p3)); ST(y1 + 2 * V * (v) + V, ZIPHI(p2, p3));   \
+            }                                                                                   \
+        } else if (n_ > 0) {                                                                    \
+            T tmp[4 * V];                                                                       \
+            ST(tmp, ZIPLO(p0, p1)); ST(tmp + V, ZIPHI(p0, p1));                                 \
+            ST(tmp + 2 * V, ZIPLO(p2, p3)); ST(tmp + 3 * V, ZIPHI(p2, p3));                     \
+            memcpy(y0 + 2 * V * (v), tmp, (size_t)n_ * sizeof(T));                              \
+            if (y1) memcpy(y1 + 2 * V * (v), tmp + 2 * V, (size_t)n_ * sizeof(T));              \
+        }                                                                                       \
+    }
+
+/* The tile for NV vectors (1-3): 4 x NV accumulators, NV input vectors, one weight. */
+#define CONVT_UP_TILE_NV(NAME, NV, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)  \
+static __attribute__((target("avx2,fma"))) void                                                \
+NAME##_##NV(const T* xp, const T* w, int64_t kc, T* y0, T* y1, const T* b, int64_t valid)     \
+{                                                                                               \
+    VT a0 = SET0(), a1 = SET0(), a2 = SET0(), b0 = SET0(), b1 = SET0(), b2 = SET0();           \
+    VT c0 = SET0(), c1 = SET0(), c2 = SET0(), d0 = SET0(), d1 = SET0(), d2 = SET0();           \
+    VT x0, x1 = SET0(), x2 = SET0(), wv;                                                        \
+    int64_t k;                                                                                  \
+    for (k = 0; k < kc; k++) {                                                                  \
+        const T* xr = xp + k * (NV * V);                                                        \
+        const T* wk = w + 4 * k;                                                                \
+        x0 = LD(xr);                                                                            \
+        if (NV > 1) x1 = LD(xr + V);                                                            \
+        if (NV > 2) x2 = LD(xr + 2 * V);                                                        \
+        wv = BC(wk);     CONVT_UP_FMA(FMA, NV, a, x, wv)                                        \
+        wv = BC(wk + 1); CONVT_UP_FMA(FMA, NV, b, x, wv)                                        \
+        wv = BC(wk + 2); CONVT_UP_FMA(FMA, NV, c, x, wv)                                        \
+        wv = BC(wk + 3); CONVT_UP_FMA(FMA, NV, d, x, wv)                                        \
+    }                                                                                           \
+    CONVT_UP_STORE(T, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, 0, a0, b0, c0, d0)                    \
+    if (NV > 1) CONVT_UP_STORE(T, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, 1, a1, b1, c1, d1)        \
+    if (NV > 2) CONVT_UP_STORE(T, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, 2, a2, b2, c2, d2)        \
+}
+
+/* V values per vector; LD/FMA/BC/ST/ADD/SET1/SET0 are the type's intrinsics; ZIPLO/ZIPHI(a,
+ * b): the two halves of a and b interleaved. */
+#define CONVT_UP_TILE(NAME, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)        \
+CONVT_UP_TILE_NV(NAME, 1, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)           \
+CONVT_UP_TILE_NV(NAME, 2, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)           \
+CONVT_UP_TILE_NV(NAME, 3, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)           \
+static void NAME(const T* xp, const T* w, int64_t kc, int nv, T* y0, T* y1, const T* b,       \
+                 int64_t valid)                                                                 \
+{                                                                                               \
+    if (nv == 3) NAME##_3(xp, w, kc, y0, y1, b, valid);                                         \
+    else if (nv == 2) NAME##_2(xp, w, kc, y0, y1, b, valid);                                    \
+    else NAME##_1(xp, w, kc, y0, y1, b, valid);                                                 \
+}
+
+/* (a0 a1 a2 a3 | a4 a5 a6 a7), (b0 ...) -> (a0 b0 a1 b1 a2 b2 a3 b3), (a4 b4 ... a7 b7) */
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256
+convt_zip_lo_ps(__m256 a, __m256 b)
+{
+    return _mm256_permute2f128_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b), 0x20);
+}
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256
+convt_zip_hi_ps(__m256 a, __m256 b)
+{
+    return _mm256_permute2f128_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b), 0x31);
+}
+/* (a0 a1 | a2 a3), (b0 ...) -> (a0 b0 a1 b1), (a2 b2 a3 b3) */
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256d
+convt_zip_lo_pd(__m256d a, __m256d b)
+{
+    return _mm256_permute2f128_pd(_mm256_unpacklo_pd(a, b), _mm256_unpackhi_pd(a, b), 0x20);
+}
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256d
+convt_zip_hi_pd(__m256d a, __m256d b)
+{
+    return _mm256_permute2f128_pd(_mm256_unpacklo_pd(a, b), _mm256_unpackhi_pd(a, b), 0x31);
+}
+
+CONVT_UP_TILE(convt_up_tile_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_fmadd_ps,
+              _mm256_broadcast_ss, _mm256_storeu_ps, _mm256_add_ps, _mm256_set1_ps,
+              _mm256_setzero_ps, convt_zip_lo_ps, convt_zip_hi_ps)
+CONVT_UP_TILE(convt_up_tile_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_fmadd_pd,
+              _mm256_broadcast_sd, _mm256_storeu_pd, _mm256_add_pd, _mm256_set1_pd,
+              _mm256_setzero_pd, convt_zip_lo_pd, convt_zip_hi_pd)
+
+#else  /* no AVX2 path on this compiler/platform: the plan never runs this variant */
+
+static void convt_up_tile_f32(const float* xp, const float* w, int64_t kc, int nv, float* y0,
+                              float* y1, const float* b, int64_t valid) {}
+static void convt_up_tile_f64(const double* xp, const double* w, int64_t kc, int nv,
+                              double* y0, double* y1, const double* b, int64_t valid) {}
+
+#endif
+#endif

@@ -1,0 +1,100 @@
+"""Channels-first pure upsampling (the "upsample" variant): K == s on every axis, stride 2 on
+the last, no padding.
+
+Every output position then has exactly one tap: y[n, co, i0*s0 + a0, i1*s1 + a1, 2j + b] =
+sum over ci of x[n, ci, i0, i1, j] * w[ci, co, a0, a1, b] (per group), one GEMM per input row
+whose outputs interleave along the last axis. A task owns one input row (n, i0, i1): it copies
+the row's C_in x W inputs into the thread's scratch, block by block of at most 3 vectors along
+j (one contiguous run per channel: the tile reads them in order, from L1), then for each block
+and each pair of output rows (co, a0, a1) x 2 runs _upkernel.h's tile, which keeps the block's
+4 x 3 vectors of sums in registers over all the group's input channels and stores them,
+interleaved and with the bias, straight into y. So the x transpose, the tile buffer and the
+channels-first write-out of the micro variant are gone, and no BLAS call packs the operands
+(unet_up2x2: DESIGN.md's "phase decomposition" with one tap per phase is one GEMM).
+
+Each output is one tile's sum over the channels in order: bit-identical for any thread count,
+and equal to the micro variant's bits (same order, FMA, bias added last).
+
+Assumes: x channels-first contiguous, wp packed by convt._upsample.packed_up, dims and tables
+as built there, scratch of nthreads * C_in * WP values, the AVX2 + FMA path (isa 1).
+"""
+from cython.parallel cimport prange, threadid
+from libc.stdint cimport int64_t
+from libc.string cimport memcpy, memset
+
+from ._types cimport real
+
+cdef extern from "_upkernel.h" nogil:
+    void convt_up_tile_f32(const float* xp, const float* w, int64_t kc, int nv, float* y0,
+                           float* y1, const float* b, int64_t valid)
+    void convt_up_tile_f64(const double* xp, const double* w, int64_t kc, int nv, double* y0,
+                           double* y1, const double* b, int64_t valid)
+
+
+cdef inline void _tile(const real* xp, const real* w, int64_t kc, int nv, real* y0, real* y1,
+                       const real* b, int64_t valid) noexcept nogil:
+    if real is float:
+        convt_up_tile_f32(xp, w, kc, nv, y0, y1, b, valid)
+    else:
+        convt_up_tile_f64(xp, w, kc, nv, y0, y1, b, valid)
+
+
+cdef void _row(const real* x, const real* wp, const real* pb, real* y, const int64_t* dm,
+               const int64_t* poff, const int64_t* blocks, real* xp,
+               int64_t r) noexcept nogil:
+    cdef int64_t R0 = dm[1], R1 = dm[2], W = dm[3], C = dm[4], G = dm[5], Cg = dm[6]
+    cdef int64_t T = dm[7], V = dm[8], nb = dm[9]
+    cdef int64_t i1 = r % R1, i0 = (r // R1) % R0, n = r // (R1 * R0)
+    cdef const real* xr = x + n * dm[10] + i0 * dm[12] + i1 * dm[13]
+    cdef real* yr = y + n * dm[14] + i0 * dm[15] + i1 * dm[16]
+    cdef int64_t bi, c, g, t, j0, nv, off, width, have
+    cdef const int64_t* pq
+    cdef real* y1
+    # the row's inputs, block by block: xp[off + c * nv * V + j], zeros past W
+    for bi in range(nb):
+        j0, nv, off = blocks[3 * bi], blocks[3 * bi + 1], blocks[3 * bi + 2]
+        width = nv * V
+        have = min(width, W - j0)
+        for c in range(C):
+            memcpy(xp + off + c * width, xr + c * dm[11] + j0, have * sizeof(real))
+            if have < width:
+                memset(xp + off + c * width + have, 0, (width - have) * sizeof(real))
+    for bi in range(nb):
+        j0, nv, off = blocks[3 * bi], blocks[3 * bi + 1], blocks[3 * bi + 2]
+        for g in range(G):
+            for t in range(g * T, (g + 1) * T):
+                pq = poff + 2 * t
+                y1 = yr + pq[1] + 2 * j0 if pq[1] >= 0 else NULL
+                _tile(xp + off + g * Cg * nv * V, wp + t * Cg * 4, Cg, <int> nv,
+                      yr + pq[0] + 2 * j0, y1, pb + 2 * t, 2 * (W - j0))
+
+
+def upsample_conv(const real[::1] x,        # IN  (N, C_in, *in) channels-first, contiguous
+                  const real[::1] wp,       # IN  packed weights (G * T tiles x Cg x 4)
+                  const real[::1] pbias,    # IN  per tile, the bias of its two output rows
+                  real[::1] y,              # OUT (N, C_out, *out) channels-first
+                  const int64_t[::1] dims,  # IN  N, R0, R1, W, C_in, G, Cg, T, V, NB,
+                                            #     x strides (n, c, i0, i1), y offsets of
+                                            #     an input row (n, i0, i1)
+                  const int64_t[::1] poff,  # IN  per tile, y offsets of its two output rows
+                                            #     from the input row's (-1: a padding row)
+                  const int64_t[::1] blocks,  # IN per block: first j, vectors, xp offset
+                  real[::1] scratch,        # OUT nthreads * C_in * WP values
+                  int num_threads):
+    """Compute y; releases the GIL. See the module docstring."""
+    cdef int64_t rows = dims[0] * dims[1] * dims[2], r, tid
+    cdef int64_t per = scratch.shape[0] // max(num_threads, 1)
+    if rows == 0 or y.shape[0] == 0:
+        return
+    cdef const real* xptr = &x[0]
+    cdef const real* wptr = &wp[0]
+    cdef const real* bptr = &pbias[0]
+    cdef real* yptr = &y[0]
+    cdef const int64_t* dm = &dims[0]
+    cdef const int64_t* po = &poff[0]
+    cdef const int64_t* bl = &blocks[0]
+    cdef real* sp = &scratch[0]
+    with nogil:
+        for r in prange(rows, schedule="dynamic", num_threads=num_threads):
+            tid = threadid()
+            _row(xptr, wptr, bptr, yptr, dm, po, bl, sp + tid * per, r)

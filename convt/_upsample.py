@@ -1,0 +1,120 @@
+"""Planning for the "upsample" variant of the direct backend (kernel: convt._kernels._upsample).
+
+Channels-first pure upsampling: the kernel equals the stride on every axis (2 on the last), no
+dilation, padding or output padding, so each output position has exactly one tap and y is s
+times x along every axis (U-Net's 2 x 2 stride-2 up-convolution). Per geometry: the blocks of
+the last input axis (at most 3 vectors each, sizes within one vector of each other) and, per
+pair of output rows (co, a0, a1) x (b = 0, 1), where in y it starts from its input row's
+first output. Per plan, ``packed_up`` lays the IOX filter out as the tile reads it: per tile
+of two pairs, per input channel of its group, the four weights (pair, b).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from ._direct import pad3
+from ._kernels._upsample import upsample_conv
+
+__all__ = ["UpLayout", "up_eligible", "up_macs", "up_layout", "packed_up", "run_up"]
+
+_VECTOR_BYTES = 32   # one AVX2 register
+_MAX_VECTORS = 3     # per block: 4 x 3 accumulators fill the 16 registers with x and w
+
+
+def up_eligible(geom):
+    """Whether the upsample kernel computes ``geom``: channels-first, K == s on every axis
+    (so every phase has one tap), 2 on the last, no dilation where K > 1, no padding."""
+    return (geom.data_format == "NCX" and geom.c_in > 0
+            and geom.kernel[-1] == geom.strides[-1] == 2
+            and all(k == s and (k == 1 or d == 1)
+                    for k, s, d in zip(geom.kernel, geom.strides, geom.dilations))
+            and not any(geom.pads_begin) and not any(geom.pads_end)
+            and tuple(geom.out_shape) == tuple(i * s for i, s in zip(geom.in_shape,
+                                                                      geom.strides)))
+
+
+def up_macs(geom, itemsize=4):
+    """Multiply-adds of the upsample kernel: every output's one tap, the last axis padded to
+    whole vectors of ``itemsize``-byte values (float32 by default)."""
+    v = _VECTOR_BYTES // itemsize
+    w = geom.in_shape[-1]
+    return geom.macs * (-(-w // v) * v) // max(w, 1)
+
+
+@dataclass(frozen=True)
+class UpLayout:
+    blocks: np.ndarray   # (NB, 3): first input position j, vectors, offset in the scratch row
+    width: int           # scratch values per input channel (sum of the blocks' widths)
+    tiles: int           # tiles per group: pairs of output rows (co, a0, a1), rounded up
+    poff: np.ndarray     # per tile of every group, y offsets of its two rows (-1: padding)
+    vector: int          # values per vector
+
+
+@functools.lru_cache(maxsize=64)
+def up_layout(geom, itemsize):
+    """The ``UpLayout`` of ``geom`` (``up_eligible``) for values of ``itemsize`` bytes."""
+    v = _VECTOR_BYTES // itemsize
+    w = geom.in_shape[-1]
+    vectors = -(-w // v)
+    nb = -(-vectors // _MAX_VECTORS)
+    sizes = [vectors // nb + (i < vectors % nb) for i in range(nb)]
+    starts = np.cumsum([0] + sizes[:-1])
+    blocks = np.array([(s * v, n, s * v * geom.c_in) for s, n in zip(starts, sizes)],
+                      np.int64).reshape(-1, 3)
+    g, mg = geom.groups, geom.c_out // geom.groups
+    s3 = pad3(geom.strides, 1)
+    o3 = pad3(geom.out_shape, 1)
+    # y's element offsets (channels-first, contiguous): channel, output row a0, a1
+    oc, o0, o1 = prod(o3), o3[1] * o3[2], o3[2]
+    outer = s3[0] * s3[1]
+    pairs = mg * outer
+    tiles = -(-pairs // 2)
+    co = np.arange(g)[:, None] * mg + np.arange(pairs)[None, :] // outer
+    a0, a1 = (np.arange(pairs) % outer) // s3[1], np.arange(pairs) % s3[1]
+    off = co * oc + a0 * o0 + a1 * o1
+    poff = np.full((g, 2 * tiles), -1, np.int64)
+    poff[:, :pairs] = off
+    return UpLayout(blocks=blocks, width=vectors * v, tiles=tiles, poff=poff.reshape(-1),
+                    vector=v)
+
+
+def packed_up(layout, geom, w_iox, bias):
+    """(weights, bias per tile): the IOX filter ``w_iox`` (C_in, Mg, *K) as the tile reads
+    it, (G, T, Cg, 4) C-contiguous, zero rows for a padding pair; and per tile the bias of
+    its two pairs' channels (zeros for a padding pair)."""
+    g, t = geom.groups, layout.tiles
+    cg, mg = geom.c_in // g, geom.c_out // g
+    pairs = mg * prod(geom.kernel[:-1])
+    w = w_iox.reshape(g, cg, pairs, 2)
+    packed = np.zeros((g, t, cg, 4), w_iox.dtype)
+    even, odd = w[:, :, 0::2], w[:, :, 1::2]
+    packed[:, :even.shape[2], :, 0:2] = even.transpose(0, 2, 1, 3)
+    packed[:, :odd.shape[2], :, 2:4] = odd.transpose(0, 2, 1, 3)
+    outer = pairs // mg
+    pb = np.zeros((g, 2 * t), w_iox.dtype)
+    pb[:, :pairs] = np.repeat(bias.reshape(g, mg), outer, axis=1)
+    return packed.reshape(-1), pb.reshape(-1)
+
+
+def run_up(xa, layout, geom, packed, workers, arena):
+    """y (channels-first, the dtype of the packed weights) from ``xa`` (channels-first)."""
+    wp, pb = packed
+    ct = wp.dtype
+    y = np.empty(geom.array_shape("output"), ct)
+    if y.size == 0:
+        return y
+    x = np.ascontiguousarray(xa, dtype=ct)
+    n = geom.batch
+    i3, s3, o3 = pad3(geom.in_shape, 1), pad3(geom.strides, 1), pad3(geom.out_shape, 1)
+    xs = (geom.c_in * prod(i3), prod(i3), i3[1] * i3[2], i3[2])
+    ys = (geom.c_out * prod(o3), s3[0] * o3[1] * o3[2], s3[1] * o3[2])
+    dims = np.array([n, i3[0], i3[1], i3[2], geom.c_in, geom.groups, geom.c_in // geom.groups,
+                     layout.tiles, layout.vector, len(layout.blocks), *xs, *ys], np.int64)
+    scratch = arena.get("up_rows", (workers * geom.c_in * layout.width,), ct)
+    upsample_conv(x.reshape(-1), wp, pb, y.reshape(-1), dims, layout.poff,
+                  layout.blocks.reshape(-1), scratch, workers)
+    return y
