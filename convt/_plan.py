@@ -95,11 +95,12 @@ def variant_choice(geom):
 # plans in microseconds (fcn32s_k64's 4096-tap layout takes ~13 ms to build).
 @functools.lru_cache(maxsize=64)
 def direct_variant(geom, pin=None):
-    """("depthwise", layout), ("gemm", layout), ("pixel", phase tables), ("micro", None) or
-    ("winograd", None): how the direct backend runs ``geom``; ``pin`` = (name, batch_rows)
-    imposes a variant (every variant computes every geometry; convt.dask pins the whole
-    array's on each of its blocks, so each output's terms are summed in the same order; for
-    "winograd" the second item is the block's ``convt._winograd.wino_alignment``)."""
+    """("depthwise", layout), ("gemm", layout), ("pixel", phase tables), ("micro", None),
+    ("winograd", None) or ("upsample", None): how the direct backend runs ``geom``; ``pin`` =
+    (name, batch_rows) imposes a variant (every variant computes every geometry, the upsample
+    variant through the micro variant's same sums; convt.dask pins the whole array's on each
+    of its blocks, so each output's terms are summed in the same order; for "winograd" the
+    second item is the block's ``convt._winograd.wino_alignment``)."""
     name, batch_rows = variant_choice(geom) if pin is None else pin
     if name == "depthwise":
         return name, depthwise_layout(geom)
