@@ -3,7 +3,8 @@
 Channels-first pure upsampling: the kernel equals the stride on every axis (2 on the last), no
 dilation, padding or output padding, so each output position has exactly one tap and y is s
 times x along every axis (U-Net's 2 x 2 stride-2 up-convolution). Per geometry: the blocks of
-the last input axis (at most 3 vectors each, sizes within one vector of each other) and, per
+the last input axis (at most 3 vectors each, sizes within one vector of each other; a task
+copies one block of its input row at a time, so its scratch is C_in x 3 vectors) and, per
 pair of output rows (co, a0, a1) x (b = 0, 1), where in y it starts from its input row's
 first output. Per plan, ``packed_up`` lays the IOX filter out as the tile reads it: per tile
 of two pairs, per input channel of its group, the four weights (pair, b).
@@ -47,8 +48,7 @@ def up_macs(geom, itemsize=4):
 
 @dataclass(frozen=True)
 class UpLayout:
-    blocks: np.ndarray   # (NB, 3): first input position j, vectors, offset in the scratch row
-    width: int           # scratch values per input channel (sum of the blocks' widths)
+    blocks: np.ndarray   # (NB, 2): first input position j, vectors (at most 3)
     tiles: int           # tiles per group: pairs of output rows (co, a0, a1), rounded up
     poff: np.ndarray     # per tile of every group, y offsets of its two rows (-1: padding)
     vector: int          # values per vector
@@ -63,8 +63,7 @@ def up_layout(geom, itemsize):
     nb = -(-vectors // _MAX_VECTORS)
     sizes = [vectors // nb + (i < vectors % nb) for i in range(nb)]
     starts = np.cumsum([0] + sizes[:-1])
-    blocks = np.array([(s * v, n, s * v * geom.c_in) for s, n in zip(starts, sizes)],
-                      np.int64).reshape(-1, 3)
+    blocks = np.array([(s * v, n) for s, n in zip(starts, sizes)], np.int64).reshape(-1, 2)
     g, mg = geom.groups, geom.c_out // geom.groups
     s3 = pad3(geom.strides, 1)
     o3 = pad3(geom.out_shape, 1)
@@ -78,7 +77,7 @@ def up_layout(geom, itemsize):
     off = co * oc + a0 * o0 + a1 * o1
     poff = np.full((g, 2 * tiles), -1, np.int64)
     poff[:, :pairs] = off
-    return UpLayout(blocks=blocks, width=vectors * v, tiles=tiles, poff=poff.reshape(-1),
+    return UpLayout(blocks=blocks, tiles=tiles, poff=poff.reshape(-1),
                     vector=v)
 
 
@@ -114,7 +113,7 @@ def run_up(xa, layout, geom, packed, workers, arena):
     ys = (geom.c_out * prod(o3), s3[0] * o3[1] * o3[2], s3[1] * o3[2])
     dims = np.array([n, i3[0], i3[1], i3[2], geom.c_in, geom.groups, geom.c_in // geom.groups,
                      layout.tiles, layout.vector, len(layout.blocks), *xs, *ys], np.int64)
-    scratch = arena.get("up_rows", (workers * geom.c_in * layout.width,), ct)
+    scratch = arena.get("up_block", (workers * geom.c_in * _MAX_VECTORS * layout.vector,), ct)
     upsample_conv(x.reshape(-1), wp, pb, y.reshape(-1), dims, layout.poff,
                   layout.blocks.reshape(-1), scratch, workers)
     return y

@@ -3,10 +3,10 @@ the last, no padding.
 
 Every output position then has exactly one tap: y[n, co, i0*s0 + a0, i1*s1 + a1, 2j + b] =
 sum over ci of x[n, ci, i0, i1, j] * w[ci, co, a0, a1, b] (per group), one GEMM per input row
-whose outputs interleave along the last axis. A task owns one input row (n, i0, i1): it copies
-the row's C_in x W inputs into the thread's scratch, block by block of at most 3 vectors along
-j (one contiguous run per channel: the tile reads them in order, from L1), then for each block
-and each pair of output rows (co, a0, a1) x 2 runs _upkernel.h's tile, which keeps the block's
+whose outputs interleave along the last axis. A task owns one input row (n, i0, i1). Block by
+block of at most 3 vectors along j, it copies the block's C_in x 3V inputs into the thread's
+scratch (one contiguous run per channel: the tile reads them in order, from L1), then for
+each pair of output rows (co, a0, a1) x 2 runs _upkernel.h's tile, which keeps the block's
 4 x 3 vectors of sums in registers over all the group's input channels and stores them,
 interleaved and with the bias, straight into y. So the x transpose, the tile buffer and the
 channels-first write-out of the micro variant are gone, and no BLAS call packs the operands
@@ -16,7 +16,7 @@ Each output is one tile's sum over the channels in order: bit-identical for any 
 and equal to the micro variant's bits (same order, FMA, bias added last).
 
 Assumes: x channels-first contiguous, wp packed by convt._upsample.packed_up, dims and tables
-as built there, scratch of nthreads * C_in * WP values, the AVX2 + FMA path (isa 1).
+as built there, scratch of nthreads * C_in * 3 vectors, the AVX2 + FMA path (isa 1).
 """
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
@@ -47,25 +47,23 @@ cdef void _row(const real* x, const real* wp, const real* pb, real* y, const int
     cdef int64_t i1 = r % R1, i0 = (r // R1) % R0, n = r // (R1 * R0)
     cdef const real* xr = x + n * dm[10] + i0 * dm[12] + i1 * dm[13]
     cdef real* yr = y + n * dm[14] + i0 * dm[15] + i1 * dm[16]
-    cdef int64_t bi, c, g, t, j0, nv, off, width, have
+    cdef int64_t bi, c, g, t, j0, nv, width, have
     cdef const int64_t* pq
     cdef real* y1
-    # the row's inputs, block by block: xp[off + c * nv * V + j], zeros past W
     for bi in range(nb):
-        j0, nv, off = blocks[3 * bi], blocks[3 * bi + 1], blocks[3 * bi + 2]
+        # the block's inputs: xp[c * nv * V + j], zeros past W
+        j0, nv = blocks[2 * bi], blocks[2 * bi + 1]
         width = nv * V
         have = min(width, W - j0)
         for c in range(C):
-            memcpy(xp + off + c * width, xr + c * dm[11] + j0, have * sizeof(real))
+            memcpy(xp + c * width, xr + c * dm[11] + j0, have * sizeof(real))
             if have < width:
-                memset(xp + off + c * width + have, 0, (width - have) * sizeof(real))
-    for bi in range(nb):
-        j0, nv, off = blocks[3 * bi], blocks[3 * bi + 1], blocks[3 * bi + 2]
+                memset(xp + c * width + have, 0, (width - have) * sizeof(real))
         for g in range(G):
             for t in range(g * T, (g + 1) * T):
                 pq = poff + 2 * t
                 y1 = yr + pq[1] + 2 * j0 if pq[1] >= 0 else NULL
-                _tile(xp + off + g * Cg * nv * V, wp + t * Cg * 4, Cg, <int> nv,
+                _tile(xp + g * Cg * width, wp + t * Cg * 4, Cg, <int> nv,
                       yr + pq[0] + 2 * j0, y1, pb + 2 * t, 2 * (W - j0))
 
 
@@ -78,8 +76,8 @@ def upsample_conv(const real[::1] x,        # IN  (N, C_in, *in) channels-first,
                                             #     an input row (n, i0, i1)
                   const int64_t[::1] poff,  # IN  per tile, y offsets of its two output rows
                                             #     from the input row's (-1: a padding row)
-                  const int64_t[::1] blocks,  # IN per block: first j, vectors, xp offset
-                  real[::1] scratch,        # OUT nthreads * C_in * WP values
+                  const int64_t[::1] blocks,  # IN per block: first j, vectors
+                  real[::1] scratch,        # OUT nthreads * C_in * 3 vectors
                   int num_threads):
     """Compute y; releases the GIL. See the module docstring."""
     cdef int64_t rows = dims[0] * dims[1] * dims[2], r, tid
