@@ -141,3 +141,17 @@ def test_cost_model_prices_the_variant():
     geom13 = convt.ConvTranspose(np.ones((256, 128, 2, 2), np.float32),
                                  strides=(2, 2))._plan.geometry((1, 256, 4, 13)).geom
     assert _cost.direct_kind(geom13).macs == geom13.macs * 16 // 13
+
+
+def test_long_rows_and_a_shared_workspace():
+    """A long 1-D row (the scratch holds one block, not the row), then one-shot calls of
+    other sizes through the thread's one workspace, each against the reference."""
+    rng = np.random.default_rng(8)
+    for c_in, width in ((32, 5003), (96, 37), (16, 3)):
+        x = rng.standard_normal((2, c_in, width)).astype(np.float32)
+        w = rng.standard_normal((c_in, 8, 2)).astype(np.float32)
+        op = convt.ConvTranspose(w, strides=(2,), method="direct")
+        assert op._plan.geometry(x.shape).variant == "upsample"
+        ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), strides=(2,),
+                                   method="reference")
+        assert_close(convt.conv_transpose(x, w, strides=(2,)), ref, "direct", "float32")
