@@ -211,7 +211,8 @@ def depthwise_kind(geom, axes=None, exact=None):
 
 
 def _dense_kind(geom, axes, gemm, exact):
-    """The variant for ``geom`` among micro, Winograd, GEMM and pixel (thick channels)."""
+    """The variant for ``geom`` among upsample, micro, Winograd, GEMM and pixel (thick
+    channels)."""
     useful = max(exact, 1)
     if MICRO_ISA == 1 and _UP_CHANNELS[0] <= geom.c_in // geom.groups <= _UP_CHANNELS[1] \
             and up_eligible(geom):
