@@ -214,8 +214,7 @@ def _dense_kind(geom, axes, gemm, exact):
     """The variant for ``geom`` among upsample, micro, Winograd, GEMM and pixel (thick
     channels)."""
     useful = max(exact, 1)
-    if MICRO_ISA == 1 and _UP_CHANNELS[0] <= geom.c_in // geom.groups <= _UP_CHANNELS[1] \
-            and up_eligible(geom):
+    if _UP_CHANNELS[0] <= geom.c_in // geom.groups <= _UP_CHANNELS[1] and up_eligible(geom):
         return DirectKind("upsample", "", up_macs(geom), exact)
     ok = _MAX_GEMM_WASTE if geom.data_format == "NCX" else _GRID_WASTE_OK
     micro = _micro_kind(geom, axes, gemm <= ok * useful, exact)

@@ -106,7 +106,7 @@ def direct_variant(geom, pin=None):
         return name, depthwise_layout(geom)
     if name == "pixel":
         return name, tables(geom)
-    if name == "upsample" and not (_micro.ISA == 1 and up_eligible(geom)):
+    if name == "upsample" and not up_eligible(geom):
         # a pinned block it cannot compute (convt.dask): the micro variant gives the same bits
         name = "micro"
     if name in ("micro", "winograd", "upsample"):   # layouts depend on the compute dtype too

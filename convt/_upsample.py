@@ -19,6 +19,7 @@ import numpy as np
 
 from ._direct import pad3
 from ._kernels._upsample import upsample_conv
+from ._micro import ISA
 
 __all__ = ["UpLayout", "up_eligible", "up_macs", "up_layout", "packed_up", "run_up"]
 
@@ -27,9 +28,10 @@ _MAX_VECTORS = 3     # per block: 4 x 3 accumulators fill the 16 registers with 
 
 
 def up_eligible(geom):
-    """Whether the upsample kernel computes ``geom``: channels-first, K == s on every axis
-    (so every phase has one tap), 2 on the last, no dilation where K > 1, no padding."""
-    return (geom.data_format == "NCX" and geom.c_in > 0
+    """Whether the upsample kernel computes ``geom``: a CPU with AVX2 and FMA (the kernel's
+    only body), channels-first, K == s on every axis (so every phase has one tap), 2 on the
+    last, no dilation where K > 1, no padding."""
+    return (ISA == 1 and geom.data_format == "NCX" and geom.c_in > 0
             and geom.kernel[-1] == geom.strides[-1] == 2
             and all(k == s and (k == 1 or d == 1)
                     for k, s, d in zip(geom.kernel, geom.strides, geom.dilations))
