@@ -354,7 +354,8 @@ def _direct_seconds(geom, kind, f64, threads, c):
     elif kind.variant in ("micro", "winograd", "upsample"):
         cg = geom.c_in // geom.groups
         rate = c["micro_macs_per_s"] * cg / (cg + c["micro_channel_half"])
-        if geom.data_format == "NCX":   # x is made channels-last first
+        # x is made channels-last first (the upsample variant reads channels-first x as it is)
+        if geom.data_format == "NCX" and kind.variant != "upsample":
             moved += itemsize * prod(geom.array_shape("input"))
             if kind.variant == "winograd":   # and y is written channels-last, then transposed
                 moved += 2 * itemsize * prod(geom.array_shape("output"))

@@ -137,6 +137,14 @@ def test_cost_model_prices_the_variant():
     assert kind.variant == "upsample" and kind.macs == kind.useful == geom.macs
     est = _cost.estimate(geom, np.float32, 2)
     assert est.direct == kind and 0 < est.seconds["direct"] < 1
+    # the micro rate, x and y moved once (no channels-last copy of x, as the micro variant's)
+    c = _cost.CONSTANTS
+    cg = geom.c_in // geom.groups
+    rate = c["micro_macs_per_s"] * cg / (cg + c["micro_channel_half"])
+    moved = 4 * (np.prod(geom.array_shape("input")) + np.prod(geom.array_shape("output")))
+    work = kind.macs / rate + moved / c["bytes_per_s"]
+    assert est.seconds["direct"] == pytest.approx(
+        c["call_s"] + work / (1 + (est.threads - 1) * c["thread_efficiency"]))
     # the last axis padded to whole vectors: 13 inputs run as 16
     geom13 = convt.ConvTranspose(np.ones((256, 128, 2, 2), np.float32),
                                  strides=(2, 2))._plan.geometry((1, 256, 4, 13)).geom
