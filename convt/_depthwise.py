@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._direct import bias_filled, pad3, tables
+from ._direct import bias_filled, new_output, pad3, tables
 from ._kernels._depthwise import ISA as KERNEL_ISA
 from ._kernels._depthwise import depthwise_ncx, depthwise_nxc
 
@@ -98,15 +98,16 @@ def _pack_nxc(plan):
     return np.ascontiguousarray(plan.w_packed.transpose(1, 2, 3, 0, 4, 5))
 
 
-def run_depthwise(xa, layout, geom, plan):
-    """y in ``geom``'s data layout and the compute dtype; ``xa`` in that layout too."""
+def run_depthwise(xa, layout, geom, plan, out=None):
+    """y in ``geom``'s data layout and the compute dtype (``out`` when given: ``new_output``);
+    ``xa`` in that layout too."""
     ct = plan.compute_dtype
     n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
     nxc = geom.data_format == "NXC"
     b = plan.bias_compute
     if c_in == 0:  # nothing to contract: every position is the bias
-        return bias_filled(geom, b, ct)
-    y = np.empty(geom.array_shape("output"), ct)
+        return bias_filled(geom, b, ct, out)
+    y = new_output(geom, ct, out)
     if y.size == 0:
         return y
     x = np.ascontiguousarray(xa, dtype=ct)

@@ -41,10 +41,19 @@ def axis_taps(s, d, k_len, i_len, pb, o_len):
     return tab, kstep, istep
 
 
-def bias_filled(geom, bias, ct):
-    """The output of ``geom`` in dtype ``ct``, every position holding ``bias`` (C_out,): what
-    a call computes when no input reaches it (no input channels)."""
-    y = np.empty(geom.array_shape("output"), ct)
+def new_output(geom, ct, out=None):
+    """The array a backend writes ``geom``'s output into, in dtype ``ct``: ``out`` when given
+    (the caller's, which ``Plan.__call__`` passes only when it is C-contiguous, of this
+    shape, of dtype ``ct`` and apart from the input: the kernels then write the result in
+    place, with no copy), else a new array."""
+    return np.empty(geom.array_shape("output"), ct) if out is None else out
+
+
+def bias_filled(geom, bias, ct, out=None):
+    """The output of ``geom`` in dtype ``ct`` (in ``out`` when given, ``new_output``), every
+    position holding ``bias`` (C_out,): what a call computes when no input reaches it (no
+    input channels)."""
+    y = new_output(geom, ct, out)
     y[...] = bias if geom.data_format == "NXC" else bias.reshape(-1, *[1] * geom.ndim)
     return y
 
@@ -107,11 +116,12 @@ def tables(geom, inner=True):
     return tabs, np.array(steps, np.int64)
 
 
-def run_direct(x_nxc, w_packed, bias, geom, taps, workers):
-    """y (N, *O, C_out) in the compute dtype of ``x_nxc`` (channels-last, contiguous);
-    ``bias`` (C_out,) contiguous in that dtype (zeros for none)."""
+def run_direct(x_nxc, w_packed, bias, geom, taps, workers, out=None):
+    """y (N, *O, C_out) in the compute dtype of ``x_nxc`` (channels-last, contiguous; ``out``
+    when given, C-contiguous of that shape and dtype); ``bias`` (C_out,) contiguous in that
+    dtype (zeros for none)."""
     n, c_out = geom.batch, geom.c_out
-    y = np.empty((n, *geom.out_shape, c_out), dtype=x_nxc.dtype)
+    y = np.empty((n, *geom.out_shape, c_out), dtype=x_nxc.dtype) if out is None else out
     if geom.c_in == 0 or y.size == 0:  # nothing to contract: every position is the bias
         y[...] = bias
         return y

@@ -317,11 +317,12 @@ def _place(y, acc, geom, lay, n0):
         view += part.transpose(nd + 1, nd, nd + 2, *range(nd))
 
 
-def run_fft(xa, state, geom, plan):
-    """y in ``geom``'s layout and the compute dtype (``state`` from ``plan_fft``)."""
+def run_fft(xa, state, geom, plan, out=None):
+    """y in ``geom``'s layout and the compute dtype (``out`` when given: ``new_output``;
+    ``state`` from ``plan_fft``)."""
     lay, wspec = state
     ct = plan.compute_dtype
-    y = bias_filled(geom, plan.bias_compute, ct)
+    y = bias_filled(geom, plan.bias_compute, ct, out)
     if wspec is None or y.size == 0:
         return y
     xt = _tiles(xa, geom, lay, ct)

@@ -135,9 +135,11 @@ def check_out(conv, out, shape, dtype, inputs):
                        "an overlapping array")
 
 
-def deliver(y, out):
-    """``y`` itself, or copied into ``out`` (already checked) and ``out`` returned."""
+def deliver(y, dtype, out):
+    """The result ``y`` (in the compute dtype) in ``dtype``: C-contiguous, or copied into
+    ``out`` (already checked, of ``dtype``) and ``out`` returned. The one conversion either
+    way (float32 to float16 or bfloat16: ``astype``'s rounding, to nearest even)."""
     if out is None:
-        return y
-    np.copyto(out, y, casting="no")
+        return np.ascontiguousarray(y, dtype=dtype)
+    np.copyto(out, y, casting="no" if y.dtype == dtype else "unsafe")
     return out

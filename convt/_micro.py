@@ -17,7 +17,7 @@ from math import prod
 
 import numpy as np
 
-from ._direct import bias_filled, element_strides, pad3
+from ._direct import bias_filled, element_strides, new_output, pad3
 from ._kernels._layout import to_padded_nxc
 from ._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
 from ._phase_gemm import _axes3, _axis_phases, phase_combos
@@ -187,15 +187,16 @@ def packed_weights(layout, w_iox, groups, workers, buffer=None):
     return out, bool(finite)
 
 
-def run_micro(xa, layout, geom, wp, bias, workers, arena):
-    """y in ``geom``'s data layout and the dtype of ``wp``; ``xa`` in that layout too;
-    ``bias`` (C_out,) contiguous in that dtype (zeros for none)."""
+def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
+    """y in ``geom``'s data layout and the dtype of ``wp`` (``out`` when given:
+    ``new_output``); ``xa`` in that layout too; ``bias`` (C_out,) contiguous in that dtype
+    (zeros for none)."""
     ct = wp.dtype
     n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
     nxc = geom.data_format == "NXC"
     if c_in == 0:  # nothing to contract: every position is the bias
-        return bias_filled(geom, bias, ct)
-    y = np.empty(geom.array_shape("output"), ct)
+        return bias_filled(geom, bias, ct, out)
+    y = new_output(geom, ct, out)
     if y.size == 0:
         return y
     in3 = pad3(geom.in_shape, 1)

@@ -17,7 +17,7 @@ from math import prod
 import numpy as np
 
 from ._blas import blas_threads
-from ._direct import element_strides, pad3
+from ._direct import element_strides, new_output, pad3
 from ._kernels._gemm import phase_gemm
 from ._kernels._layout import MERGE_TAPS, merge_iox, to_padded_nxc
 
@@ -308,14 +308,14 @@ def _padded_input(xa, layout, geom, ct, arena, workers):
     return xp
 
 
-def run_gemm(xa, layout, geom, w_merged, bias, workers, arena):
+def run_gemm(xa, layout, geom, w_merged, bias, workers, arena, out=None):
     """y in ``geom``'s data layout, in the dtype of ``w_merged`` (``merged_weights``, or in
-    batch-rows mode the packed weights flat); ``xa`` in that layout too; ``bias`` (C_out,)
-    contiguous in that dtype (zeros for none)."""
+    batch-rows mode the packed weights flat; ``out`` when given: ``new_output``); ``xa`` in
+    that layout too; ``bias`` (C_out,) contiguous in that dtype (zeros for none)."""
     ct = w_merged.dtype
     n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
     xp = _padded_input(xa, layout, geom, ct, arena, workers)
-    y = np.empty(geom.array_shape("output"), ct)
+    y = new_output(geom, ct, out)
     ystr = element_strides(y, geom)
     tile = n * c_out if layout.batch_rows else layout.tile
     scratch = arena.get("tiles", (workers * tile,), ct)

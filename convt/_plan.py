@@ -72,8 +72,9 @@ def forget_decisions():
 class Planned(NamedTuple):
     """What a plan knows about one input shape: the geometry and how it runs.
 
-    ``runner(xa, state, geom, plan)`` returns y in ``geom``'s data layout and the compute
-    dtype; ``state`` is what the backend precomputed for this geometry (tables, layouts,
+    ``runner(xa, state, geom, plan, out=None)`` returns y in ``geom``'s data layout and the
+    compute dtype, written into ``out`` when it is given and the runner writes that layout
+    (``convt._direct.new_output``); ``state`` is what the backend precomputed for this geometry (tables, layouts,
     spectra); ``variant`` names the backend's code path (e.g. "gemm" or "pixel").
     """
     geom: Geometry
@@ -301,11 +302,14 @@ class Plan:
                            exc=TypeError)
             xa = xa.astype(self.dtype)
         p = self.geometry(xa.shape, xa)
+        dest = None
         if out is not None:
             check_out(conv, out, p.geom.array_shape("output"), self.dtype,
                       {self.spec.input_name: x} if inputs is None else inputs)
-        y = p.runner(xa, p.state, p.geom, self)
-        return deliver(np.ascontiguousarray(y, dtype=self.dtype), out)
+            # the kernels write a result in the compute dtype straight into out (no copy)
+            dest = out if out.dtype == self.compute_dtype else None
+        y = p.runner(xa, p.state, p.geom, self, dest)
+        return out if y is out else deliver(y, self.dtype, out)
 
 
 # "tune" times every backend whose estimate is within this factor of the best one; a backend
@@ -327,39 +331,42 @@ def tune_candidates(est):
     return [m for t, m in known if t <= _TUNE_WITHIN * known[0][0]]
 
 
-def _run_reference(xa, state, geom, plan):
+def _run_reference(xa, state, geom, plan, out=None):   # (its own array, whatever out)
     nxc = geom.data_format == "NXC"
     x_ncx = np.moveaxis(xa, -1, 1) if nxc else xa
     y = conv_transpose_reference(x_ncx, plan.w_iox, plan.bias, geom)
     return np.moveaxis(y, 1, -1) if nxc else y
 
 
-def _run_gemm(xa, state, geom, plan):
+def _run_gemm(xa, state, geom, plan, out=None):
     layout, w_merged = state
     with plan.workspace.borrow() as arena:
         return run_gemm(xa, layout, geom, w_merged, plan.bias_compute,
-                        plan.threads(geom), arena)
+                        plan.threads(geom), arena, out)
 
 
-def _run_pixel(xa, taps, geom, plan):
+def _run_pixel(xa, taps, geom, plan, out=None):
     ct = plan.w_packed.dtype
     nxc = geom.data_format == "NXC"
     x_nxc = np.ascontiguousarray(xa if nxc else np.moveaxis(xa, 1, -1), dtype=ct)
-    y = run_direct(x_nxc, plan.w_packed, plan.bias_compute, geom, taps, plan.threads(geom))
+    # the kernel writes channels-last: into out only when that is the data layout
+    y = run_direct(x_nxc, plan.w_packed, plan.bias_compute, geom, taps, plan.threads(geom),
+                   out if nxc else None)
     return y if nxc else np.moveaxis(y, -1, 1)
 
 
-def _run_micro(xa, state, geom, plan):
+def _run_micro(xa, state, geom, plan, out=None):
     layout, wp = state
     with plan.workspace.borrow() as arena:
-        return run_micro(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena)
+        return run_micro(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena,
+                         out)
 
 
-def _run_wino(xa, state, geom, plan):
+def _run_wino(xa, state, geom, plan, out=None):
     layout, wp, fallback, late = state
     with plan.workspace.borrow() as arena:
         y = run_wino(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena,
-                     _micro.ISA, late)
+                     _micro.ISA, late, out)
     if y is not None:
         return y
     # A NaN, Inf or huge input value: the products would not propagate it as the taps do
@@ -367,13 +374,13 @@ def _run_wino(xa, state, geom, plan):
     if not fallback:
         fallback.append(_micro_backend(geom, plan))
     _, runner, micro_state = fallback[0]
-    return runner(xa, micro_state, geom, plan)
+    return runner(xa, micro_state, geom, plan, out)
 
 
-def _run_up(xa, state, geom, plan):
+def _run_up(xa, state, geom, plan, out=None):
     layout, packed = state
     with plan.workspace.borrow() as arena:
-        return run_up(xa, layout, geom, packed, plan.threads(geom), arena)
+        return run_up(xa, layout, geom, packed, plan.threads(geom), arena, out)
 
 
 _RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise,
@@ -446,14 +453,14 @@ def _fft_backend(geom, plan):
     return variant, functools.partial(_run_fft_finite, run), state
 
 
-def _run_fft_finite(run, xa, state, geom, plan):
+def _run_fft_finite(run, xa, state, geom, plan, out=None):
     # One NaN or Inf in a transform's input spreads over its whole output; non-finite data
     # (input or weights) runs on the direct backend, so it propagates exactly as there: to the
     # outputs it touches (docs/reliability.md).
     if _finite_weights(plan) and np.isfinite(xa).all():
-        return run(xa, state, geom, plan)
+        return run(xa, state, geom, plan, out)
     _, runner, direct_state = _direct_backend(geom, plan)
-    return runner(xa, direct_state, geom, plan)
+    return runner(xa, direct_state, geom, plan, out)
 
 
 # method -> (geom, plan) -> (variant, runner, state). A backend plans once per geometry here;

@@ -17,7 +17,7 @@ from math import prod
 
 import numpy as np
 
-from ._direct import pad3
+from ._direct import new_output, pad3
 from ._kernels._upsample import upsample_conv
 from ._micro import ISA
 
@@ -101,11 +101,12 @@ def packed_up(layout, geom, w_iox, bias):
     return packed.reshape(-1), pb.reshape(-1)
 
 
-def run_up(xa, layout, geom, packed, workers, arena):
-    """y (channels-first, the dtype of the packed weights) from ``xa`` (channels-first)."""
+def run_up(xa, layout, geom, packed, workers, arena, out=None):
+    """y (channels-first, the dtype of the packed weights; ``out`` when given: ``new_output``)
+    from ``xa`` (channels-first)."""
     wp, pb = packed
     ct = wp.dtype
-    y = np.empty(geom.array_shape("output"), ct)
+    y = new_output(geom, ct, out)
     if y.size == 0:
         return y
     x = np.ascontiguousarray(xa, dtype=ct)

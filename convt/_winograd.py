@@ -33,7 +33,7 @@ from math import prod
 
 import numpy as np
 
-from ._direct import bias_filled, element_strides, pad3
+from ._direct import bias_filled, element_strides, new_output, pad3
 from ._kernels._layout import to_padded_nxc
 from ._kernels._micro import (MR, PACK_KB, SET_MAX, WSUM_MAX, pack_taps, pack_wino, wino_conv,
                               wino_ready)
@@ -462,15 +462,16 @@ def tap_values(layout, c_in):
     return layout.panels * c_in * layout.nr
 
 
-def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False):
-    """y in ``geom``'s data layout and the dtype of ``wp``, or None when the input is not
-    finite or holds a value a difference could overflow on (``wino_ready``): the caller runs
-    the micro variant then. ``late``: ``wp`` holds ``wino_taps``, not the products."""
+def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=None):
+    """y in ``geom``'s data layout and the dtype of ``wp`` (``out`` when given:
+    ``new_output``), or None when the input is not finite or holds a value a difference could
+    overflow on (``wino_ready``): the caller runs the micro variant then, and ``out`` is
+    untouched. ``late``: ``wp`` holds ``wino_taps``, not the products."""
     ct = wp.dtype
     n, c_in = geom.batch, geom.c_in
     if c_in == 0:
-        return bias_filled(geom, bias, ct)
-    y = np.empty(geom.array_shape("output"), ct)
+        return bias_filled(geom, bias, ct, out)
+    y = new_output(geom, ct, out)
     if y.size == 0:
         return y
     in3 = pad3(geom.in_shape, 1)
