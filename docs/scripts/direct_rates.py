@@ -80,15 +80,19 @@ DENSE = ("dcgan_g1", "dcgan_g3", "unet_up2x2", "unet_up3x3_op", "hifigan_up1", "
          "dilated_s1")
 
 
+def _dense_pairs(workers, dtype):
+    """(workload, x, {1: operator, workers: operator}) for each dense layer."""
+    for wl in W.WORKLOADS:
+        if wl["name"] in DENSE:
+            x, w, b = W.make_inputs(wl, dtype=dtype)
+            yield wl, x, {n: _operator(wl, w, b, n) for n in (1, workers)}
+
+
 def scaling(workers, dtype, reps, blocks=0):
     if blocks:
         return scaling_blocks(workers, dtype, blocks)
     print(f"1 against {workers} workers, {dtype}, calls taking turns, {reps} each")
-    for wl in W.WORKLOADS:
-        if wl["name"] not in DENSE:
-            continue
-        x, w, b = W.make_inputs(wl, dtype=dtype)
-        ops = {n: _operator(wl, w, b, n) for n in (1, workers)}
+    for wl, x, ops in _dense_pairs(workers, dtype):
         times = {n: [] for n in ops}
         for op in ops.values():
             op(x)
@@ -103,11 +107,7 @@ def scaling(workers, dtype, reps, blocks=0):
 
 def scaling_blocks(workers, dtype, rounds, seconds=1.0):
     print(f"1 against {workers} workers, {dtype}, {rounds} rounds of {seconds:g} s blocks")
-    for wl in W.WORKLOADS:
-        if wl["name"] not in DENSE:
-            continue
-        x, w, b = W.make_inputs(wl, dtype=dtype)
-        ops = {n: _operator(wl, w, b, n) for n in (1, workers)}
+    for wl, x, ops in _dense_pairs(workers, dtype):
         best = {n: np.inf for n in ops}
         medians = {n: [] for n in ops}
         for _ in range(rounds):
