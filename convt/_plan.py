@@ -74,8 +74,9 @@ class Planned(NamedTuple):
 
     ``runner(xa, state, geom, plan, out=None)`` returns y in ``geom``'s data layout and the
     compute dtype, written into ``out`` when it is given and the runner writes that layout
-    (``convt._direct.new_output``); ``state`` is what the backend precomputed for this geometry (tables, layouts,
-    spectra); ``variant`` names the backend's code path (e.g. "gemm" or "pixel").
+    (``convt._direct.new_output``); ``state`` is what the backend precomputed for this
+    geometry (tables, layouts, spectra); ``variant`` names the backend's code path (e.g.
+    "gemm" or "pixel").
     """
     geom: Geometry
     method: str
