@@ -84,16 +84,15 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
     } while (0)
 
 /* Phases 0 and 1 interleaved: y[2q + 2j + c] from a[c] lane j, j < LANES (two vectors). */
-#define CONVT_DW_ZIP(UNPLO, UNPHI, PERM, A0, A1, LO, HI)                                 \
+#define CONVT_DW_ZIP(ZIPLO, ZIPHI, A0, A1, LO)                                           \
     do {                                                                                 \
-        LO = UNPLO(A0, A1);                                                              \
-        HI = UNPHI(A0, A1);                                                              \
-        A0 = PERM(LO, HI, 0x20);                                                         \
-        A1 = PERM(LO, HI, 0x31);                                                         \
+        LO = ZIPLO(A0, A1);                                                              \
+        A1 = ZIPHI(A0, A1);                                                              \
+        A0 = LO;                                                                         \
     } while (0)
 
 /* NV vectors from q, every phase inside its interior: computed, interleaved, stored. */
-#define CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, NV)  \
+#define CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, LANES, NV)          \
     do {                                                                                 \
         CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, a_, 0, q);                     \
         if (s2 == 1) {                                                                   \
@@ -102,7 +101,7 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
         } else {                                                                         \
             CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, b_, 1, q);                 \
             for (i_ = 0; i_ < (NV); i_++) {                                              \
-                CONVT_DW_ZIP(UNPLO, UNPHI, PERM, a_[i_], b_[i_], l_, h_);                \
+                CONVT_DW_ZIP(ZIPLO, ZIPHI, a_[i_], b_[i_], l_);                          \
                 STOREU(y + 2 * (q + i_ * LANES), a_[i_]);                                \
                 STOREU(y + 2 * (q + i_ * LANES) + LANES, b_[i_]);                        \
             }                                                                            \
@@ -120,8 +119,8 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
         Z = convt_dw_clamp(qe[C] - q, LANES);                                            \
     } while (0)
 
-#define CONVT_DW_ROW(NAME, T, V, LANES, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM,  \
-                     MASK, MLOAD, BLEND)                                                 \
+#define CONVT_DW_ROW(NAME, T, V, LANES, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, MASK,  \
+                     MLOAD, BLEND)                                                       \
 __attribute__((target("avx2,fma")))                                                      \
 static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t* lo,     \
                  const int64_t* hi, const int64_t* nt, const T* x, const int64_t* off0,  \
@@ -133,7 +132,7 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     const int64_t* e[2] = {e0, e0 + nt[0]};                                              \
     const T* w[2] = {w0, w0 + nt[0]};                                                    \
     T tmp_[2 * LANES];                                                                   \
-    V a_[4], b_[4], l_, h_;                                                              \
+    V a_[4], b_[4], l_;                                                                  \
     for (c = 0; c < s2; c++) {   /* [L, H): every phase's interior, below every qe */    \
         L = lo[c] > L ? lo[c] : L;                                                       \
         H = hi[c] < H ? hi[c] : H;                                                       \
@@ -143,12 +142,12 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     for (r = 0; r < nrows; r++, y += ystep, x += xstep) {                                \
         for (q = qa; q < qe[0]; ) {                                                      \
             if (q >= L && q + 4 * LANES <= H) {                                          \
-                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, 4); \
+                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, LANES, 4); \
                 q += 4 * LANES;                                                          \
                 continue;                                                                \
             }                                                                            \
             if (q >= L && q + 2 * LANES <= H) {                                          \
-                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, UNPLO, UNPHI, PERM, LANES, 2); \
+                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, LANES, 2); \
                 q += 2 * LANES;                                                          \
                 continue;                                                                \
             }                                                                            \
@@ -156,7 +155,7 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
             z1 = 0;                                                                      \
             if (s2 == 2) {                                                               \
                 CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, b_, 1, z1); \
-                CONVT_DW_ZIP(UNPLO, UNPHI, PERM, a_[0], b_[0], l_, h_);                  \
+                CONVT_DW_ZIP(ZIPLO, ZIPHI, a_[0], b_[0], l_);                            \
             }                                                                            \
             if (z0 == LANES && z1 == (s2 == 2 ? LANES : 0)) {                            \
                 STOREU(y + s2 * q, a_[0]);                                               \
@@ -183,11 +182,11 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
 #define CONVT_DW_BLEND64(a, b, m) _mm256_blendv_pd(a, b, _mm256_castsi256_pd(m))
 
 CONVT_DW_ROW(convt_dw_row_f32_avx2, float, __m256, 8, _mm256_set1_ps, _mm256_loadu_ps,
-             _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
-             _mm256_permute2f128_ps, CONVT_DW_MASK32, _mm256_maskload_ps, CONVT_DW_BLEND32)
+             _mm256_storeu_ps, _mm256_fmadd_ps, convt_zip_lo_ps, convt_zip_hi_ps,
+             CONVT_DW_MASK32, _mm256_maskload_ps, CONVT_DW_BLEND32)
 CONVT_DW_ROW(convt_dw_row_f64_avx2, double, __m256d, 4, _mm256_set1_pd, _mm256_loadu_pd,
-             _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
-             _mm256_permute2f128_pd, CONVT_DW_MASK64, _mm256_maskload_pd, CONVT_DW_BLEND64)
+             _mm256_storeu_pd, _mm256_fmadd_pd, convt_zip_lo_pd, convt_zip_hi_pd,
+             CONVT_DW_MASK64, _mm256_maskload_pd, CONVT_DW_BLEND64)
 
 #endif /* CONVT_HAVE_AVX2_PATH */
 

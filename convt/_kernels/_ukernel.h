@@ -234,6 +234,24 @@ static inline void convt_tr8_f32(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m
     c[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
+/* Interleave two vectors (the upsample tile's and the depthwise row kernel's stride-2
+ * outputs): (a0 a1 a2 a3 | a4 a5 a6 a7), (b0 ...) -> (a0 b0 a1 b1 a2 b2 a3 b3)
+ * and (a4 b4 ... a7 b7) in float32; (a0 a1 | a2 a3), (b0 ...) -> (a0 b0 a1 b1), (a2 b2 a3 b3)
+ * in float64. */
+#define CONVT_ZIP(NAME, VT, UNLO, UNHI, PERM, HALF)                                        \
+static inline __attribute__((always_inline, target("avx2,fma"))) VT NAME(VT a, VT b)            \
+{                                                                                               \
+    return PERM(UNLO(a, b), UNHI(a, b), HALF);                                                  \
+}
+CONVT_ZIP(convt_zip_lo_ps, __m256, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
+             _mm256_permute2f128_ps, 0x20)
+CONVT_ZIP(convt_zip_hi_ps, __m256, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
+             _mm256_permute2f128_ps, 0x31)
+CONVT_ZIP(convt_zip_lo_pd, __m256d, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
+             _mm256_permute2f128_pd, 0x20)
+CONVT_ZIP(convt_zip_hi_pd, __m256d, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
+             _mm256_permute2f128_pd, 0x31)
+
 /* c[j] = (r[0][j], ..., r[3][j]) for j < 4: a 4 x 4 float64 block (the float64 write-outs'
  * and layout changes' unit) */
 __attribute__((target("avx2")))

@@ -95,23 +95,6 @@ static void NAME(const T* xp, const T* w, int64_t kc, int nv, T* y0, T* y1, cons
     else NAME##_1(xp, w, kc, y0, y1, b, valid);                                                 \
 }
 
-/* Interleave two vectors: (a0 a1 a2 a3 | a4 a5 a6 a7), (b0 ...) -> (a0 b0 a1 b1 a2 b2 a3 b3)
- * and (a4 b4 ... a7 b7) in float32; (a0 a1 | a2 a3), (b0 ...) -> (a0 b0 a1 b1), (a2 b2 a3 b3)
- * in float64. */
-#define CONVT_UP_ZIP(NAME, VT, UNLO, UNHI, PERM, HALF)                                        \
-static inline __attribute__((always_inline, target("avx2,fma"))) VT NAME(VT a, VT b)            \
-{                                                                                               \
-    return PERM(UNLO(a, b), UNHI(a, b), HALF);                                                  \
-}
-CONVT_UP_ZIP(convt_zip_lo_ps, __m256, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
-             _mm256_permute2f128_ps, 0x20)
-CONVT_UP_ZIP(convt_zip_hi_ps, __m256, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
-             _mm256_permute2f128_ps, 0x31)
-CONVT_UP_ZIP(convt_zip_lo_pd, __m256d, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
-             _mm256_permute2f128_pd, 0x20)
-CONVT_UP_ZIP(convt_zip_hi_pd, __m256d, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
-             _mm256_permute2f128_pd, 0x31)
-
 CONVT_UP_TILE(convt_up_tile_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_fmadd_ps,
               _mm256_broadcast_ss, _mm256_storeu_ps, _mm256_add_ps, _mm256_set1_ps,
               _mm256_setzero_ps, convt_zip_lo_ps, convt_zip_hi_ps)
