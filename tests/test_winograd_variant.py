@@ -496,6 +496,56 @@ def test_pack_taps_refuses_what_it_cannot_hold():
     assert pack_taps(w, np.zeros(2048, np.float32), 1, 128, 1)
 
 
+
+def _misaligned(n, dtype, shift):
+    """n zeros of dtype starting ``shift`` values past a 64-byte boundary."""
+    raw = np.zeros(n + 64, dtype)
+    start = (-raw.ctypes.data % 64) // raw.itemsize + shift
+    return raw[start:start + n]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("shift, line", [(1, 128), (0, 132), (4, 128)])
+def test_pack_taps_streams_only_into_aligned_lines(isa, shift, line):
+    """Streamed stores fault on an address that is not 32-byte aligned; the packer takes the
+    stream flag as a hint and stores any other destination normally, with the same values
+    (it crashed before; convt's own callers always pass aligned packs)."""
+    from convt._kernels._micro import pack_taps
+    w = np.random.default_rng(3).standard_normal((4, 32, 16)).astype(np.float32)
+    n = 15 * line + 128
+    want = _misaligned(n, np.float32, 0)
+    assert pack_taps(w, want, 1, line, 1, isa, False)
+    got = _misaligned(n, np.float32, shift)
+    assert pack_taps(w, got, 1, line, 2, isa, True)
+    np.testing.assert_array_equal(got, want)
+    assert np.count_nonzero(want) == 16 * 128
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shift, pad", [(1, 0), (0, 1), (0, 0)])
+def test_pack_wino_streams_only_into_aligned_lines(isa, dtype, shift, pad):
+    """As pack_taps: a streamed pack into lines off a 32-byte boundary (a shifted start, or
+    a line stride that is not a multiple of 32 bytes) is stored normally, same values."""
+    w = np.random.default_rng(4).standard_normal((2, 16, 9)).astype(dtype)
+    nr = 64 // np.dtype(dtype).itemsize
+    panels = -(-16 // nr)
+    ck = np.zeros((9, _kmicro.WSUM_MAX), np.int64)
+    ck[:, 0] = np.arange(9)
+    cf = np.zeros((9, _kmicro.WSUM_MAX), dtype)
+    cf[:, 0] = 1
+    line = panels * 2 * nr + pad                 # one tap's lines, [panel][C_in][NR]
+    udst = np.arange(9, dtype=np.int64) * line
+    ustride = np.full(9, 2 * nr, np.int64)
+    n = 9 * line
+    outs = []
+    for out, stream in ((_misaligned(n, dtype, 0), False), (_misaligned(n, dtype, shift), True)):
+        scratch = np.zeros(2 * _kmicro.PACK_KB * panels * nr, dtype)
+        assert _kmicro.pack_wino(w, out, ck, cf, udst, ustride, scratch, 1, nr, 2, isa, stream)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[1], outs[0])
+    assert np.count_nonzero(outs[0]) == w.size
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("nd", [1, 2, 3])
 @pytest.mark.parametrize("mg", [20, 32])

@@ -42,7 +42,7 @@ channels-first.
 """
 import numpy as np
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t, uintptr_t
 
 from ._finite cimport _exponent_at_least, _nonfinite
 from ._types cimport real
@@ -1044,6 +1044,9 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
         isa = convt_ukernel_isa()
     cdef const float* wptr = &w[0, 0, 0]
     cdef float* optr = &out[0]
+    # streamed stores need 32-byte aligned lines: tap k's lines start at k * line, each
+    # channel's 16 values at a multiple of 16 (a hint, so any other out is stored normally)
+    stream = stream and _aligned32(optr, sizeof(float), (line,))
     with nogil:
         for ci in prange(C_in, schedule="static", num_threads=num_threads):
             bad += convt_taps_f32(isa, wptr + ci * Mg * KT, Mg, KT,
@@ -1052,6 +1055,14 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
             if stream:
                 convt_store_fence()
     return bad == 0
+
+
+cdef bint _aligned32(const void* base, size_t itemsize, offsets):
+    # whether base and base + k * itemsize for every k in offsets are 32-byte aligned
+    # (_mm256_stream_ps / _pd fault on any other address)
+    if (<uintptr_t> base) % 32:
+        return False
+    return all((k * itemsize) % 32 == 0 for k in offsets)
 
 
 cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
@@ -1112,6 +1123,9 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
     cdef const real* fp = &cf[0, 0]
     cdef const int64_t* ud = &udst[0]
     cdef const int64_t* us = &ustride[0]
+    # streamed stores need 32-byte aligned lines: every line starts at udst[u] + (g * NP + jp)
+    # * ustride[u] + c * NR (a hint, so any other layout is stored normally)
+    stream = stream and _aligned32(optr, sizeof(real), [NR] + list(udst[:U]) + list(ustride[:U]))
     with nogil:
         for ci in prange(C_in, schedule="static", num_threads=num_threads):
             bad += _pack_wino_channel(isa, wptr + ci * Mg * KT, optr,
