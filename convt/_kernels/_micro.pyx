@@ -1030,7 +1030,8 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
     """The float32 taps for wino_conv's late sums (convt._winograd.wino_taps), as pack_wino
     with one single-tap product per tap makes them, by 8 x 8 transposes straight into their
     lines (convt_taps_f32); releases the GIL. Returns whether every weight is below
-    2^(emax + 1 - spare_bits) in magnitude."""
+    2^(emax + 1 - spare_bits) in magnitude. stream: store past the caches, when out and line
+    keep every line 32-byte aligned (otherwise stored normally)."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
     cdef int64_t Cg = C_in // groups, NP = Mg // 16, ci, bad = 0
     if Mg % 16:
@@ -1103,7 +1104,8 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
     is below 2^(emax + 1 - spare_bits) in magnitude (so that a signed sum of 2^spare_bits of
     them is finite: convt._winograd.wino_taps, whose sums wino_conv makes). stream: store
     the packed lines past the caches (convt_wsum; for packs too large to stay there,
-    convt._winograd)."""
+    convt._winograd), when out, NR, udst and ustride keep every line 32-byte aligned
+    (otherwise stored normally)."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2], U = ck.shape[0]
     cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR
     cdef int64_t ci, bad = 0
