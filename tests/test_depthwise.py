@@ -149,6 +149,11 @@ ROWS = [
     ((1, 29), (1, 7), (1, 1), (1, 3), (0, 5, 0, 2), (0, 0), (1, 3, 1)),
     ((2, 50), (2, 3), (2, 2), (1, 1), (2, 135), None, (2, 1, 1)),
     ((3, 9), (2, 2), (1, 2), (1, 1), (0, 0, 0, 0), (0, 1), (2, 1, 3)),
+    # runs of rows whose vectors are all masked, more masked taps a row than the run keeps
+    # masks for (CONVT_DW_NMASK: the rest worked out as they come), and a narrower kernel
+    # whose runs keep every row's masks
+    ((12, 40), (3, 31), (1, 2), (1, 1), (1, 15, 1, 15), (0, 0), (2, 1, 1)),
+    ((9, 21), (3, 9), (1, 2), (1, 1), (1, 4, 1, 3), (0, 1), (2, 1, 1)),
 ]
 
 

@@ -186,9 +186,19 @@ cdef void _interleave(real* yr, const real* buf, const int64_t* phases, int64_t 
         for q in range(n1, n):
             yo[2 * q] = b0[q]
         return
+    # y in order while every phase has its q (stores one after the other: phase by phase, each
+    # a store every s2 values, took 60-85% of a stride-8 1-D layer's samples), then each
+    # phase's remaining q
+    n1 = QB
+    for c in range(s2):
+        n1 = min(n1, phases[5 * c] - qa)
+    n1 = max(n1, 0)
+    for q in range(n1):
+        for c in range(s2):
+            yo[q * s2 + c] = buf[c * QB + q]
     for c in range(s2):
         n = min(phases[5 * c] - qa, QB)
-        for q in range(n):
+        for q in range(n1, n):
             yo[q * s2 + c] = buf[c * QB + q]
 
 
