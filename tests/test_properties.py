@@ -1,7 +1,8 @@
 """Property tests (hypothesis, the deterministic "convt" profile of conftest.py): for random
 valid geometries of every front end, the output shape is the spec's formula and every backend
 (direct, whichever variant the channel counts pick; fft; reference) agrees with the float64
-reference within the tolerance table.
+reference within the tolerance table; and every direct variant, each pinned in turn on the
+same random geometries (the Winograd and upsample variants among them), agrees with it too.
 
 The shape formulas are written out here per convention, independently of convt._geometry:
 F = (I-1)*s + (K-1)*d + 1 is the full length, op the output padding.
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 import convt
+from convt import _plan, _winograd
 from convt._micro import ISA
+from convt._upsample import up_eligible
 from conftest import assert_close
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -22,6 +25,7 @@ METHODS = ("direct", "fft", "reference")
 # 100 examples per front end: about 40 s for the file on the 2-core development machine.
 EXAMPLES = settings(max_examples=100)
 VARIANTS = Counter()   # direct variants the canonical test reached (checked at the end)
+PINNED = Counter()     # geometries the pinned winograd / upsample variants ran themselves
 
 
 @st.composite
@@ -231,6 +235,54 @@ def test_onednn(g, data):
                     dtype, (lambda y: y) if ncx else _nxc)
 
 
+# Every direct variant computes every geometry (convt._plan.direct_variant: a pinned variant
+# that cannot take a geometry hands it to the one that gives the same sums): each pinned in
+# turn on the same random geometries, against the reference. The dispatch rule sends few
+# random geometries to winograd or upsample, so this is where their planning meets the
+# property test's space (their own files test them on chosen ones).
+PINS = [("gemm", False), ("gemm", True), ("pixel", False), ("depthwise", False),
+        ("micro", False), ("winograd", False), ("upsample", False)]
+
+
+@EXAMPLES
+@given(g=geometries(), data=st.data())
+def test_every_direct_variant_on_random_geometries(g, data):
+    draw = data.draw
+    dtype = draw(st.sampled_from(["float64", "float32"]))
+    kern = g["w"].shape[2:]
+    up = kern[-1] == 2 and draw(st.booleans())
+    if up:
+        # the upsample kernel's shape: K == s on every axis (2 on the last), no padding, and
+        # channels-first data (it takes no other)
+        g = dict(g, strides=kern, dil=(1,) * g["nd"],
+                 full=tuple(i * k for i, k in zip(g["size"], kern)))
+        op, pb, pe = (0,) * g["nd"], (0,) * g["nd"], (0,) * g["nd"]
+        expect = list(g["full"])
+    else:
+        op = tuple(draw(st.integers(0, max(s, d) - 1)) for s, d in zip(g["strides"], g["dil"]))
+        pb, pe, expect = _explicit(draw, g, op)
+    kw = dict(strides=g["strides"], dilations=g["dil"], group=g["groups"], output_padding=op,
+              pads=pb + pe)
+    nxc = not up and draw(st.booleans())
+    x, w, b = (a.astype(dtype) for a in (g["x"], g["w"], g["b"]))
+    ref = convt.conv_transpose(x, w, b, method="reference", **kw)
+    assert ref.shape[2:] == tuple(expect)
+    if nxc:
+        x = np.moveaxis(x, 1, -1)
+        kw["data_format"] = "NXC"
+    note(f"kw={kw}")
+    orig = _plan.direct_variant
+    for pin in PINS:
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(_plan, "direct_variant", lambda geom, p=None, pin=pin: orig(geom, pin))
+            conv = convt.ConvTranspose(w, b, method="direct", **kw)
+            y = conv(x)
+        assert_close(_nxc(y) if nxc else y, ref, "direct", dtype)
+    geom = conv._plan.geometry(x.shape).geom
+    PINNED["winograd"] += _winograd.wino_layout(geom, 16) is not None
+    PINNED["upsample"] += up_eligible(geom)
+
+
 def test_every_direct_variant_was_reached():
     """The channel counts of ``geometries`` reach all three direct variants (only meaningful
     after test_canonical ran in this session)."""
@@ -238,3 +290,13 @@ def test_every_direct_variant_was_reached():
         pytest.skip("test_canonical did not run in this session")
     assert {"gemm", "depthwise", "pixel"} <= set(VARIANTS), VARIANTS
     assert ISA != 1 or "micro" in VARIANTS, VARIANTS
+
+
+def test_pinned_variants_ran_their_own_kernels():
+    """Some of ``test_every_direct_variant_on_random_geometries``' geometries have a Winograd
+    layout and some fit the upsample kernel, so those kernels ran themselves, not the micro
+    variant they hand the others to (only meaningful after that test ran in this session)."""
+    if not PINNED:
+        pytest.skip("test_every_direct_variant_on_random_geometries did not run")
+    assert PINNED["winograd"] >= 5, PINNED
+    assert ISA != 1 or PINNED["upsample"] >= 3, PINNED
