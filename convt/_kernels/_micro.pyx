@@ -1047,7 +1047,7 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
     cdef float* optr = &out[0]
     # streamed stores need 32-byte aligned lines: tap k's lines start at k * line, each
     # channel's 16 values at a multiple of 16 (a hint, so any other out is stored normally)
-    stream = stream and _aligned32(optr, sizeof(float), (line,))
+    stream = stream and _aligned32(optr, sizeof(float), &line, 1)
     with nogil:
         for ci in prange(C_in, schedule="static", num_threads=num_threads):
             bad += convt_taps_f32(isa, wptr + ci * Mg * KT, Mg, KT,
@@ -1058,12 +1058,17 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
     return bad == 0
 
 
-cdef bint _aligned32(const void* base, size_t itemsize, offsets):
-    # whether base and base + k * itemsize for every k in offsets are 32-byte aligned
+cdef bint _aligned32(const void* base, size_t itemsize, const int64_t* offsets,
+                     int64_t n) noexcept nogil:
+    # whether base and base + k * itemsize for each of the n offsets k are 32-byte aligned
     # (_mm256_stream_ps / _pd fault on any other address)
+    cdef int64_t i
     if (<uintptr_t> base) % 32:
         return False
-    return all((k * itemsize) % 32 == 0 for k in offsets)
+    for i in range(n):
+        if (offsets[i] * <int64_t> itemsize) % 32:
+            return False
+    return True
 
 
 cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
@@ -1127,7 +1132,9 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
     cdef const int64_t* us = &ustride[0]
     # streamed stores need 32-byte aligned lines: every line starts at udst[u] + (g * NP + jp)
     # * ustride[u] + c * NR (a hint, so any other layout is stored normally)
-    stream = stream and _aligned32(optr, sizeof(real), [NR] + list(udst[:U]) + list(ustride[:U]))
+    stream = stream and (_aligned32(optr, sizeof(real), &NR, 1)
+                         and _aligned32(optr, sizeof(real), ud, U)
+                         and _aligned32(optr, sizeof(real), us, U))
     with nogil:
         for ci in prange(C_in, schedule="static", num_threads=num_threads):
             bad += _pack_wino_channel(isa, wptr + ci * Mg * KT, optr,
