@@ -70,37 +70,30 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
  * rest as it goes. */
 #define CONVT_DW_NMASK 64
 
-/* The same for one vector at q, tap t on the lanes j with 0 <= q + j + e[c][t] < I2 only:
- * kind 0 (no lane in range: skipped), 1 (every lane) or 2 (the lanes of mask m_), worked out
- * on the run's first row (r == 0) and kept in mk_ / mf_, entry k_ (the row's k_-th tap taken
- * here). */
+/* The same for one vector at q, tap t on the lanes j with 0 <= q + j + e[c][t] < I2 only (the
+ * lanes of mask m_: all, some or none), worked out on the run's first row (r == 0) and kept in
+ * mk_, entry k_ (the row's k_-th tap taken here). Every tap takes the masked load, fused
+ * multiply-add and blend, whatever its mask: a branch on the kind of mask (skip, plain or
+ * masked) cost more than it saved (in-cache row loop, 62-row runs of depthwise_bilinear's
+ * rows, the two builds alternating in one process: 0.93-0.94 of the branching kernel's
+ * time, same bits). */
 #define CONVT_DW_MVEC(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, ACC, C, Q)    \
     do {                                                                                 \
-        int64_t t_, s_, u_, v_;                                                          \
+        int64_t t_, s_;                                                                  \
         __m256i m_;                                                                      \
-        int f_;                                                                          \
         ACC = SET1(b);                                                                   \
         for (t_ = 0; t_ < nt[C]; t_++, k_++) {                                           \
             const T* p_ = x + off[C][t_] + (Q);                                          \
             if (r == 0 || k_ >= CONVT_DW_NMASK) {                                        \
                 s_ = (Q) + e[C][t_];              /* input index of lane 0 */            \
-                u_ = convt_dw_clamp(-s_, LANES);                                         \
-                v_ = convt_dw_clamp(I2 - s_, LANES);                                     \
-                f_ = u_ >= v_ ? 0 : (u_ == 0 && v_ == LANES ? 1 : 2);                    \
-                m_ = f_ == 2 ? _mm256_andnot_si256(MASK(u_), MASK(v_))                   \
-                             : _mm256_setzero_si256();                                   \
-                if (k_ < CONVT_DW_NMASK) {                                               \
+                m_ = _mm256_andnot_si256(MASK(convt_dw_clamp(-s_, LANES)),               \
+                                         MASK(convt_dw_clamp(I2 - s_, LANES)));          \
+                if (k_ < CONVT_DW_NMASK)                                                 \
                     mk_[k_] = m_;                                                        \
-                    mf_[k_] = (int8_t) f_;                                               \
-                }                                                                        \
             } else {                                                                     \
                 m_ = mk_[k_];                                                            \
-                f_ = mf_[k_];                                                            \
             }                                                                            \
-            if (f_ == 1)                                                                 \
-                ACC = FMADD(SET1(w[C][t_]), LOADU(p_), ACC);                             \
-            else if (f_ == 2)                                                            \
-                ACC = BLEND(ACC, FMADD(SET1(w[C][t_]), MLOAD(p_, m_), ACC), m_);         \
+            ACC = BLEND(ACC, FMADD(SET1(w[C][t_]), MLOAD(p_, m_), ACC), m_);             \
         }                                                                                \
     } while (0)
 
@@ -155,7 +148,6 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     T tmp_[2 * LANES];                                                                   \
     V a_[4], b_[4], l_;                                                                  \
     __m256i mk_[CONVT_DW_NMASK];   /* the run's border masks (CONVT_DW_MVEC) */          \
-    int8_t mf_[CONVT_DW_NMASK];                                                          \
     int64_t k_;                                                                          \
     for (c = 0; c < s2; c++) {   /* [L, H): every phase's interior, below every qe */    \
         L = lo[c] > L ? lo[c] : L;                                                       \
