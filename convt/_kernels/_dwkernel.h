@@ -74,9 +74,11 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
  * lanes of mask m_: all, some or none), worked out on the run's first row (r == 0) and kept in
  * mk_, entry k_ (the row's k_-th tap taken here). Every tap takes the masked load, fused
  * multiply-add and blend, whatever its mask: a branch on the kind of mask (skip, plain or
- * masked) cost more than it saved (in-cache row loop, 62-row runs of depthwise_bilinear's
- * rows, the two builds alternating in one process: 0.93-0.94 of the branching kernel's
- * time, same bits). */
+ * masked) cost more than it saved. Without it, same bits, against the branching build
+ * (alternating in one process): 0.89-0.94 of its time on an in-cache loop of 62-row runs of
+ * depthwise_bilinear's rows; on whole layers (medians of 15 rounds of 20 calls, 2 workers,
+ * three runs) depthwise_bilinear 0.88-1.00, a 4 x 4 x 4 stride-2 layer 0.81-0.84, a 3 x 3
+ * stride-1 layer 0.84-0.89. */
 #define CONVT_DW_MVEC(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, ACC, C, Q)    \
     do {                                                                                 \
         int64_t t_, s_;                                                                  \
