@@ -30,6 +30,12 @@
  * kept for the others, row by row as before (in-process A/B against working them out per
  * row, medians of 15 alternating rounds of 20 calls, three runs, same bits): a 3 x 3 stride-1
  * layer 0.85-0.97, a 4 x 4 x 4 stride-2 layer 0.88-0.96, depthwise_bilinear 0.97-1.03.
+ * Also tried and dropped, on an in-cache loop of 62-row runs of depthwise_bilinear's rows
+ * against the kernel with branching border taps (CONVT_DW_MVEC): blocks of 4 vectors whose
+ * border vectors are masked, in place of the single-vector steps at a row's ends (1.21-1.27
+ * of its time; with every vector masked, no branch: 1.16-1.25), and one loop over both
+ * phases' taps in the interior blocks (0.98-1.03); on whole layers, prefetching the next
+ * row's y for writing (depthwise_bilinear 0.99-1.00, other layers 0.89-1.08).
  *
  * Used only when convt_ukernel_isa() says AVX2 and FMA (run-time selection, portable build). */
 #ifndef CONVT_DWKERNEL_H
