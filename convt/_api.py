@@ -6,7 +6,7 @@ import numpy as np
 from ._dtypes import ALL_FLOATS
 from ._frontend import filter_to_iox, intake
 from ._plan import Plan, _remember
-from ._validate import bad_type, fail
+from ._validate import bad_type, fail, shape_tuple
 from .onnx import onnx_spec
 
 __all__ = ["conv_transpose", "ConvTranspose"]
@@ -121,13 +121,18 @@ class ConvTranspose:
         """
         return self._plan.workers
 
+    def _shape(self, x_shape):
+        # the shape-taking methods' argument, checked before it keys the plan's caches
+        return shape_tuple(self._plan.spec.convention, "x_shape", x_shape)
+
     def method_for(self, x_shape):
         """The backend this operator runs on inputs of ``x_shape``.
 
         Parameters
         ----------
-        x_shape : tuple of int
-            Shape of an input array, in the operator's ``data_format``.
+        x_shape : sequence of int
+            Shape of an input array (``x.shape``), in the operator's ``data_format``; a
+            float, bool or negative length is a ``TypeError`` / ``ValueError``.
 
         Returns
         -------
@@ -142,7 +147,7 @@ class ConvTranspose:
         >>> op.method_for((1, 4, 16, 16))
         'direct'
         """
-        return self._plan.geometry(x_shape).method
+        return self._plan.geometry(self._shape(x_shape)).method
 
     def explain(self, x_shape):
         """What runs on inputs of ``x_shape``, and why.
@@ -152,8 +157,9 @@ class ConvTranspose:
 
         Parameters
         ----------
-        x_shape : tuple of int
-            Shape of an input array, in the operator's ``data_format``.
+        x_shape : sequence of int
+            Shape of an input array (``x.shape``), in the operator's ``data_format``; a
+            float, bool or negative length is a ``TypeError`` / ``ValueError``.
 
         Returns
         -------
@@ -182,15 +188,16 @@ class ConvTranspose:
         """
         from ._explain import explain_plan
 
-        return explain_plan(self._plan, x_shape)
+        return explain_plan(self._plan, self._shape(x_shape))
 
     def geometry(self, x_shape):
         """The canonical geometry of this operator on inputs of ``x_shape``.
 
         Parameters
         ----------
-        x_shape : tuple of int
-            Shape of an input array, in the operator's ``data_format``.
+        x_shape : sequence of int
+            Shape of an input array (``x.shape``), in the operator's ``data_format``; a
+            float, bool or negative length is a ``TypeError`` / ``ValueError``.
 
         Returns
         -------
@@ -208,7 +215,7 @@ class ConvTranspose:
         >>> g.out_shape, g.pads_begin, g.pads_end
         ((10, 10), (0, 0), (1, 1))
         """
-        return self._plan.geometry(x_shape).geom
+        return self._plan.geometry(self._shape(x_shape)).geom
 
     def __call__(self, x, out=None):
         """Apply the transposed convolution to ``x``.

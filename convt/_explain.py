@@ -8,6 +8,7 @@ from ._dtypes import compute_dtype
 from ._geometry import resolve
 from ._guard import check_range
 from ._plan import pick, tune_candidates
+from ._validate import shape_tuple
 
 __all__ = ["Explanation", "explain", "explain_plan"]
 
@@ -182,9 +183,10 @@ def explain(x, w, b=None, **keywords):
     """
     from ._api import ConvTranspose
 
-    shape = tuple(x) if isinstance(x, tuple) else None
     op = ConvTranspose(w, b, **keywords)
-    if shape is None:
+    if isinstance(x, tuple):
+        shape = shape_tuple("explain", "x", x)
+    else:
         from ._dtypes import as_array
 
         shape = as_array("explain", "x", x, op._plan.allowed).shape

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["fail", "int_tuple", "int_scalar", "choice", "bad_type"]
+__all__ = ["fail", "int_tuple", "int_scalar", "shape_tuple", "choice", "bad_type"]
 
 
 def fail(conv, param, constraint, value, exc=ValueError):
@@ -44,6 +44,18 @@ def _as_int(conv, param, v, constraint):
         raise bad_type(conv, param, constraint, v) from None
 
 
+def _int_seq(conv, param, value, constraint):
+    # A sequence or 1-D integer array as a tuple of Python ints (TypeError otherwise).
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1 or not (value.dtype.kind in "iu" or value.size == 0):
+            raise bad_type(conv, param, constraint, value)
+        return tuple(int(v) for v in value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        # a dict or set has a length too, but no order (a dict would give its keys)
+        raise bad_type(conv, param, constraint, value)
+    return tuple(_as_int(conv, param, v, constraint) for v in value)
+
+
 def int_tuple(conv, param, value, length, *, minimum=None, what=None):
     """Return ``value`` as a tuple of ``length`` Python ints, each ``>= minimum``.
 
@@ -57,17 +69,23 @@ def int_tuple(conv, param, value, length, *, minimum=None, what=None):
         constraint = f"must be non-negative {what}"
     else:
         constraint = f"must be {what}"
-    if isinstance(value, np.ndarray):
-        if value.ndim != 1 or not (value.dtype.kind in "iu" or value.size == 0):
-            raise bad_type(conv, param, constraint, value)
-        seq = [int(v) for v in value]
-    elif isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        # a dict or set has a length too, but no order (a dict would give its keys)
-        raise bad_type(conv, param, constraint, value)
-    else:
-        seq = [_as_int(conv, param, v, constraint) for v in value]
-    out = tuple(seq)
+    out = _int_seq(conv, param, value, constraint)
     if len(out) != length or (minimum is not None and any(v < minimum for v in out)):
+        raise fail(conv, param, constraint, out)
+    return out
+
+
+def shape_tuple(conv, param, value):
+    """Return the array shape ``value`` as a tuple of Python ints.
+
+    ``value`` may be any sequence of integers or a 1-D integer array; its rank and lengths are
+    checked against the operator later (convt._geometry.resolve). Floats, bools and strings are
+    refused here: a float length would give a geometry of floats, and a shape-keyed cache maps
+    ``(1, 4, 5.0, 5)`` and ``(1, 4, 5, 5)`` to one entry.
+    """
+    constraint = "must be an array shape, a sequence of non-negative integers (x.shape, not x)"
+    out = _int_seq(conv, param, value, constraint)
+    if any(v < 0 for v in out):
         raise fail(conv, param, constraint, out)
     return out
 

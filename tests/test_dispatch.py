@@ -123,6 +123,43 @@ def test_explain_plans_nothing():
     assert not op._plan._geoms
 
 
+_SHAPE = (r"conv_transpose: 'x_shape' must be an array shape, a sequence of non-negative "
+          r"integers \(x.shape, not x\); got ")
+
+
+@pytest.mark.parametrize("bad, exc, shown", [
+    ((1, 4, 5.0, 5), TypeError, r"5.0$"),
+    ((1, 4, True, 5), TypeError, r"True$"),
+    ((1, 4, -5, 5), ValueError, r"\(1, 4, -5, 5\)$"),
+    ("1455", TypeError, r"'1455'$"),
+    (5, TypeError, r"5$"),
+    (np.zeros((1, 4, 5, 5)), TypeError, r"array\(shape=\(1, 4, 5, 5\), dtype=float64\)$"),
+    (np.array([1.0, 4, 5, 5]), TypeError, r"\[1.0, 4.0, 5.0, 5.0\]$"),
+])
+def test_shape_methods_check_the_shape(bad, exc, shown):
+    # a float length once gave a geometry of floats, and it stayed in the plan's cache under
+    # the integer shape's key: the next call on that shape failed inside the kernels' setup
+    op = convt.ConvTranspose(np.ones((4, 2, 3, 3), np.float32), strides=(2, 2), workers=1)
+    for method in (op.geometry, op.explain, op.method_for):
+        with pytest.raises(exc, match=_SHAPE + shown):
+            method(bad)
+    assert not op._plan._geoms
+    x = np.ones((1, 4, 5, 5), np.float32)
+    assert op(x).shape == (1, 2, 11, 11)
+    if isinstance(bad, tuple):
+        with pytest.raises(exc, match=_SHAPE.replace("conv_transpose", "explain")
+                           .replace("'x_shape'", "'x'") + shown):
+            convt.explain(bad, np.ones((4, 2, 3, 3), np.float32))
+
+
+def test_shape_methods_take_integer_sequences():
+    op = convt.ConvTranspose(np.ones((4, 2, 3, 3), np.float32), strides=(2, 2), workers=1)
+    for shape in ([1, 4, 5, 5], np.array([1, 4, 5, 5]), (np.int32(1), 4, np.int64(5), 5)):
+        g = op.geometry(shape)
+        assert g.out_shape == (11, 11) and all(type(v) is int for v in g.in_shape)
+        assert "input (5, 5) -> output (11, 11)" in str(op.explain(shape))
+
+
 @pytest.mark.parametrize("kw, exc, match", [
     (dict(method="fast"), ValueError,
      r"conv_transpose: 'method' must be one of \('auto', 'direct', 'fft', 'reference', "
