@@ -43,7 +43,8 @@ import scipy.fft as sfft
 from ._blas import blas_threads
 from ._direct import bias_filled
 
-__all__ = ["FFT_MEMORY_BUDGET", "FftLayout", "fft_cost", "fft_layout", "plan_fft", "run_fft"]
+__all__ = ["FFT_MEMORY_BUDGET", "FftLayout", "fft_cost", "fft_growth", "fft_layout", "plan_fft",
+           "run_fft"]
 
 # Bytes the kernel spectrum plus one chunk's working spectra may take (half for the kernel
 # spectrum). Module constant: tests shrink it to force the overlap-add path.
@@ -178,6 +179,18 @@ def fft_layout(geom, compute_dtype, budget=None, pick=None):
 def fft_cost(geom, compute_dtype=np.float32):
     """Estimated seconds of one ``method="fft"`` call on ``geom`` (for the dispatcher)."""
     return fft_layout(geom, compute_dtype).cost
+
+
+def fft_growth(geom, lay):
+    """A bound on |every value run_fft makes| / (max|x| * max|w|): a tile's input spectrum
+    is at most prod(block) * max|x| in modulus, a phase's kernel spectrum prod(Q) * max|w|
+    (Q = ceil(E / s) taps per axis), a bin's contraction C_in / G times their product, and
+    the inverse transform's sums prod(small) times that before its 1 / prod(small). The
+    outputs and the overlap-add's sums (of at most C_in / G * prod(K) products) stay below.
+    """
+    taps = prod(-(-((k - 1) * d + 1) // s)
+                for k, d, s in zip(geom.kernel, geom.dilations, geom.strides))
+    return float(prod(lay.small)) * prod(lay.block) * taps * (geom.c_in // geom.groups)
 
 
 def kernel_spectrum(w_iox, geom, lay, ct, workers):

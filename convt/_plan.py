@@ -17,7 +17,7 @@ from ._depthwise import depthwise_layout, run_depthwise
 from ._direct import pack_weights, run_direct, tables
 from . import _tune
 from ._cost import direct_kind, direct_threads, estimate
-from ._fft import plan_fft
+from ._fft import fft_growth, plan_fft
 from ._micro import micro_layout, micro_nr, packed_weights, run_micro
 from ._upsample import packed_up, run_up, up_eligible, up_layout
 from . import _fft, _micro
@@ -454,11 +454,22 @@ def _fft_backend(geom, plan):
     return variant, functools.partial(_run_fft_finite, run), state
 
 
+def _fft_in_range(xa, lay, geom, plan):
+    """True when every value the FFT backend makes from ``xa`` stays below a quarter of the
+    compute dtype's largest (``convt._fft.fft_growth``): False for NaN or Inf anywhere in x
+    or w (the comparison with NaN is False), and for finite values near the float range."""
+    wmax = plan.packed("max_abs_w", lambda p: float(np.max(np.abs(p.w_iox), initial=0.0)))
+    xmax = max(-float(xa.min()), float(xa.max())) if xa.size else 0.0
+    return xmax * wmax * fft_growth(geom, lay) <= float(np.finfo(plan.compute_dtype).max) / 4
+
+
 def _run_fft_finite(run, xa, state, geom, plan, out=None):
     # One NaN or Inf in a transform's input spreads over its whole output; non-finite data
     # (input or weights) runs on the direct backend, so it propagates exactly as there: to the
-    # outputs it touches (docs/reliability.md).
-    if _finite_weights(plan) and np.isfinite(xa).all():
+    # outputs it touches (docs/reliability.md). So do finite values large enough that a
+    # transform's sums could overflow where the taps' do not (x = 1e35 with a 15 x 15 kernel
+    # over 16 channels in float32 gave Inf and NaN; the direct sums were finite).
+    if _fft_in_range(xa, state[0], geom, plan):
         return run(xa, state, geom, plan, out)
     _, runner, direct_state = _direct_backend(geom, plan)
     return runner(xa, direct_state, geom, plan, out)

@@ -2,7 +2,8 @@
 the outputs it touches (those the float64 reference gives a nonzero value for an indicator
 input and positive weights), a non-finite weight exactly the outputs of its tap, a
 non-finite bias its channel. The FFT backend runs non-finite data on the direct backend
-(docs/reliability.md): its own transforms would spread one NaN over the whole output."""
+(docs/reliability.md): its own transforms would spread one NaN over the whole output. So does
+finite data near the float range, whose transforms could overflow."""
 import numpy as np
 import pytest
 
@@ -101,3 +102,44 @@ def test_fft_keeps_finite_calls_on_the_transforms():
     p = op._plan.geometry(x.shape)
     raw = run_fft(x, p.state, p.geom, op._plan)
     np.testing.assert_array_equal(op(x), raw)    # bit for bit: the same code ran
+
+
+@pytest.mark.parametrize("dtype", DT, ids=["f32", "f64"])
+@pytest.mark.parametrize("where", ["x", "w"])
+@pytest.mark.parametrize("budget", [None, 1 << 14], ids=["fft", "overlap-add"])
+def test_fft_takes_values_near_the_float_range_to_the_direct_backend(dtype, where, budget,
+                                                                      monkeypatch):
+    """Finite values whose transforms could overflow (a transform sums many of them) run on
+    the direct backend too: x = 1e35 with this kernel once gave Inf and NaN in float32
+    where every true output is finite (at most about 5e35)."""
+    if budget:
+        monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", budget)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, 24, 24)).astype(dtype)
+    w = rng.standard_normal((16, 16, 15, 15)).astype(dtype)
+    huge = 1e35 if dtype == np.float32 else 1e305
+    (x if where == "x" else w)[(0, 3, 10, 10)] = huge
+    ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), method="reference")
+    assert np.isfinite(ref).all()
+    for method in ("fft", "auto"):
+        op = convt.ConvTranspose(w, method=method, workers=1)
+        assert op.method_for(x.shape) == "fft"
+        p = op._plan.geometry(x.shape)
+        assert (p.variant == "fft-overlap-add") == bool(budget)
+        with np.errstate(over="ignore", invalid="ignore"):   # the raw transforms overflow
+            raw = run_fft(x, p.state, p.geom, op._plan)
+        assert not np.isfinite(raw).all()
+        y = op(x)
+        assert np.isfinite(y).all()
+        err = np.abs(y - ref).max() / np.abs(ref).max()
+        assert err < (1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_fft_keeps_large_ordinary_values_on_the_transforms():
+    """The bound leaves room: values of 1e20 (float32) still run the transforms."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((1, 16, 24, 24)) * 1e20).astype(np.float32)
+    w = rng.standard_normal((16, 16, 15, 15)).astype(np.float32)
+    op = convt.ConvTranspose(w, method="fft", workers=1)
+    p = op._plan.geometry(x.shape)
+    np.testing.assert_array_equal(op(x), run_fft(x, p.state, p.geom, op._plan))
