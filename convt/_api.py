@@ -88,14 +88,15 @@ class ConvTranspose:
         method = _tune_method(method, tune)
         _, w_iox, ba, dt, data_format, self._filter_format = intake(
             _CONV, None, w, b, allowed=ALL_FLOATS, dtype=dtype, names=("x", "w", "b"),
-            data_format=data_format, filter_format=filter_format)
+            data_format=data_format, filter_format=filter_format, castable=True)
         self.spec = onnx_spec(_CONV, 11, w_iox, ba, auto_pad=auto_pad, dilations=dilations,
                               group=group, kernel_shape=kernel_shape,
                               output_padding=output_padding, output_shape=output_shape,
                               pads=pads, strides=strides, data_format=data_format,
                               names=("x", "w", "b"))
         self._plan = Plan(self.spec, w_iox, ba, dt, allowed=ALL_FLOATS, method=method,
-                          workers=workers, cast=dtype is not None, one_shot=self._one_shot)
+                          workers=workers, cast=dtype is not None, one_shot=self._one_shot,
+                          castable=True)
 
     @property
     def dtype(self):
@@ -350,7 +351,7 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
     else:
         spec, dt, filter_format = known
         plan = Plan(spec, filter_to_iox(_CONV, w, filter_format), b, dt, allowed=ALL_FLOATS,
-                    method=method, workers=workers, one_shot=True)
+                    method=method, workers=workers, one_shot=True, castable=True)
     return plan(x, out, {"x": x, "w": w, "b": b})
 
 

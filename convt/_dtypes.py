@@ -33,6 +33,11 @@ def compute_dtype(dt):
     return np.dtype(np.float64) if dtype_name(dt) == "float64" else np.dtype(np.float32)
 
 
+def cast_hint(castable, what="them"):
+    """How a caller gets one dtype: ``dtype=`` where the API takes it, else a cast."""
+    return "(pass dtype=... to cast)" if castable else f"(cast {what} before the call)"
+
+
 def _requested_dtype(conv, dtype, allowed):
     if dtype is None:
         return None
@@ -63,12 +68,13 @@ def as_array(conv, param, a, allowed):
     return arr
 
 
-def common_dtype(conv, arrays, allowed, dtype=None):
+def common_dtype(conv, arrays, allowed, dtype=None, castable=False):
     """The one storage dtype of the call's tensors.
 
     ``arrays`` maps parameter names to arrays (None entries are skipped). Mixed dtypes are a
     TypeError unless ``dtype`` is given, in which case everything is cast to it (nothing is
-    ever narrowed silently: the cast is the user's explicit request).
+    ever narrowed silently: the cast is the user's explicit request). ``castable``: the
+    caller takes ``dtype`` (the canonical API), which the message then suggests.
     """
     want = _requested_dtype(conv, dtype, allowed)
     present = {k: v for k, v in arrays.items() if v is not None}
@@ -76,6 +82,6 @@ def common_dtype(conv, arrays, allowed, dtype=None):
         return want
     names = {k: dtype_name(v.dtype) for k, v in present.items()}
     if len(set(names.values())) > 1:
-        raise fail(conv, "dtype", "inputs must share one dtype (pass dtype=... to cast)",
+        raise fail(conv, "dtype", "inputs must share one dtype " + cast_hint(castable),
                    names, exc=TypeError)
     return next(iter(present.values())).dtype

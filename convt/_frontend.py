@@ -29,7 +29,7 @@ def filter_to_iox(conv, w, filter_format, param="W"):
 
 
 def intake(conv, x, w, b, *, allowed, dtype=None, names=("X", "W", "B"),
-           data_format="NCX", filter_format="IOX"):
+           data_format="NCX", filter_format="IOX", castable=False):
     """Arrays of one dtype, the filter as IOX, the layouts canonicalised.
 
     Returns (x or None, w_iox, b or None, storage dtype, data_format, filter_format).
@@ -39,7 +39,8 @@ def intake(conv, x, w, b, *, allowed, dtype=None, names=("X", "W", "B"),
     xa = None if x is None else as_array(conv, names[0], x, allowed)
     wa = as_array(conv, names[1], w, allowed)
     ba = None if b is None else as_array(conv, names[2], b, allowed)
-    dt = common_dtype(conv, {names[0]: xa, names[1]: wa, names[2]: ba}, allowed, dtype)
+    dt = common_dtype(conv, {names[0]: xa, names[1]: wa, names[2]: ba}, allowed, dtype,
+                      castable)
     w_iox = filter_to_iox(conv, wa, filter_format, names[1])
     return xa, w_iox, ba, dt, data_format, filter_format
 

@@ -14,7 +14,7 @@ from math import prod
 
 import numpy as np
 
-from ._dtypes import compute_dtype
+from ._dtypes import compute_dtype, dtype_name
 from ._validate import bad_type, fail
 
 __all__ = ["MEMORY_LIMIT", "MAX_FRAME", "memory_limit", "estimate_bytes", "check_range",
@@ -120,7 +120,7 @@ def check_out(conv, out, shape, dtype, inputs):
     a writeable C-contiguous ndarray sharing no memory with any of ``inputs`` (name: array)."""
     if not isinstance(out, np.ndarray):
         raise bad_type(conv, "out", "must be a numpy.ndarray", type(out).__name__)
-    if out.dtype != dtype:
+    if dtype_name(out.dtype) != dtype_name(dtype):   # either byte order (deliver swaps)
         raise bad_type(conv, "out", f"must have the result's dtype {np.dtype(dtype).name}",
                        out.dtype.name)
     if out.shape != tuple(shape):
@@ -141,5 +141,5 @@ def deliver(y, dtype, out):
     way (float32 to float16 or bfloat16: ``astype``'s rounding, to nearest even)."""
     if out is None:
         return np.ascontiguousarray(y, dtype=dtype)
-    np.copyto(out, y, casting="no" if y.dtype == dtype else "unsafe")
+    np.copyto(out, y, casting="equiv" if y.dtype == dtype else "unsafe")
     return out

@@ -24,7 +24,7 @@ from . import _fft, _micro
 from ._winograd import late_sums, run_wino, wino_layout, wino_taps, wino_weights
 from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace, one_shot_workspace
-from ._dtypes import as_array, compute_dtype
+from ._dtypes import as_array, cast_hint, compute_dtype, dtype_name
 from ._geometry import Geometry, resolve
 from ._guard import check_memory, check_out, check_range, deliver, memory_limit
 from ._reference import conv_transpose_reference
@@ -140,14 +140,15 @@ class Plan:
     """Weights packed once for ``spec``; callable on any input the spec accepts."""
 
     def __init__(self, spec, w_iox, b, dtype, *, allowed, method="auto", workers=None,
-                 cast=False, one_shot=False):
+                 cast=False, one_shot=False, castable=False):
         conv = spec.convention
         self.spec = spec
         self.method = choice(conv, "method", method, METHODS)
         self.workers = resolve_workers(conv, workers)
-        self.dtype = np.dtype(dtype)
+        self.dtype = np.dtype(dtype).newbyteorder("=")   # results in native byte order
         self.allowed = allowed
         self.cast = cast
+        self.castable = castable   # its API takes dtype= (the canonical one: error messages)
         ct = compute_dtype(self.dtype)
         # Storage dtype first (an explicit cast request rounds there), then the compute dtype.
         # one_shot (the plan lives for one call, convt._api._OneShot): views where the dtype
@@ -297,9 +298,11 @@ class Plan:
         conv = self.spec.convention
         xa = as_array(conv, self.spec.input_name, x, self.allowed)
         if xa.dtype != self.dtype:
-            if not self.cast:
+            # the other byte order of the weights' dtype is swapped once (as numpy's ufuncs
+            # take it); another dtype only on request
+            if not self.cast and dtype_name(xa.dtype) != dtype_name(self.dtype):
                 raise fail(conv, self.spec.input_name, "must have the weights' dtype "
-                           f"{self.dtype.name} (pass dtype=... to cast)", xa.dtype.name,
+                           f"{self.dtype.name} {cast_hint(self.castable, 'it')}", xa.dtype.name,
                            exc=TypeError)
             xa = xa.astype(self.dtype)
         p = self.geometry(xa.shape, xa)

@@ -33,6 +33,7 @@ from . import onednn, onnx, openvino
 from ._api import ConvTranspose
 from ._api import conv_transpose as _canonical
 from ._chunking import axis_blocks
+from ._dtypes import cast_hint, dtype_name
 from ._geometry import PadRule, resolve
 from ._guard import check_range
 from ._plan import Plan, pick, variant_choice
@@ -222,9 +223,10 @@ def conv_transpose(x, w, b=None, *, convention="canonical", **keywords):
     keywords.setdefault("workers", 1)
     plan = _front_end_plan(conv, convention, x.dtype, x.ndim, w, b, keywords)
     spec = plan.spec
-    if x.dtype != plan.dtype and not plan.cast:
+    if dtype_name(x.dtype) != dtype_name(plan.dtype) and not plan.cast:
         raise fail(spec.convention, spec.input_name, "must have the weights' dtype "
-                   f"{plan.dtype.name} (pass dtype=... to cast)", x.dtype.name, exc=TypeError)
+                   f"{plan.dtype.name} {cast_hint(plan.castable, 'it')}", x.dtype.name,
+                   exc=TypeError)
     if any(np.isnan(c) for cs in x.chunks for c in cs):
         raise fail(conv, "x", "must have known chunk sizes (x.compute_chunk_sizes())", x.shape)
     geom = resolve(spec, x.shape)

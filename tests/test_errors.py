@@ -106,6 +106,44 @@ def test_cast_on_request():
     assert y.dtype == np.float32
 
 
+def test_either_byte_order():
+    """The weights' dtype in the other byte order is that dtype: swapped once, the result in
+    native order (as numpy's ufuncs give it); it was refused with "must have the weights'
+    dtype float32 ... got 'float32'"."""
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal(X.shape).astype(np.float32), W + np.float32(0.5)
+    ref = convt.conv_transpose(x, w)
+    for xs, ws in (("<f4", ">f4"), (">f4", "<f4"), (">f4", ">f4")):
+        y = convt.ConvTranspose(w.astype(ws))(x.astype(xs))
+        assert y.dtype == np.float32 and y.dtype.isnative
+        np.testing.assert_array_equal(y, ref)
+    out = np.full(ref.shape, np.nan, ">f4")
+    assert convt.conv_transpose(x, w, out=out) is out
+    np.testing.assert_array_equal(out, ref)
+    with pytest.raises(TypeError, match=re.escape("conv_transpose: 'out' must have the "
+                                                  "result's dtype float32; got 'float64'")):
+        convt.conv_transpose(x, w, out=np.empty(ref.shape, ">f8"))
+
+
+@pytest.mark.parametrize("call_, msg", [
+    (lambda: convt.onnx.conv_transpose(X, W.astype(np.float64)),
+     "onnx (opset 11): 'dtype' inputs must share one dtype (cast them before the call); "
+     "got {'X': 'float32', 'W': 'float64'}"),
+    (lambda: convt.onednn.conv_transpose(X, W.astype(np.float16), strides=(1, 1),
+                                         dilations=(1, 1)),
+     "onednn: 'dtype' inputs must share one dtype (cast them before the call); "
+     "got {'src': 'float32', 'weights': 'float16'}"),
+    (lambda: convt.openvino.convolution_backprop_data(X, W.astype(np.float64), strides=(1, 1),
+                                                      dilations=(1, 1)),
+     "inputs must share one dtype (cast them before the call); "
+     "got {'data': 'float32', 'filter': 'float64'}"),
+])
+def test_front_ends_without_dtype_suggest_a_cast(call_, msg):
+    # only the canonical API takes dtype=, so only its messages suggest it
+    with pytest.raises(TypeError, match=re.escape(msg)):
+        call_()
+
+
 ONNX = [
     (dict(opset=0), ValueError, "onnx: 'opset' must be an integer >= 1; got 0"),
     (dict(opset=11, X=X.astype(np.float16), W=W.astype(np.float16), pads=[-1, 0, 0, 0]),

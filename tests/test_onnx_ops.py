@@ -305,7 +305,7 @@ def test_type_errors_are_not_buried():
     sess = ReferenceEvaluator(conv_transpose_model(W, x_dtype=np.float64),
                               new_ops=[convt.onnx.ConvTransposeOp])
     with pytest.raises(TypeError, match=r"node 'up' \(opset 11\): 'X' must have the "
-                       "weights' dtype float32"):
+                       r"weights' dtype float32 \(cast it before the call\); got 'float64'"):
         sess.run(None, {"X": X.astype(np.float64)})
 
 
