@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 import platform
 import tempfile
@@ -32,6 +33,7 @@ __all__ = ["signature", "bucket", "lookup", "tune", "time_candidates", "export_t
 
 _FORMAT = 1
 _FILE = "tuning.json"
+_BACKENDS = ("direct", "fft")   # what a tuning entry may name (winner and timed backends)
 _lock = threading.Lock()
 _entries = {}       # signature -> {"method": str, "seconds": {method: float}}
 _tuning = {}        # signature -> Lock held while it is being tuned (one tuning per signature)
@@ -322,19 +324,38 @@ def _check_env():
             use_tuning_store()
 
 
+def _entry(key, value):
+    """One tuning entry as stored, or None unless it is a string key with a winner among the
+    backends and each backend's seconds a finite non-negative number (a string or None there
+    once reached explain's arithmetic)."""
+    if not isinstance(key, str) or not isinstance(value, dict):
+        return None
+    method, seconds = value.get("method"), value.get("seconds")
+    if method not in _BACKENDS or not isinstance(seconds, dict):
+        return None
+    for m, t in seconds.items():
+        if (m not in _BACKENDS or isinstance(t, bool) or not isinstance(t, (int, float))
+                or not 0 <= t < math.inf):
+            return None
+    return {"method": method, "seconds": {m: float(t) for m, t in seconds.items()}}
+
+
 def _valid(data, where):
     """The entries of ``data`` if it is this version's and CPU's tuning, else None (warned)."""
     try:
         if data.get("format") != _FORMAT:
             raise ValueError(f"unknown format {data.get('format')!r}")
         entries = data["entries"]
-        ok = {k: {"method": v["method"], "seconds": dict(v["seconds"])}
-              for k, v in entries.items()
-              if isinstance(k, str) and v["method"] in ("direct", "fft")}
+        ok = {k: e for k, e in ((k, _entry(k, v)) for k, v in entries.items()) if e}
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         warnings.warn(f"convt: ignoring tuning data from {where}: malformed ({e})",
                       RuntimeWarning, stacklevel=3)
         return None
+    if len(ok) < len(entries):
+        bad = next(k for k in entries if k not in ok)
+        warnings.warn(f"convt: ignoring {len(entries) - len(ok)} malformed tuning entries from "
+                      f"{where} (the first: {bad!r}: {entries[bad]!r})"[:400], RuntimeWarning,
+                      stacklevel=3)
     here = stamp()
     if (data.get("convt"), data.get("cpu")) != (here["convt"], here["cpu"]):
         warnings.warn(f"convt: ignoring stale tuning data from {where}: made by convt "

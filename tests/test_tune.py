@@ -186,6 +186,34 @@ def test_import_ignores_stale_or_malformed_data(change, match):
     assert convt.export_tuning()["entries"] == {}
 
 
+@pytest.mark.parametrize("entry", [
+    {"method": "fft", "seconds": {"direct": "slow"}},
+    {"method": "fft", "seconds": {"direct": None}},
+    {"method": "fft", "seconds": {"direct": float("nan")}},
+    {"method": "fft", "seconds": {"direct": -1.0}},
+    {"method": "fft", "seconds": {"direct": True}},
+    {"method": "fft", "seconds": {"gpu": 1.0}},
+    {"method": "fft", "seconds": [0.1]},
+    {"method": "gpu", "seconds": {}},
+    {"seconds": {}},
+    "fft",
+])
+def test_import_skips_malformed_entries(entry):
+    """A malformed entry is skipped with a warning, the others kept; "seconds": {"direct":
+    "slow"} was once kept, and explain on its shape raised a bare TypeError."""
+    op = convt.ConvTranspose(np.zeros((16, 16, 7, 7), np.float32), method="tune", workers=1)
+    key = _tune.signature(op.geometry((1, 16, 16, 16)), np.dtype("float32"), 1)
+    good = {"method": "direct", "seconds": {"direct": 0.001, "fft": 2}}
+    data = {**convt.export_tuning(), "entries": {key: entry, "other": good}}
+    with pytest.warns(RuntimeWarning, match=r"convt: ignoring 1 malformed tuning entries from "
+                      r"import_tuning \(the first: 'float32\|NCX"):
+        assert convt.import_tuning(data) == 1
+    assert convt.export_tuning()["entries"] == {"other": {"method": "direct",
+                                                          "seconds": {"direct": 0.001,
+                                                                      "fft": 2.0}}}
+    assert "measured by tuning" not in str(op.explain((1, 16, 16, 16)))   # the cost model's
+
+
 def test_disk_store(fake_timing, tmp_path):
     path = convt.use_tuning_store(tmp_path)
     op, _ = _op()
