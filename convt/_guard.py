@@ -9,6 +9,8 @@ theirs, keyed with the memory limit in force, convt._plan._DECISIONS).
 """
 from __future__ import annotations
 
+import functools
+import math
 import os
 from math import prod
 
@@ -42,11 +44,26 @@ def memory_limit():
         return int(MEMORY_LIMIT)
     env = os.environ.get("CONVT_MEMORY_LIMIT", "").strip()
     if env:
-        return int(float(env))
+        return _env_limit(env)
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):  # no sysconf (Windows): no limit known
         return 2**63
+
+
+@functools.lru_cache(maxsize=4)
+def _env_limit(text):
+    """CONVT_MEMORY_LIMIT's bytes: a positive number ("8e9", "8589934592"; "inf": no limit),
+    else a ValueError naming the variable (every call reads it: "abc" gave float()'s bare
+    "could not convert string to float", "inf" an OverflowError)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:
+        raise ValueError("convt: the environment variable CONVT_MEMORY_LIMIT must be a positive "
+                         f"number of bytes (e.g. 8e9, or inf for no limit); got {text!r}")
+    return 2**63 if value == math.inf else int(value)
 
 
 def _gib(n):

@@ -64,6 +64,23 @@ def test_environment_variable_sets_the_limit(monkeypatch):
     assert convt.onednn.conv_transpose(src, wts, **kw).shape == (1, 67, 67, 8)
 
 
+@pytest.mark.parametrize("text", ["abc", "1 GB", "nan", "-1", "0", ""])
+def test_environment_variable_must_be_a_positive_number(text, monkeypatch):
+    monkeypatch.setattr(_guard, "MEMORY_LIMIT", None)
+    monkeypatch.setenv("CONVT_MEMORY_LIMIT", text)
+    x, w = np.ones((1, 1, 4), np.float32), np.ones((1, 1, 3), np.float32)
+    if not text:   # unset or empty: the machine's memory
+        assert convt.conv_transpose(x, w).shape == (1, 1, 6)
+        return
+    with pytest.raises(ValueError, match=re.escape(
+            "convt: the environment variable CONVT_MEMORY_LIMIT must be a positive number of "
+            f"bytes (e.g. 8e9, or inf for no limit); got {text!r}")):
+        convt.conv_transpose(x, w)
+    monkeypatch.setenv("CONVT_MEMORY_LIMIT", "inf")      # no limit
+    assert _guard.memory_limit() == 2**63
+    assert convt.conv_transpose(x, w).shape == (1, 1, 6)
+
+
 def test_fft_buffers_are_counted(limit):
     """The kernel spectra of method='fft' are far larger than this call's output: the FFT
     call is refused, the direct one (same output) is not."""
