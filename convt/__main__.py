@@ -47,30 +47,53 @@ _INT_TUPLES = ("x", "w", "strides", "pads", "dilations", "output_padding")
 
 
 def _layer(text):
-    """(x shape, keywords for ConvTranspose, dtype) of one LAYER string."""
+    """(x shape, keywords for ConvTranspose, dtype) of one LAYER string; SystemExit with the
+    item at fault otherwise."""
     kv = {}
+    keys = _INT_TUPLES + ("group", "dtype", "data_format")
     for item in text.split():
         key, sep, value = item.partition("=")
-        if not sep or key not in _INT_TUPLES + ("group", "dtype", "data_format"):
+        if not sep or key not in keys:
             raise SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} (expected "
-                             f"key=value with key in {_INT_TUPLES + ('group', 'dtype', 'data_format')})")
-        kv[key] = tuple(int(v) for v in value.split(",")) if key in _INT_TUPLES else value
+                             f"key=value with key in {keys})")
+        if key in _INT_TUPLES + ("group",):
+            try:
+                ints = tuple(int(v) for v in value.split(","))
+            except ValueError:
+                raise SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} "
+                                 "(expected integers separated by commas)") from None
+            if key in ("x", "w") and min(ints) < 0:
+                raise SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} "
+                                 "(a shape's lengths are non-negative)")
+            if key == "group" and len(ints) != 1:
+                raise SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} "
+                                 "(expected one integer)")
+            kv[key] = ints[0] if key == "group" else ints
+        else:
+            kv[key] = value
     if "x" not in kv or "w" not in kv:
         raise SystemExit(f"python -m convt: LAYER {text!r} needs x=... and w=...")
     x, w = kv.pop("x"), kv.pop("w")
-    dtype = np.dtype(kv.pop("dtype", "float32"))
-    if "group" in kv:
-        kv["group"] = int(kv["group"])
-    if kv.get("data_format") == "NXC":
+    dtype = kv.pop("dtype", "float32")
+    if kv.get("data_format", "NCX").upper() == "NXC":   # the library takes either case
         x = (x[0], *x[2:], x[1])
     return x, w, kv, dtype
+
+
+def _weights(w, dtype, rng=None):
+    """The LAYER's filter in ``dtype`` (zeros, or random numbers from ``rng``)."""
+    from ._dtypes import ALL_FLOATS, _requested_dtype
+
+    dt = _requested_dtype("LAYER", dtype, ALL_FLOATS)
+    return (np.zeros(w, dt) if rng is None else rng.standard_normal(w).astype(dt)), dt
 
 
 def _explain(args):
     import convt
 
     x, w, kw, dtype = _layer(args.layer)
-    print(convt.explain(x, np.zeros(w, dtype), method=args.method, workers=args.workers, **kw))
+    w, _ = _weights(w, dtype)
+    print(convt.explain(x, w, method=args.method, workers=args.workers, **kw))
     return 0
 
 
@@ -82,9 +105,9 @@ def _tune(args):
     for text in args.layers:
         x, w, kw, dtype = _layer(text)
         rng = np.random.default_rng(0)
-        op = convt.ConvTranspose(rng.standard_normal(w).astype(dtype), method="tune",
-                                 workers=args.workers, **kw)
-        op(rng.standard_normal(x).astype(dtype))
+        w, dt = _weights(w, dtype, rng)
+        op = convt.ConvTranspose(w, method="tune", workers=args.workers, **kw)
+        op(rng.standard_normal(x).astype(dt))
         e = op.explain(x)
         times = ", ".join(f"{m} {t * 1e3:.3f} ms" for m, t in (e.measured or {}).items())
         print(f"{text}: {e.choice}" + (f" ({times})" if times else f" ({e.reason})"))
@@ -100,7 +123,7 @@ def main(argv=None):
     sub.add_parser("info", help="build and runtime configuration")
     d = sub.add_parser("demo", help="run a real layer, print the method, shape and time")
     d.add_argument("--workers", type=int, default=None)
-    d.add_argument("--repeat", type=int, default=5)
+    d.add_argument("--repeat", type=_positive, default=5)
     e = sub.add_parser("explain", help="print what conv_transpose would run on LAYER, and why")
     e.add_argument("layer", help='e.g. "x=1,16,64,64 w=16,16,31,31 strides=1,1"')
     e.add_argument("--method", default="auto")
@@ -113,16 +136,31 @@ def main(argv=None):
     t.add_argument("--no-store", action="store_true", help="keep the winners in memory only")
     t.add_argument("--export", default=None, help="also write the winners to this JSON file")
     args = p.parse_args(argv)
-    if args.cmd == "explain":
-        return _explain(args)
-    if args.cmd == "tune":
-        return _tune(args)
-    if args.cmd == "info":
-        import convt
+    try:
+        if args.cmd == "explain":
+            return _explain(args)
+        if args.cmd == "tune":
+            return _tune(args)
+        if args.cmd == "info":
+            import convt
 
-        convt.show_config()
-        return 0
-    return _demo(args)
+            convt.show_config()
+            return 0
+        return _demo(args)
+    except (ValueError, TypeError, MemoryError) as e:
+        # the library's messages name the parameter and the value: no traceback needed
+        raise SystemExit(f"python -m convt {args.cmd}: {type(e).__name__}: {e}") from None
+
+
+def _positive(text):
+    """argparse type: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return n
 
 
 if __name__ == "__main__":

@@ -307,3 +307,46 @@ def test_cli_tune(fake_timing, tmp_path, capsys):
 def test_cli_bad_layer():
     with pytest.raises(SystemExit, match="bad LAYER item 'stride=2'"):
         main(["explain", "x=1,4,8 w=4,4,2 stride=2"])
+
+
+@pytest.mark.parametrize("fmt", ["NXC", "nxc", "Nxc"])
+def test_cli_data_format_any_case(fmt, capsys):
+    # "nxc" (which the library takes) once left x in NCX order: input (4, 6), a wrong layer
+    assert main(["explain", f"x=1,4,6,4 w=4,2,3,3 data_format={fmt}"]) == 0
+    assert "NXC, input (6, 4) -> output (8, 6)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["explain", "x=1,4,a,5 w=4,2,3,3"], r"python -m convt: bad LAYER item 'x=1,4,a,5' in "
+     r"'x=1,4,a,5 w=4,2,3,3' \(expected integers separated by commas\)"),
+    (["explain", "x=1,4,6,4 w=4,2,3,3 strides="], r"bad LAYER item 'strides=' .*\(expected "
+     r"integers separated by commas\)"),
+    (["explain", "x=1,4,6,4 w=-4,2,3,3"], r"bad LAYER item 'w=-4,2,3,3' .*\(a shape's "
+     r"lengths are non-negative\)"),
+    (["explain", "x=1,4,6,4 w=4,2,3,3 group=1,2"], r"bad LAYER item 'group=1,2' .*\(expected "
+     r"one integer\)"),
+    (["explain", "x=1,4,6,4 w=4,2,3,3 dtype=foo"], r"python -m convt explain: TypeError: "
+     r"LAYER: 'dtype' must be one of \('float64', 'float32', 'float16', 'bfloat16'\); "
+     r"got 'foo'"),
+    (["explain", "x=1,4,6 w=4,2,3,3"], r"python -m convt explain: ValueError: conv_transpose: "
+     r"'x' must have rank 4 \(N, C, 2 spatial\)"),
+    (["explain", "x=1,4,6,4 w=4,2,3,3", "--method", "bogus"], r"python -m convt explain: "
+     r"ValueError: conv_transpose: 'method' must be one of"),
+])
+def test_cli_errors_are_one_line(argv, match):
+    """Bad LAYER items and the library's refusals end the CLI with their message, not a
+    traceback (int() and numpy's messages came out raw)."""
+    with pytest.raises(SystemExit, match=match):
+        main(argv)
+
+
+def test_cli_demo_needs_a_positive_repeat(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "--repeat", "0"])   # it ran the layer, then failed on min([])
+    assert "argument --repeat: must be a positive integer; got '0'" in capsys.readouterr().err
+
+
+def test_cli_bfloat16_layer(capsys):
+    pytest.importorskip("ml_dtypes")
+    assert main(["explain", "x=1,4,6,4 w=4,2,3,3 dtype=bfloat16"]) == 0
+    assert "dtype bfloat16" in capsys.readouterr().out
