@@ -33,7 +33,7 @@ from . import onednn, onnx, openvino
 from ._api import ConvTranspose
 from ._api import conv_transpose as _canonical
 from ._chunking import axis_blocks
-from ._dtypes import cast_hint, dtype_name
+from ._dtypes import as_array, cast_hint, dtype_name
 from ._geometry import PadRule, resolve
 from ._guard import check_range
 from ._plan import Plan, pick, variant_choice
@@ -223,6 +223,9 @@ def conv_transpose(x, w, b=None, *, convention="canonical", **keywords):
     keywords.setdefault("workers", 1)
     plan = _front_end_plan(conv, convention, x.dtype, x.ndim, w, b, keywords)
     spec = plan.spec
+    # x's own dtype, whatever dtype= casts it to (the in-memory call refuses an int or
+    # complex x at once; the canonical planner never sees x): now, not at compute()
+    as_array(spec.convention, spec.input_name, np.empty(0, x.dtype), plan.allowed)
     if dtype_name(x.dtype) != dtype_name(plan.dtype) and not plan.cast:
         raise fail(spec.convention, spec.input_name, "must have the weights' dtype "
                    f"{plan.dtype.name} {cast_hint(plan.castable, 'it')}", x.dtype.name,

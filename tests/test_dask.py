@@ -236,6 +236,10 @@ def test_errors():
         cdask.conv_transpose(x, w.astype(np.float64))
     with pytest.raises(TypeError, match=r"onnx \(opset 11\): 'dtype' inputs must share one"):
         cdask.conv_transpose(x, w.astype(np.float64), convention="onnx")
+    for bad in (np.int32, np.complex64):   # at once, dtype= or not (it came at compute())
+        with pytest.raises(TypeError, match=r"conv_transpose: 'x' must have a floating dtype "
+                                            rf"in .*; got '{np.dtype(bad).name}'"):
+            cdask.conv_transpose(x.astype(bad), w, dtype=np.float32)
     with pytest.raises(ValueError, match=r"conv_transpose: 'x' must have 4 channels"):
         cdask.conv_transpose(da.zeros((1, 3, 6), chunks=2, dtype=np.float32), w)
     with pytest.raises(ValueError, match=r"onednn: 'strides' is required"):
