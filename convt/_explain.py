@@ -157,7 +157,8 @@ def explain(x, w, b=None, **keywords):
     x : ndarray or tuple of int
         The input, or just its shape (then it takes ``w``'s dtype).
     w, b, **keywords
-        As for `conv_transpose` (including ``method`` and ``workers``).
+        As for `conv_transpose` (including ``method`` and ``workers``; ``out`` is taken and
+        unused, since nothing runs).
 
     Returns
     -------
@@ -183,6 +184,7 @@ def explain(x, w, b=None, **keywords):
     """
     from ._api import ConvTranspose
 
+    keywords.pop("out", None)   # conv_transpose's destination: nothing is written here
     op = ConvTranspose(w, b, **keywords)
     if isinstance(x, tuple):
         shape = shape_tuple("explain", "x", x)

@@ -21,8 +21,12 @@ AUTO_PADS = ("explicit", "same_upper", "same_lower", "valid")
 
 def _output_shape(conv, output_shape, nd):
     arr = np.asarray(output_shape)
-    if arr.dtype.kind not in "iu":
-        raise bad_type(conv, "output_shape", "must be a 1-D integer tensor", output_shape)
+    if arr.dtype.kind not in "iu" and arr.size:   # (an empty one is a length error below)
+        # Python ints past int64 make an object array: say so rather than "integer"
+        big = arr.dtype == object and all(isinstance(v, int) and not isinstance(v, bool)
+                                          for v in arr.reshape(-1))
+        raise bad_type(conv, "output_shape", "must be a 1-D integer tensor"
+                       + (" whose values fit int64" if big else ""), output_shape)
     return int_tuple(conv, "output_shape", arr.reshape(-1) if arr.ndim == 0 else arr, nd,
                      minimum=1, what=f"integers, spatial dimensions only ({nd})")
 

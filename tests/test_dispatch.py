@@ -117,6 +117,13 @@ def test_explain_contents():
     assert forced.choice == "direct" and "forced" in forced.reason
 
 
+def test_explain_takes_conv_transposes_keywords():
+    w = np.zeros((4, 2, 3), np.float32)
+    out = np.full((1, 2, 10), 7.0, np.float32)
+    e = convt.explain((1, 4, 8), w, out=out, workers=1)   # was an unexpected keyword
+    assert e.geometry.out_shape == (10,) and (out == 7).all()
+
+
 def test_explain_plans_nothing():
     op = convt.ConvTranspose(np.zeros((8, 8, 3, 3), np.float32))
     op.explain((1, 8, 16, 16))

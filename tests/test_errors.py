@@ -187,6 +187,10 @@ OPENVINO = [
      "1-D integer tensor"),
     (dict(output_shape=np.array([6, 6, 6])), ValueError, "openvino: 'output_shape' must be "
      "positive integers, spatial dimensions only (2); got (6, 6, 6)"),
+    (dict(output_shape=[10**20, 6]), TypeError, "openvino: 'output_shape' must be a 1-D "
+     "integer tensor whose values fit int64; got [100000000000000000000, 6]"),
+    (dict(output_shape=[]), ValueError, "openvino: 'output_shape' must be positive integers, "
+     "spatial dimensions only (2); got ()"),   # as np.array([], np.int64) (was a TypeError)
     (dict(output_padding=[-1, 0]), ValueError, "openvino: 'output_padding' must be "
      "non-negative"),
     (dict(filter=np.zeros((3, 3, 3, 3), np.float32)), ValueError, "openvino: 'data' must have "
