@@ -35,7 +35,10 @@
  * border vectors are masked, in place of the single-vector steps at a row's ends (1.21-1.27
  * of its time; with every vector masked, no branch: 1.16-1.25), and one loop over both
  * phases' taps in the interior blocks (0.98-1.03); on whole layers, prefetching the next
- * row's y for writing (depthwise_bilinear 0.99-1.00, other layers 0.89-1.08).
+ * row's y for writing (depthwise_bilinear 0.99-1.00, other layers 0.89-1.08), and reading a
+ * run's rows (of at most 256 values, finite taps) from zero-padded copies in 32 KiB of
+ * per-thread scratch so that no vector is masked (same bits; depthwise_bilinear 0.90-1.24 of
+ * the time, a 3 x 3 stride-2 layer 1.10-1.22: the copy costs what the masked vectors did).
  *
  * Used only when convt_ukernel_isa() says AVX2 and FMA (run-time selection, portable build). */
 #ifndef CONVT_DWKERNEL_H
