@@ -46,6 +46,11 @@ def _demo(args):
 _INT_TUPLES = ("x", "w", "strides", "pads", "dilations", "output_padding")
 
 
+def _bad_item(item, text, why):
+    """The CLI's exit for one bad LAYER item: the item, the whole LAYER and what was wrong."""
+    return SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} ({why})")
+
+
 def _layer(text):
     """(x shape, keywords for ConvTranspose, dtype) of one LAYER string; SystemExit with the
     item at fault otherwise."""
@@ -54,20 +59,16 @@ def _layer(text):
     for item in text.split():
         key, sep, value = item.partition("=")
         if not sep or key not in keys:
-            raise SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} (expected "
-                             f"key=value with key in {keys})")
+            raise _bad_item(item, text, f"expected key=value with key in {keys}")
         if key in _INT_TUPLES + ("group",):
             try:
                 ints = tuple(int(v) for v in value.split(","))
             except ValueError:
-                raise SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} "
-                                 "(expected integers separated by commas)") from None
+                raise _bad_item(item, text, "expected integers separated by commas") from None
             if key in ("x", "w") and min(ints) < 0:
-                raise SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} "
-                                 "(a shape's lengths are non-negative)")
+                raise _bad_item(item, text, "a shape's lengths are non-negative")
             if key == "group" and len(ints) != 1:
-                raise SystemExit(f"python -m convt: bad LAYER item {item!r} in {text!r} "
-                                 "(expected one integer)")
+                raise _bad_item(item, text, "expected one integer")
             kv[key] = ints[0] if key == "group" else ints
         else:
             kv[key] = value
