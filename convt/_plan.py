@@ -22,6 +22,7 @@ from ._micro import micro_layout, micro_nr, packed_weights, run_micro
 from ._upsample import packed_up, run_up, up_eligible, up_layout
 from . import _fft, _micro
 from ._winograd import late_sums, run_wino, wino_layout, wino_taps, wino_weights
+from ._cfwino import cf_layout, cf_weights, run_cf
 from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
 from ._workspace import Workspace, one_shot_workspace
 from ._dtypes import as_array, cast_hint, compute_dtype, dtype_name
@@ -373,6 +374,19 @@ def _run_wino(xa, state, geom, plan, out=None):
                      _micro.ISA, late, out)
     if y is not None:
         return y
+    return _wino_fallback(xa, fallback, geom, plan, out)
+
+
+def _run_cf(xa, state, geom, plan, out=None):
+    layout, wp, fallback = state
+    with plan.workspace.borrow() as arena:
+        y = run_cf(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena, out)
+    if y is not None:
+        return y
+    return _wino_fallback(xa, fallback, geom, plan, out)
+
+
+def _wino_fallback(xa, fallback, geom, plan, out):
     # A NaN, Inf or huge input value: the products would not propagate it as the taps do
     # (docs/reliability.md); the micro variant (or the pixel kernel) runs this call.
     if not fallback:
@@ -402,6 +416,15 @@ def _direct_backend(geom, plan):
         # overflows, runs the micro variant (which then checks its own)
         align = plan.pin[1] if plan.pin is not None and plan.pin[1] else None
         layout = wino_layout(geom, micro_nr(plan.compute_dtype), align)
+        # 1-D channels-first stride-2 layers of 4 taps: the same products and sums on x as
+        # it is, without the transposes (convt._cfwino; a dask block runs the NXC kernel)
+        cf = (cf_layout(geom, plan.compute_dtype.itemsize)
+              if layout is not None and align is None else None)
+        if cf is not None:
+            wp, finite = cf_weights(cf, geom, plan.w_iox_compute)
+            if finite:
+                return variant, _run_cf, (cf, wp, [])
+            return _micro_backend(geom, plan)
         if layout is not None:
             # one-shot calls with large products sum them in the kernel (convt._winograd's
             # late_sums); same bits either way

@@ -1,0 +1,114 @@
+"""Planning for the Winograd variant's channels-first kernel (convt._kernels._cfwino): 1-D
+channels-first layers of stride 2 and 4 taps (HiFi-GAN's and MelGAN's stride-2 up-sampling
+layers), whose two phases each get F(2, 2) tiles.
+
+The kernel computes the NXC Winograd kernel's products and sums on x as it is, so the two give
+the same bits; it saves the transposes of x and y (docs/performance.md, "Channels-first
+Winograd"). Per geometry (``cf_layout``): each phase's taps and input offset, the tiles per
+block (3 vectors) and the blocks per image. Per plan (``cf_weights``): the products' weights,
+(G, QD, 2, 3, Cg, 4) (blocks of four output channels, the last padded with zeros; per phase
+W_lo, W_lo + W_hi, -W_hi as pack_wino makes them).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._direct import bias_filled, new_output
+from ._kernels._cfwino import cfwino_conv
+from ._micro import ISA
+from ._winograd import wino_axes
+
+__all__ = ["CfLayout", "cf_layout", "cf_weights", "run_cf"]
+
+_VECTOR_BYTES = 32   # one AVX2 register
+_VECTORS = 3         # tiles per block: 3 vectors (4 rows x 3 accumulators, _cwkernel.h)
+_ROWS = 4            # output channels per register tile
+# wino_ready's bound for one Winograd axis (convt._winograd's diff_axes + 1): a value whose
+# difference with another could overflow sends the call to the micro variant.
+SPARE_BITS = 2
+
+
+@dataclass(frozen=True)
+class CfLayout:
+    e: tuple        # per phase c: e_c, W_lo's input offset (tile j reads x[2j + e_c ...])
+    k_lo: tuple     # per phase: W_lo's kernel tap ...
+    k_hi: tuple     # ... and W_hi's (one input further)
+    tile: int       # tiles per block
+    blocks: int     # blocks per image
+    quads: int      # blocks of _ROWS output channels per group
+    seg: int        # values of the input segment a block reads per channel (even)
+
+
+@functools.lru_cache(maxsize=64)
+def cf_layout(geom, itemsize):
+    """The ``CfLayout`` of ``geom`` for values of ``itemsize`` bytes, or None when the kernel
+    does not compute it: it needs the AVX2 + FMA path, channels-first data, one spatial axis of
+    stride 2 (no folding) whose two phases both get F(2, 2) tiles (``wino_axes``: two taps one
+    input apart, enough outputs), and at least one input channel."""
+    if ISA != 1 or geom.data_format != "NCX" or geom.ndim != 1 or geom.c_in == 0:
+        return None
+    step, unit, phases = wino_axes(geom)[2]
+    if step != 2 or unit != 1 or len(phases) != 2:
+        return None
+    e, k_lo, k_hi = [], [], []
+    for q, taps, wino, _ in phases:
+        if not wino or len(taps) != 2:
+            return None
+        (klo, elo), (khi, ehi) = sorted(taps, key=lambda t: t[1])
+        e.append(elo)
+        k_lo.append(klo)
+        k_hi.append(khi)
+    tile = _VECTORS * (_VECTOR_BYTES // itemsize)
+    tiles = -(-geom.out_shape[0] // 4)
+    reach = max(e) - min(e)
+    return CfLayout(e=tuple(e), k_lo=tuple(k_lo), k_hi=tuple(k_hi), tile=tile,
+                    blocks=-(-tiles // tile),
+                    quads=-(-(geom.c_out // geom.groups) // _ROWS),
+                    seg=2 * (tile + reach // 2 + 2))
+
+
+def cf_weights(layout, geom, w_iox):
+    """(packed, finite): the products' weights from the IOX filter ``w_iox`` (C_in, Mg, 4)
+    in the compute dtype, (G, QD, 2, 3, Cg, 4) C-contiguous: per phase W_lo, W_lo + W_hi and
+    -W_hi (the sums pack_wino makes: a sum of two is the same whichever comes first); finite
+    is False when one of them is not (the caller runs the micro variant then)."""
+    g = geom.groups
+    cg, mg = geom.c_in // g, geom.c_out // g
+    w = w_iox.reshape(g, cg, mg, 4)
+    prods = []
+    for lo, hi in zip(layout.k_lo, layout.k_hi):
+        wl, wh = w[..., lo], w[..., hi]
+        prods += [wl, wl + wh, -wh]
+    p = np.stack(prods, axis=-1)                          # (G, Cg, Mg, 6)
+    rows = layout.quads * _ROWS
+    if rows > mg:
+        p = np.concatenate([p, np.zeros((g, cg, rows - mg, 6), p.dtype)], axis=2)
+    p = p.reshape(g, cg, layout.quads, _ROWS, 6).transpose(0, 2, 4, 1, 3)
+    packed = np.ascontiguousarray(p).reshape(-1)
+    return packed, bool(np.isfinite(packed).all())
+
+
+def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
+    """y (channels-first, the dtype of ``wp``; ``out`` when given: ``new_output``) from
+    channels-first ``xa``, or None when a value of x is past the Winograd bound (``out`` is
+    then partly written: the caller runs the micro variant, which writes all of it)."""
+    ct = wp.dtype
+    if geom.c_in == 0:
+        return bias_filled(geom, bias, ct, out)
+    y = new_output(geom, ct, out)
+    if y.size == 0:
+        return y
+    x = np.ascontiguousarray(xa, dtype=ct)
+    n, c_in, g = geom.batch, geom.c_in, geom.groups
+    e0 = min(layout.e)
+    dims = np.array([n, c_in, geom.in_shape[0], geom.out_shape[0], g, c_in // g,
+                     geom.c_out // g, layout.quads, layout.tile, layout.blocks, e0,
+                     layout.e[0] - e0, layout.e[1] - e0, SPARE_BITS, layout.seg], np.int64)
+    per = 2 * layout.seg + 6 * c_in * layout.tile + 6 * _ROWS * layout.tile
+    scratch = arena.get("cf_block", (workers * per,), ct)
+    if not cfwino_conv(x.reshape(-1), wp, bias, y.reshape(-1), dims, scratch, workers):
+        return None
+    return y

@@ -1,0 +1,138 @@
+"""The Winograd variant on channels-first x as it is: 1-D layers of stride 2 and 4 taps.
+
+Each phase c = 0, 1 of such a layer (o = 2q + c) has two taps one input apart, W_lo reading
+x[q + e_c] and W_hi reading x[q + e_c + 1], and its outputs q = 2j, 2j + 1 come from three
+products per tile j (u = 2j + e_c; convt/_kernels/_micro.pyx, "Winograd variant"):
+
+    m0 = (x[u] - x[u+1]) W_lo,  m1 = x[u+1] (W_lo + W_hi),  m2 = (x[u+1] - x[u+2]) (-W_hi)
+    y[2j] = m0 + m1,  y[2j+1] = m2 + m1.
+
+The NXC kernel (wino_conv) reads x channels-last: channels-first x is transposed into its
+grid and y staged channels-last, then transposed back (or written in transposed blocks). Here
+the tiles j run along the last axis, which is contiguous in channels-first x and y: a task owns
+a block of 3 vectors of tiles of one image. It copies each input channel's segment of x
+(zeros off the data), splits it into even and odd positions, and builds the six products'
+input transforms (two phases x three) as rows of 3 vectors per channel, in the thread's
+scratch; then per group and block of four output channels, _cwkernel.h's tile sums each
+product over the group's channels in registers, and convt_cw_out combines the six into the
+block's 4 x 3V outputs per channel and stores them interleaved, with the bias, straight into y.
+So there is no transpose of x or y, and the products' tiles never leave L1.
+
+The sums are the NXC kernel's: each product's over the channels in order from zero, one FMA
+each; y0 = (m0 + m1) + bias and y1 = (m2 + m1) + bias; the same differences of the same
+values. So the two give the same bits (tests/test_cfwino.py), and a dask block the kernel
+cannot compute runs the NXC one. Bit-identical for any thread count: every output is summed
+by one task.
+
+Each task also tests its part of x (the rows' positions from its block's first input to the
+next block's, all of them over the blocks of an image) against wino_ready's bound (spare
+bits): the call returns False if a value is past it, and the caller then runs the micro
+variant, which overwrites all of y.
+
+Assumes: x channels-first contiguous (N, C_in, W); wp packed by
+convt._winograd.cf_weights, (G, QD, 2, 3, Cg, 4); bias per output channel; the AVX2 + FMA
+path (isa 1).
+"""
+from cython.parallel cimport prange, threadid
+from libc.stdint cimport int64_t
+from libc.string cimport memcpy, memset
+
+from ._finite cimport _exponent_at_least
+from ._types cimport real
+
+cdef extern from "_cwkernel.h" nogil:
+    void convt_cw_tile_f32(const float* s, int64_t kc, const float* w, float* out)
+    void convt_cw_tile_f64(const double* s, int64_t kc, const double* w, double* out)
+    void convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y, int64_t valid)
+    void convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t valid)
+    void convt_cw_rows_f32(const float* seg, int64_t half, const int64_t* dd, float* st,
+                           int64_t CJ, int64_t J, float* ev, float* od)
+    void convt_cw_rows_f64(const double* seg, int64_t half, const int64_t* dd, double* st,
+                           int64_t CJ, int64_t J, double* ev, double* od)
+
+
+cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
+                    const int64_t* d, real* sp, int64_t task) noexcept nogil:
+    # Task = (image n, block bi) of J tiles: its transforms, then its outputs. Returns 1 when
+    # a value of its part of x is past the bound.
+    cdef int64_t C = d[1], W = d[2], O = d[3], G = d[4], Cg = d[5], Mg = d[6], QD = d[7]
+    cdef int64_t J = d[8], NB = d[9], emin = d[10], spare = d[13], L = d[14]
+    cdef int64_t n = task // NB, bi = task % NB
+    cdef int64_t j0 = bi * J, base = 2 * j0 + emin
+    cdef int64_t lo = max(0, -base), hi = min(L, W - base)
+    cdef int64_t c0 = 0 if bi == 0 else min(W, 2 * j0), c1 = W if bi == NB - 1 else min(W, 2 * j0 + 2 * J)
+    cdef int64_t half = L // 2, rs = 4 * J, c, g, qd, r, co, p, bad = 0
+    cdef real* seg = sp
+    cdef real* ev = seg + L
+    cdef real* od = ev + half
+    cdef real* st = od + half            # [c][p][channel][J]
+    cdef real* tt = st + 6 * C * J       # [c][p][row][J]
+    cdef const real* xr
+    cdef const real* src
+    for c in range(C):
+        xr = x + (n * C + c) * W
+        if c1 > c0:
+            bad |= _exponent_at_least(xr + c0, c1 - c0, spare)
+        if lo == 0 and hi == L:   # the segment lies in the data: read it in place
+            src = xr + base
+        else:                     # a copy, zeros off the data
+            if lo > 0:
+                memset(seg, 0, min(lo, L) * sizeof(real))
+            if hi > lo:
+                memcpy(seg + lo, xr + base + lo, (hi - lo) * sizeof(real))
+            if hi < L:
+                memset(seg + max(hi, lo), 0, (L - max(hi, lo)) * sizeof(real))
+            src = seg
+        if real is float:
+            convt_cw_rows_f32(<const float*> src, half, d + 11, st + c * J, C * J, J, ev, od)
+        else:
+            convt_cw_rows_f64(<const double*> src, half, d + 11, st + c * J, C * J, J, ev, od)
+    for g in range(G):
+        for qd in range(QD):
+            for p in range(6):
+                if real is float:
+                    convt_cw_tile_f32(st + (p * C + g * Cg) * J, Cg,
+                                      wp + ((g * QD + qd) * 6 + p) * Cg * 4, tt + p * rs)
+                else:
+                    convt_cw_tile_f64(st + (p * C + g * Cg) * J, Cg,
+                                      wp + ((g * QD + qd) * 6 + p) * Cg * 4, tt + p * rs)
+            for r in range(4):
+                co = qd * 4 + r
+                if co >= Mg:
+                    break
+                co = g * Mg + co
+                if real is float:
+                    convt_cw_out_f32(tt + r * J, 4 * J, bias[co], y + (n * G * Mg + co) * O + 4 * j0,
+                                     min(4 * J, O - 4 * j0))
+                else:
+                    convt_cw_out_f64(tt + r * J, 4 * J, bias[co], y + (n * G * Mg + co) * O + 4 * j0,
+                                     min(4 * J, O - 4 * j0))
+    return bad
+
+
+def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, contiguous
+                const real[::1] wp,       # IN  product weights (G, QD, 2, 3, Cg, 4)
+                const real[::1] bias,     # IN  (C_out,)
+                real[::1] y,              # OUT (N, C_out, O) channels-first, contiguous
+                const int64_t[::1] dims,  # IN  N, C_in, W, O, G, Cg, Mg, QD, J, NB, emin,
+                                          #     e_0 - emin, e_1 - emin, spare, L
+                real[::1] scratch,        # OUT nthreads * per-thread scratch (cf_scratch)
+                int num_threads):
+    """Compute y; returns False (y then partly written) when a value of x is past the
+    Winograd bound (the caller runs the micro variant). Releases the GIL. See the module
+    docstring."""
+    cdef int64_t tasks = dims[0] * dims[9], task, tid, bad = 0
+    cdef int64_t per = scratch.shape[0] // max(num_threads, 1)
+    if tasks == 0 or y.shape[0] == 0:
+        return True
+    cdef const real* xptr = &x[0]
+    cdef const real* wptr = &wp[0]
+    cdef const real* bptr = &bias[0]
+    cdef real* yptr = &y[0]
+    cdef const int64_t* dm = &dims[0]
+    cdef real* sp = &scratch[0]
+    with nogil:
+        for task in prange(tasks, schedule="dynamic", num_threads=num_threads):
+            tid = threadid()
+            bad += _block(xptr, wptr, bptr, yptr, dm, sp + tid * per, task)
+    return bad == 0

@@ -1,0 +1,211 @@
+/* The channels-first Winograd kernel's tile and write-out (convt/_kernels/_cfwino.pyx):
+ * the Winograd variant's F(2, 2) products of a 1-D stride-2 layer with 4 taps, computed on
+ * channels-first x as it is.
+ *
+ * convt_cw_tile computes, for one product and one block of 3 vectors of tiles j, four tile
+ * rows r (output channels):
+ *
+ *     out[r * 3V + j] = sum over k < kc of  w[k*4 + r] * s[k*3V + j]       (k in order, FMA)
+ *
+ * s: the product's input transform, one row of 3V values per input channel (built by the
+ * caller); w: the four rows' product weights, 4 per input channel. The sum starts from zero
+ * and adds one fused multiply-add per channel, as the micro kernel's register tile does for a
+ * one-tap product (convt/_kernels/_ukernel.h), so a product's sums have its bits. 12
+ * accumulators (4 rows x 3 vectors), 3 input vectors and 1 broadcast weight: the 16 ymm
+ * registers.
+ *
+ * convt_cw_out combines one row's six products (two phases c x three products m) into its
+ * outputs, y0 = (m0 + m1) + bias, y1 = (m2 + m1) + bias, as the Winograd variant's output
+ * transform and write-out do (the same adds in the same order), and stores them where they
+ * interleave in y: y[4j + 2t + c] = phase c's y_t of tile j.
+ *
+ * AVX2 + FMA only (target attribute; the plan runs the NXC Winograd kernel on other CPUs).
+ */
+#ifndef CONVT_CWKERNEL_H
+#define CONVT_CWKERNEL_H
+
+#include <stdint.h>
+#include "_ukernel.h"
+
+#if CONVT_HAVE_AVX2_PATH
+
+#define CONVT_CW_TILE(NAME, T, VT, V, LD, FMA, BC, ST, SET0)                                    \
+static __attribute__((target("avx2,fma"))) void                                                \
+NAME(const T* s, int64_t kc, const T* w, T* out)                                               \
+{                                                                                               \
+    VT a0 = SET0(), a1 = SET0(), a2 = SET0(), b0 = SET0(), b1 = SET0(), b2 = SET0();           \
+    VT c0 = SET0(), c1 = SET0(), c2 = SET0(), d0 = SET0(), d1 = SET0(), d2 = SET0();           \
+    VT x0, x1, x2, wv;                                                                          \
+    int64_t k;                                                                                  \
+    for (k = 0; k < kc; k++) {                                                                  \
+        const T* xr = s + k * (3 * V);                                                          \
+        const T* wk = w + 4 * k;                                                                \
+        x0 = LD(xr); x1 = LD(xr + V); x2 = LD(xr + 2 * V);                                      \
+        wv = BC(wk);     a0 = FMA(wv, x0, a0); a1 = FMA(wv, x1, a1); a2 = FMA(wv, x2, a2);      \
+        wv = BC(wk + 1); b0 = FMA(wv, x0, b0); b1 = FMA(wv, x1, b1); b2 = FMA(wv, x2, b2);      \
+        wv = BC(wk + 2); c0 = FMA(wv, x0, c0); c1 = FMA(wv, x1, c1); c2 = FMA(wv, x2, c2);      \
+        wv = BC(wk + 3); d0 = FMA(wv, x0, d0); d1 = FMA(wv, x1, d1); d2 = FMA(wv, x2, d2);      \
+    }                                                                                           \
+    ST(out, a0); ST(out + V, a1); ST(out + 2 * V, a2);                                          \
+    ST(out + 3 * V, b0); ST(out + 4 * V, b1); ST(out + 5 * V, b2);                              \
+    ST(out + 6 * V, c0); ST(out + 7 * V, c1); ST(out + 8 * V, c2);                              \
+    ST(out + 9 * V, d0); ST(out + 10 * V, d1); ST(out + 11 * V, d2);                            \
+}
+
+CONVT_CW_TILE(convt_cw_tile_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_fmadd_ps,
+              _mm256_broadcast_ss, _mm256_storeu_ps, _mm256_setzero_ps)
+CONVT_CW_TILE(convt_cw_tile_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_fmadd_pd,
+              _mm256_broadcast_sd, _mm256_storeu_pd, _mm256_setzero_pd)
+
+/* One row's outputs of a block: m(c, p) = t + (c * 3 + p) * rs, each 3V tile values; y at the
+ * block's first output; valid: outputs of y from there (4 * 3V when the block is whole). */
+#define CONVT_CW_SUMS(T, i)                                                                     \
+    T s00 = (m[0][i] + m[1][i]) + bias, s01 = (m[3][i] + m[4][i]) + bias;                      \
+    T s10 = (m[2][i] + m[1][i]) + bias, s11 = (m[5][i] + m[4][i]) + bias;
+
+static __attribute__((target("avx2"))) void
+convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y, int64_t valid)
+{
+    const float* m[6] = {t, t + rs, t + 2 * rs, t + 3 * rs, t + 4 * rs, t + 5 * rs};
+    int64_t v, i;
+    if (valid >= 4 * 24) {
+        __m256 bb = _mm256_set1_ps(bias);
+        for (v = 0; v < 3; v++) {
+            __m256 m1 = _mm256_loadu_ps(m[1] + 8 * v), m4 = _mm256_loadu_ps(m[4] + 8 * v);
+            __m256 A = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[0] + 8 * v), m1), bb);
+            __m256 B = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[3] + 8 * v), m4), bb);
+            __m256 C = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[2] + 8 * v), m1), bb);
+            __m256 D = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[5] + 8 * v), m4), bb);
+            /* (A B C D) per tile j: 4 x 8 -> 8 runs of 4 */
+            __m256 ab0 = _mm256_unpacklo_ps(A, B), ab1 = _mm256_unpackhi_ps(A, B);
+            __m256 cd0 = _mm256_unpacklo_ps(C, D), cd1 = _mm256_unpackhi_ps(C, D);
+            __m256 r0 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(ab0),
+                                                            _mm256_castps_pd(cd0)));
+            __m256 r1 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(ab0),
+                                                            _mm256_castps_pd(cd0)));
+            __m256 r2 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(ab1),
+                                                            _mm256_castps_pd(cd1)));
+            __m256 r3 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(ab1),
+                                                            _mm256_castps_pd(cd1)));
+            /* r0: tiles 0 and 4, r1: 1 and 5, r2: 2 and 6, r3: 3 and 7 (one per lane) */
+            _mm256_storeu_ps(y + 32 * v, _mm256_permute2f128_ps(r0, r1, 0x20));
+            _mm256_storeu_ps(y + 32 * v + 8, _mm256_permute2f128_ps(r2, r3, 0x20));
+            _mm256_storeu_ps(y + 32 * v + 16, _mm256_permute2f128_ps(r0, r1, 0x31));
+            _mm256_storeu_ps(y + 32 * v + 24, _mm256_permute2f128_ps(r2, r3, 0x31));
+        }
+        return;
+    }
+    for (i = 0; 4 * i < valid; i++) {
+        CONVT_CW_SUMS(float, i)
+        y[4 * i] = s00;
+        if (4 * i + 1 < valid) y[4 * i + 1] = s01;
+        if (4 * i + 2 < valid) y[4 * i + 2] = s10;
+        if (4 * i + 3 < valid) y[4 * i + 3] = s11;
+    }
+}
+
+static __attribute__((target("avx2"))) void
+convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t valid)
+{
+    const double* m[6] = {t, t + rs, t + 2 * rs, t + 3 * rs, t + 4 * rs, t + 5 * rs};
+    int64_t v, i;
+    if (valid >= 4 * 12) {
+        __m256d bb = _mm256_set1_pd(bias), r[4], c[4];
+        for (v = 0; v < 3; v++) {
+            __m256d m1 = _mm256_loadu_pd(m[1] + 4 * v), m4 = _mm256_loadu_pd(m[4] + 4 * v);
+            r[0] = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(m[0] + 4 * v), m1), bb);
+            r[1] = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(m[3] + 4 * v), m4), bb);
+            r[2] = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(m[2] + 4 * v), m1), bb);
+            r[3] = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(m[5] + 4 * v), m4), bb);
+            convt_tr4_f64(r, c);
+            _mm256_storeu_pd(y + 16 * v, c[0]);
+            _mm256_storeu_pd(y + 16 * v + 4, c[1]);
+            _mm256_storeu_pd(y + 16 * v + 8, c[2]);
+            _mm256_storeu_pd(y + 16 * v + 12, c[3]);
+        }
+        return;
+    }
+    for (i = 0; 4 * i < valid; i++) {
+        CONVT_CW_SUMS(double, i)
+        y[4 * i] = s00;
+        if (4 * i + 1 < valid) y[4 * i + 1] = s01;
+        if (4 * i + 2 < valid) y[4 * i + 2] = s10;
+        if (4 * i + 3 < valid) y[4 * i + 3] = s11;
+    }
+}
+
+/* One input channel's six transform rows of a block (J tiles each, at st + p * CJ for
+ * product p = 3c + m) from its segment seg (L = 2 * half values, zeros off the data): the
+ * segment split into even and odd positions (ev, od: half values each), then per phase c,
+ * with x[u], x[u+1], x[u+2] of tile j at seg[2j + dd[c]]: x[u] - x[u+1], x[u+1],
+ * x[u+1] - x[u+2] (convt_corners' differences, the same subtractions). */
+#define CONVT_CW_ROWS(T)                                                                        \
+    for (c = 0; c < 2; c++) {                                                                   \
+        int64_t a = dd[c] >> 1;                                                                 \
+        const T* x0 = (dd[c] & 1) ? od + a : ev + a;                                            \
+        const T* x1 = (dd[c] & 1) ? ev + a + 1 : od + a;                                        \
+        const T* x2 = (dd[c] & 1) ? od + a + 1 : ev + a + 1;                                    \
+        T* s0 = st + 3 * c * CJ;                                                                \
+        for (j = 0; j < J; j++) {                                                               \
+            s0[j] = x0[j] - x1[j];                                                              \
+            s0[CJ + j] = x1[j];                                                                 \
+            s0[2 * CJ + j] = x1[j] - x2[j];                                                     \
+        }                                                                                       \
+    }
+
+static __attribute__((target("avx2"))) void
+convt_cw_rows_f32(const float* restrict seg, int64_t half, const int64_t* dd,
+                  float* restrict st, int64_t CJ, int64_t J, float* restrict ev,
+                  float* restrict od)
+{
+    int64_t j, c;
+    for (j = 0; j + 8 <= half; j += 8) {
+        __m256 lo = _mm256_loadu_ps(seg + 2 * j), hi = _mm256_loadu_ps(seg + 2 * j + 8);
+        /* (l0 l2 h0 h2 | l4 l6 h4 h6) -> (l0 l2 l4 l6 h0 h2 h4 h6) */
+        __m256 e = _mm256_shuffle_ps(lo, hi, 0x88), o = _mm256_shuffle_ps(lo, hi, 0xdd);
+        _mm256_storeu_ps(ev + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e),
+                                                                        0xd8)));
+        _mm256_storeu_ps(od + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o),
+                                                                        0xd8)));
+    }
+    for (; j < half; j++) {
+        ev[j] = seg[2 * j];
+        od[j] = seg[2 * j + 1];
+    }
+    CONVT_CW_ROWS(float)
+}
+
+static __attribute__((target("avx2"))) void
+convt_cw_rows_f64(const double* restrict seg, int64_t half, const int64_t* dd,
+                  double* restrict st, int64_t CJ, int64_t J, double* restrict ev,
+                  double* restrict od)
+{
+    int64_t j, c;
+    for (j = 0; j + 4 <= half; j += 4) {
+        __m256d lo = _mm256_loadu_pd(seg + 2 * j), hi = _mm256_loadu_pd(seg + 2 * j + 4);
+        /* (l0 h0 | l2 h2) and (l1 h1 | l3 h3) -> (l0 l2 h0 h2), (l1 l3 h1 h3) */
+        _mm256_storeu_pd(ev + j, _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), 0xd8));
+        _mm256_storeu_pd(od + j, _mm256_permute4x64_pd(_mm256_unpackhi_pd(lo, hi), 0xd8));
+    }
+    for (; j < half; j++) {
+        ev[j] = seg[2 * j];
+        od[j] = seg[2 * j + 1];
+    }
+    CONVT_CW_ROWS(double)
+}
+
+#else  /* no AVX2 path on this compiler/platform: the plan never runs this kernel */
+
+static void convt_cw_tile_f32(const float* s, int64_t kc, const float* w, float* out) {}
+static void convt_cw_tile_f64(const double* s, int64_t kc, const double* w, double* out) {}
+static void convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y,
+                             int64_t valid) {}
+static void convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y,
+                             int64_t valid) {}
+static void convt_cw_rows_f32(const float* seg, int64_t half, const int64_t* dd, float* st,
+                              int64_t CJ, int64_t J, float* ev, float* od) {}
+static void convt_cw_rows_f64(const double* seg, int64_t half, const int64_t* dd, double* st,
+                              int64_t CJ, int64_t J, double* ev, double* od) {}
+
+#endif
+#endif
