@@ -18,7 +18,7 @@ import numpy as np
 
 from ._direct import bias_filled, new_output
 from ._kernels._cfwino import cfwino_conv
-from ._micro import ISA
+from . import _micro
 from ._winograd import wino_axes
 
 __all__ = ["CfLayout", "cf_layout", "cf_weights", "run_cf"]
@@ -42,13 +42,20 @@ class CfLayout:
     seg: int        # values of the input segment a block reads per channel (even)
 
 
-@functools.lru_cache(maxsize=64)
 def cf_layout(geom, itemsize):
     """The ``CfLayout`` of ``geom`` for values of ``itemsize`` bytes, or None when the kernel
-    does not compute it: it needs the AVX2 + FMA path, channels-first data, one spatial axis of
-    stride 2 (no folding) whose two phases both get F(2, 2) tiles (``wino_axes``: two taps one
-    input apart, enough outputs), and at least one input channel."""
-    if ISA != 1 or geom.data_format != "NCX" or geom.ndim != 1 or geom.c_in == 0:
+    does not compute it: it needs the AVX2 + FMA path (``convt._micro.ISA``, read on each
+    call), channels-first data, one spatial axis of stride 2 (no folding) whose two phases
+    both get F(2, 2) tiles (``wino_axes``: two taps one input apart, enough outputs), and at
+    least one input channel."""
+    if _micro.ISA != 1:
+        return None
+    return _cf_layout(geom, itemsize)
+
+
+@functools.lru_cache(maxsize=64)
+def _cf_layout(geom, itemsize):
+    if geom.data_format != "NCX" or geom.ndim != 1 or geom.c_in == 0:
         return None
     step, unit, phases = wino_axes(geom)[2]
     if step != 2 or unit != 1 or len(phases) != 2:
@@ -57,7 +64,7 @@ def cf_layout(geom, itemsize):
     for q, taps, wino, _ in phases:
         if not wino or len(taps) != 2:
             return None
-        (klo, elo), (khi, ehi) = sorted(taps, key=lambda t: t[1])
+        (klo, elo), (khi, _) = sorted(taps, key=lambda t: t[1])
         e.append(elo)
         k_lo.append(klo)
         k_hi.append(khi)
@@ -79,9 +86,10 @@ def cf_weights(layout, geom, w_iox):
     cg, mg = geom.c_in // g, geom.c_out // g
     w = w_iox.reshape(g, cg, mg, 4)
     prods = []
-    for lo, hi in zip(layout.k_lo, layout.k_hi):
-        wl, wh = w[..., lo], w[..., hi]
-        prods += [wl, wl + wh, -wh]
+    with np.errstate(over="ignore"):   # a sum past the float range: finite is False
+        for lo, hi in zip(layout.k_lo, layout.k_hi):
+            wl, wh = w[..., lo], w[..., hi]
+            prods += [wl, wl + wh, -wh]
     p = np.stack(prods, axis=-1)                          # (G, Cg, Mg, 6)
     rows = layout.quads * _ROWS
     if rows > mg:

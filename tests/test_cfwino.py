@@ -1,0 +1,185 @@
+"""The Winograd variant's channels-first kernel (convt._cfwino, convt/_kernels/_cfwino.pyx):
+1-D channels-first layers of stride 2 and 4 taps. It computes the NXC Winograd kernel's
+products and sums on x as it is, so over a random space of such layers (pads, output padding,
+batch, groups, output channels that are not a multiple of 4, widths that are not a whole
+number of blocks) its result is bit for bit the NXC kernel's, and close to the float64
+reference; the same for any thread count; the fall-backs for inputs and weights the products
+cannot take; the layers it leaves to the NXC kernel."""
+import numpy as np
+import pytest
+
+import convt
+from convt import _cfwino, _micro, _plan, _winograd
+
+from conftest import assert_close, assert_same_for_any_thread_count
+
+pytestmark = pytest.mark.skipif(_micro.ISA != 1,
+                                reason="the channels-first kernel runs only with AVX2+FMA")
+
+
+def _cases():
+    rng = np.random.default_rng(21)
+    out = []
+    for i in range(40):
+        g = int(rng.choice([1, 1, 1, 2, 3]))
+        cg = int(rng.integers(1, 40))
+        mg = int(rng.integers(1, 23))
+        n = int(rng.integers(1, 4))
+        width = int(rng.integers(4, 120))
+        pb, pe = (int(v) for v in rng.integers(0, 4, 2))
+        op_ = int(rng.integers(0, 2))
+        out.append((g, cg, mg, n, width, (pb, pe), op_, ("float32", "float64")[i % 2],
+                    bool(i % 3)))
+    return out
+
+
+def _ops(w, b, kw, workers=2):
+    """The op on channels-first x (the channels-first kernel) and on channels-last x (the NXC
+    kernel), the Winograd variant imposed on both."""
+    ops = [convt.ConvTranspose(w, b, method="direct", workers=workers, data_format=f, **kw)
+           for f in ("NCX", "NXC")]
+    for op in ops:
+        op._plan.pin = ("winograd", None)
+    return ops
+
+
+@pytest.mark.parametrize("g, cg, mg, n, width, pads, op_, dtype, bias", _cases())
+def test_same_bits_as_the_nxc_kernel(g, cg, mg, n, width, pads, op_, dtype, bias):
+    rng = np.random.default_rng(abs(hash((g, cg, mg, n, width, pads))) % 2**32)
+    x = rng.standard_normal((n, g * cg, width)).astype(dtype)
+    w = rng.standard_normal((g * cg, mg, 4)).astype(dtype)
+    b = rng.standard_normal(g * mg).astype(dtype) if bias else None
+    kw = dict(strides=(2,), pads=pads, output_padding=(op_,), group=g)
+    cf, nxc = _ops(w, b, kw)
+    p = cf._plan.geometry(x.shape)
+    if _cfwino.cf_layout(p.geom, x.itemsize) is None:
+        pytest.skip("no F(2, 2) tiles on a phase (too few outputs)")
+    assert p.variant == "winograd" and p.runner is _plan._run_cf
+    y = cf(x)
+    yn = np.ascontiguousarray(np.moveaxis(nxc(np.ascontiguousarray(np.moveaxis(x, 1, -1))), -1, 1))
+    np.testing.assert_array_equal(y.view(np.uint8), yn.view(np.uint8))
+    ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64),
+                               None if b is None else b.astype(np.float64),
+                               method="reference", **kw)
+    assert_close(y, ref, "direct", dtype)
+
+
+def test_the_cases_reach_the_kernel():
+    """Most random cases above are layers the kernel computes (the rest have too few
+    outputs for tiles of two), blocks of 24 float32 tiles split past the first."""
+    ran = 0
+    for g, cg, mg, n, width, pads, op_, dtype, bias in _cases():
+        w = np.zeros((g * cg, mg, 4), dtype)
+        op = convt.ConvTranspose(w, strides=(2,), pads=pads, output_padding=(op_,), group=g)
+        geom = op._plan.geometry((n, g * cg, width)).geom
+        lay = _cfwino.cf_layout(geom, np.dtype(dtype).itemsize)
+        ran += lay is not None and lay.blocks > 1
+    assert ran >= 25
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_same_bits_for_any_thread_count(dtype):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 72, 301)).astype(dtype)
+    w = rng.standard_normal((72, 66, 4)).astype(dtype)
+    assert_same_for_any_thread_count(w, x, "winograd", pin=("winograd", None), strides=(2,),
+                                     pads=(1, 2), method="direct")
+
+
+def test_hifigan_up3_runs_it_by_default():
+    w = np.ones((128, 64, 4), np.float32)
+    p = convt.ConvTranspose(w, strides=(2,), pads=(1, 1))._plan.geometry((1, 128, 4096))
+    assert p.variant == "winograd" and p.runner is _plan._run_cf
+    # the one Winograd axis: the NXC kernel's bound on x
+    assert _cfwino.SPARE_BITS == _winograd.wino_layout(p.geom, 16).diff_axes + 1
+
+
+def _micro_result(w, x, kw):
+    op = convt.ConvTranspose(w, method="direct", **kw)
+    op._plan.pin = ("micro", False)
+    return op(x)
+
+
+@pytest.mark.parametrize("bad", [np.nan, -np.inf, 1e38])
+@pytest.mark.parametrize("at", [(0, 0, 0), (1, 5, 30), (1, 15, 199), (0, 7, 48), (0, 8, 47)])
+def test_input_it_cannot_take_runs_the_micro_variant(bad, at):
+    """A NaN or Inf, or a value a difference could overflow (2^126 and up in float32), in
+    any task's part of x (the first value, one at a block's edge, the last) runs the micro
+    variant: its result, NaN and Inf pattern included, written over what the kernel wrote
+    into out."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 16, 200)).astype(np.float32)
+    x[at] = bad
+    w = rng.standard_normal((16, 20, 4)).astype(np.float32)
+    kw = dict(strides=(2,), pads=(1, 1))
+    op = convt.ConvTranspose(w, method="direct", **kw)
+    op._plan.pin = ("winograd", None)
+    assert op._plan.geometry(x.shape).runner is _plan._run_cf
+    out = np.full((2, 20, 400), 7.0, np.float32)
+    y = op(x, out=out)
+    assert y is out
+    np.testing.assert_array_equal(y, _micro_result(w, x, kw))
+    ok = op(rng.standard_normal(x.shape).astype(np.float32))   # the next call: the kernel
+    assert np.isfinite(ok).all()
+
+
+@pytest.mark.parametrize("bad", [np.nan, 2e38])
+def test_weights_it_cannot_take_run_another_variant(bad):
+    """A NaN weight runs the pixel kernel (through the micro variant's check); two finite
+    weights of one phase whose sum overflows float32 run the micro variant."""
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((16, 20, 4)).astype(np.float32)
+    w[2, 3, 1] = w[2, 3, 3] = bad   # phase 0's two taps (pads 1: taps 1 and 3)
+    x = (0.01 * rng.standard_normal((1, 16, 50))).astype(np.float32)
+    kw = dict(strides=(2,), pads=(1, 1))
+    op = convt.ConvTranspose(w, method="direct", **kw)
+    op._plan.pin = ("winograd", None)
+    assert op._plan.geometry(x.shape).variant == ("pixel" if np.isnan(bad) else "micro")
+    ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), method="reference",
+                               **kw)
+    y = op(x)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    if not np.isnan(bad):
+        assert np.isfinite(y).all()
+        assert_close(y, ref, "direct", "float32")
+
+
+@pytest.mark.parametrize("xs, ws, kw", [
+    ((1, 64, 40), (64, 64, 4), dict(strides=(2,), pads=(1, 1), data_format="NXC")),
+    ((1, 64, 40), (64, 64, 6), dict(strides=(2,), pads=(2, 2))),       # 3 taps a phase
+    ((1, 64, 40), (64, 64, 3), dict(strides=(2,), pads=(1, 1))),       # 2 and 1
+    ((1, 64, 40), (64, 64, 4), dict(strides=(4,), pads=(0, 0))),       # stride 4
+    ((1, 64, 40), (64, 64, 3), dict(dilations=(2,), pads=(2, 2))),     # folded stride 1
+    ((1, 64, 16, 16), (64, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),   # 2-D
+])
+def test_layers_it_leaves_to_the_nxc_kernel(xs, ws, kw):
+    w = np.ones(ws, np.float32)
+    op = convt.ConvTranspose(w, method="direct", **kw)
+    op._plan.pin = ("winograd", None)
+    shape = xs if kw.get("data_format") != "NXC" else (xs[0], *xs[2:], xs[1])
+    p = op._plan.geometry(shape)
+    assert _cfwino.cf_layout(p.geom, 4) is None
+    assert p.runner is not _plan._run_cf
+
+
+def test_a_portable_build_leaves_it_to_the_nxc_kernel(monkeypatch):
+    """Without the AVX2 + FMA path (convt._micro.ISA read per call) the NXC kernel runs."""
+    monkeypatch.setattr(_micro, "ISA", 0)
+    w = np.ones((128, 64, 4), np.float32)
+    p = convt.ConvTranspose(w, strides=(2,), pads=(1, 1), method="direct")._plan.geometry(
+        (1, 128, 64))
+    assert p.variant == "winograd" and p.runner is _plan._run_wino
+
+
+def test_dask_blocks_run_the_nxc_kernel_with_the_same_bits():
+    da = pytest.importorskip("dask.array")
+    import convt.dask as cdask
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 64, 90)).astype(np.float32)
+    w = rng.standard_normal((64, 64, 4)).astype(np.float32)
+    kw = dict(strides=(2,), pads=(1, 2))
+    op = convt.ConvTranspose(w, **kw)
+    assert op._plan.geometry(x.shape).runner is _plan._run_cf
+    y = cdask.conv_transpose(da.from_array(x, chunks=(1, 64, 31)), w, **kw)
+    np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
