@@ -28,6 +28,7 @@ from ._micro import ISA as MICRO_ISA
 from ._kernels._micro import NR_F32 as MICRO_NR_F32
 from ._upsample import up_eligible, up_macs
 from ._phase_gemm import _MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, _axis_phases, grid_shape
+from ._cfwino import cf_layout
 from ._winograd import wino_layout
 
 __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
@@ -109,7 +110,8 @@ _PARALLEL_MIN_OUTPUTS = 1 << 18
 class DirectKind(NamedTuple):
     """How the direct backend runs a geometry: ``variant`` "depthwise", "micro", "winograd",
     "gemm" or "pixel";
-    ``mode`` "grid" or "batch-rows" (gemm); multiply-adds it performs and useful ones;
+    ``mode`` "grid" or "batch-rows" (gemm), "channels-first" (winograd: convt._cfwino's
+    kernel), else ""; multiply-adds it performs and useful ones;
     ``rows``: the depthwise kernel's row terms (``depthwise_kind``), 0 for the others."""
     variant: str
     mode: str
@@ -311,7 +313,10 @@ def _wino_kind(geom, micro):
     if layout is None or layout.macs > _WINO_GAIN * _useful_padded(geom, micro.useful,
                                                                    MICRO_NR_F32):
         return micro
-    return DirectKind("winograd", "", layout.macs, micro.useful)
+    # 1-D channels-first stride-2 layers of 4 taps run the channels-first kernel: no
+    # transposes of x and y (convt._cfwino)
+    mode = "channels-first" if cf_layout(geom, 4) is not None else ""
+    return DirectKind("winograd", mode, layout.macs, micro.useful)
 
 
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
@@ -355,7 +360,8 @@ def _direct_seconds(geom, kind, f64, threads, c):
         cg = geom.c_in // geom.groups
         rate = c["micro_macs_per_s"] * cg / (cg + c["micro_channel_half"])
         # x is made channels-last first (the upsample variant reads channels-first x as it is)
-        if geom.data_format == "NCX" and kind.variant != "upsample":
+        if geom.data_format == "NCX" and kind.variant != "upsample" \
+                and kind.mode != "channels-first":
             moved += itemsize * prod(geom.array_shape("input"))
             if kind.variant == "winograd":   # and y is written channels-last, then transposed
                 moved += 2 * itemsize * prod(geom.array_shape("output"))

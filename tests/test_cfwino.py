@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _cfwino, _micro, _plan, _winograd
+from convt import _cfwino, _cost, _micro, _plan, _winograd
 
 from conftest import assert_close, assert_same_for_any_thread_count
 
@@ -90,6 +90,12 @@ def test_hifigan_up3_runs_it_by_default():
     w = np.ones((128, 64, 4), np.float32)
     p = convt.ConvTranspose(w, strides=(2,), pads=(1, 1))._plan.geometry((1, 128, 4096))
     assert p.variant == "winograd" and p.runner is _plan._run_cf
+    # the cost model prices it without the transposes of x and y
+    kind = _cost.direct_kind(p.geom)
+    assert kind.variant == "winograd" and kind.mode == "channels-first"
+    nxc_kind = kind._replace(mode="")
+    assert (_cost._direct_seconds(p.geom, kind, False, 2, _cost.CONSTANTS)
+            < _cost._direct_seconds(p.geom, nxc_kind, False, 2, _cost.CONSTANTS))
     # the one Winograd axis: the NXC kernel's bound on x
     assert _cfwino.SPARE_BITS == _winograd.wino_layout(p.geom, 16).diff_axes + 1
 
