@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._direct import bias_filled, new_output
-from ._kernels._cfwino import cfwino_conv
+from ._kernels._cfwino import cf_pack, cfwino_conv
 from . import _micro
 from ._winograd import wino_axes
 
@@ -80,23 +80,14 @@ def _cf_layout(geom, itemsize):
 def cf_weights(layout, geom, w_iox):
     """(packed, finite): the products' weights from the IOX filter ``w_iox`` (C_in, Mg, 4)
     in the compute dtype, (G, QD, 2, 3, Cg, 4) C-contiguous: per phase W_lo, W_lo + W_hi and
-    -W_hi (the sums pack_wino makes: a sum of two is the same whichever comes first); finite
-    is False when one of them is not (the caller runs the micro variant then)."""
+    -W_hi (the sums pack_wino makes: a sum of two is the same whichever comes first), rows
+    past Mg zero (``cf_pack``); finite is False when one of them is not (the caller runs the
+    micro variant then)."""
     g = geom.groups
-    cg, mg = geom.c_in // g, geom.c_out // g
-    w = w_iox.reshape(g, cg, mg, 4)
-    prods = []
-    with np.errstate(over="ignore"):   # a sum past the float range: finite is False
-        for lo, hi in zip(layout.k_lo, layout.k_hi):
-            wl, wh = w[..., lo], w[..., hi]
-            prods += [wl, wl + wh, -wh]
-    p = np.stack(prods, axis=-1)                          # (G, Cg, Mg, 6)
-    rows = layout.quads * _ROWS
-    if rows > mg:
-        p = np.concatenate([p, np.zeros((g, cg, rows - mg, 6), p.dtype)], axis=2)
-    p = p.reshape(g, cg, layout.quads, _ROWS, 6).transpose(0, 2, 4, 1, 3)
-    packed = np.ascontiguousarray(p).reshape(-1)
-    return packed, bool(np.isfinite(packed).all())
+    w3 = np.ascontiguousarray(w_iox).reshape(w_iox.shape[0], -1, 4)
+    out = np.empty(g * layout.quads * 6 * (geom.c_in // g) * _ROWS, w_iox.dtype)
+    taps = np.array([layout.k_lo[0], layout.k_hi[0], layout.k_lo[1], layout.k_hi[1]], np.int64)
+    return out, bool(cf_pack(w3, out, taps, g))
 
 
 def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):

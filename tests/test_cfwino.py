@@ -11,6 +11,8 @@ import pytest
 import convt
 from convt import _cfwino, _cost, _micro, _plan, _winograd
 
+from convt._kernels._cfwino import cf_pack
+
 from conftest import assert_close, assert_same_for_any_thread_count
 
 pytestmark = pytest.mark.skipif(_micro.ISA != 1,
@@ -189,3 +191,41 @@ def test_dask_blocks_run_the_nxc_kernel_with_the_same_bits():
     assert op._plan.geometry(x.shape).runner is _plan._run_cf
     y = cdask.conv_transpose(da.from_array(x, chunks=(1, 64, 31)), w, **kw)
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("g, mg", [(1, 64), (3, 7), (2, 1)])
+def test_cf_pack_lays_out_the_products(dtype, g, mg):
+    """cf_pack's weights are W_lo, W_lo + W_hi and -W_hi per phase, blocks of four output
+    channels (zeros past Mg), as numpy makes them; a sum past the float range is not
+    finite."""
+    rng = np.random.default_rng(5)
+    cg = 5
+    w = rng.standard_normal((g * cg, mg, 4)).astype(dtype)
+    taps = np.array([3, 1, 2, 0], np.int64)
+    qd = -(-mg // 4)
+    out = np.empty(g * qd * 24 * cg, dtype)
+    assert cf_pack(w, out, taps, g)
+    wg = np.zeros((g, cg, qd * 4, 4), dtype)
+    wg[:, :, :mg] = w.reshape(g, cg, mg, 4)
+    want = np.empty((g, qd, 2, 3, cg, 4), dtype)
+    for c in range(2):
+        lo, hi = wg[..., taps[2 * c]], wg[..., taps[2 * c + 1]]
+        for m, v in enumerate((lo, lo + hi, -hi)):
+            want[:, :, c, m] = v.reshape(g, cg, qd, 4).transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(out, want.reshape(-1))
+    big = np.finfo(dtype).max / 1.5
+    w[0, 0, 3] = w[0, 0, 1] = big
+    assert not cf_pack(w, out, taps, g)
+
+
+@pytest.mark.parametrize("taps, size, groups", [
+    ([3, 1, 2, 4], 24 * 5 * 16, 1),    # a tap past the kernel
+    ([3, 1, 2], 24 * 5 * 16, 1),       # three taps
+    ([3, 1, 2, 0], 100, 1),            # the wrong output size
+    ([3, 1, 2, 0], 24 * 5 * 16, 0),    # no group
+])
+def test_cf_pack_refuses_what_it_cannot_hold(taps, size, groups):
+    w = np.zeros((5, 64, 4), np.float32)
+    with pytest.raises(ValueError, match=r"^cf_pack: filter \(C_in, Mg, 4\) \(5, 64, 4\), "):
+        cf_pack(w, np.zeros(size, np.float32), np.array(taps, np.int64), groups)

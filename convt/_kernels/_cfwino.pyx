@@ -136,3 +136,42 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
             tid = threadid()
             bad += _block(xptr, wptr, bptr, yptr, dm, sp + tid * per, task)
     return bad == 0
+
+
+def cf_pack(const real[:, :, ::1] w3,      # IN  the IOX filter (C_in, Mg, 4)
+            real[::1] out,                 # OUT (G, QD, 2, 3, Cg, 4)
+            const int64_t[::1] taps,       # IN  per phase c: W_lo's tap, W_hi's tap
+            int64_t groups):
+    """The products' weights as cfwino_conv reads them (convt._cfwino.cf_weights): per
+    phase W_lo, W_lo + W_hi and -W_hi, rows past Mg zero. Returns whether every one is
+    finite. Releases the GIL."""
+    cdef int64_t C = w3.shape[0], Mg = w3.shape[1], Cg = C // max(groups, 1)
+    cdef int64_t QD = (Mg + 3) // 4, g, qd, r, ci, c, co, at, bad
+    cdef real lo, hi
+    if out.shape[0] != groups * QD * 6 * Cg * 4 or w3.shape[2] != 4 or taps.shape[0] != 4 \
+            or min(taps) < 0 or max(taps) > 3 or groups < 1 or C % groups:
+        raise ValueError(f"cf_pack: filter (C_in, Mg, 4) {(C, Mg, w3.shape[2])}, {groups} groups, "
+                         f"4 taps below 4 and {groups * QD * 24 * Cg} values out; got taps "
+                         f"{list(taps)}, {out.shape[0]} values")
+    if out.shape[0] == 0:
+        return True
+    with nogil:
+        for g in range(groups):
+            for qd in range(QD):
+                for c in range(2):
+                    for ci in range(Cg):
+                        at = ((((g * QD + qd) * 2 + c) * 3) * Cg + ci) * 4
+                        for r in range(4):
+                            co = qd * 4 + r
+                            if co < Mg:
+                                lo = w3[g * Cg + ci, co, taps[2 * c]]
+                                hi = w3[g * Cg + ci, co, taps[2 * c + 1]]
+                                out[at + r] = lo
+                                out[at + Cg * 4 + r] = lo + hi
+                                out[at + 2 * Cg * 4 + r] = -hi
+                            else:
+                                out[at + r] = 0
+                                out[at + Cg * 4 + r] = 0
+                                out[at + 2 * Cg * 4 + r] = 0
+        bad = _exponent_at_least(&out[0], out.shape[0], 0)
+    return bad == 0
