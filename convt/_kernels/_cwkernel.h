@@ -62,6 +62,15 @@ CONVT_CW_TILE(convt_cw_tile_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_fma
 #define CONVT_CW_SUMS(T, i)                                                                     \
     T s00 = (m[0][i] + m[1][i]) + bias, s01 = (m[3][i] + m[4][i]) + bias;                      \
     T s10 = (m[2][i] + m[1][i]) + bias, s11 = (m[5][i] + m[4][i]) + bias;
+/* ... one value per store: a block's last outputs, up to valid */
+#define CONVT_CW_TAIL(T)                                                                        \
+    for (i = 0; 4 * i < valid; i++) {                                                           \
+        CONVT_CW_SUMS(T, i)                                                                     \
+        y[4 * i] = s00;                                                                         \
+        if (4 * i + 1 < valid) y[4 * i + 1] = s01;                                              \
+        if (4 * i + 2 < valid) y[4 * i + 2] = s10;                                              \
+        if (4 * i + 3 < valid) y[4 * i + 3] = s11;                                              \
+    }
 
 static __attribute__((target("avx2"))) void
 convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y, int64_t valid)
@@ -95,13 +104,7 @@ convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y, int64_t valid
         }
         return;
     }
-    for (i = 0; 4 * i < valid; i++) {
-        CONVT_CW_SUMS(float, i)
-        y[4 * i] = s00;
-        if (4 * i + 1 < valid) y[4 * i + 1] = s01;
-        if (4 * i + 2 < valid) y[4 * i + 2] = s10;
-        if (4 * i + 3 < valid) y[4 * i + 3] = s11;
-    }
+    CONVT_CW_TAIL(float)
 }
 
 static __attribute__((target("avx2"))) void
@@ -125,13 +128,7 @@ convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t va
         }
         return;
     }
-    for (i = 0; 4 * i < valid; i++) {
-        CONVT_CW_SUMS(double, i)
-        y[4 * i] = s00;
-        if (4 * i + 1 < valid) y[4 * i + 1] = s01;
-        if (4 * i + 2 < valid) y[4 * i + 2] = s10;
-        if (4 * i + 3 < valid) y[4 * i + 3] = s11;
-    }
+    CONVT_CW_TAIL(double)
 }
 
 /* One input channel's six transform rows of a block (J tiles each, at st + p * CJ for
