@@ -29,6 +29,10 @@ _ROWS = 4            # output channels per register tile
 # wino_ready's bound for one Winograd axis (convt._winograd's diff_axes + 1): a value whose
 # difference with another could overflow sends the call to the micro variant.
 SPARE_BITS = 2
+# Input channels at most: a block's transforms take 6 x 3 vectors per channel of the thread's
+# scratch (1.7 MiB of float32 at 2048, past L2's share for more; and the bound keeps the
+# workspace from growing with C_in past what the NXC kernel needs).
+_MAX_CHANNELS = 2048
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,8 @@ def cf_layout(geom, itemsize):
     """The ``CfLayout`` of ``geom`` for values of ``itemsize`` bytes, or None when the kernel
     does not compute it: it needs the AVX2 + FMA path (``convt._micro.ISA``, read on each
     call), channels-first data, one spatial axis of stride 2 (no folding) whose two phases
-    both get F(2, 2) tiles (``wino_axes``: two taps one input apart, enough outputs), and at
-    least one input channel."""
+    both get F(2, 2) tiles (``wino_axes``: two taps one input apart, enough outputs), and 1
+    to _MAX_CHANNELS input channels."""
     if _micro.ISA != 1:
         return None
     return _cf_layout(geom, itemsize)
@@ -55,7 +59,8 @@ def cf_layout(geom, itemsize):
 
 @functools.lru_cache(maxsize=64)
 def _cf_layout(geom, itemsize):
-    if geom.data_format != "NCX" or geom.ndim != 1 or geom.c_in == 0:
+    if (geom.data_format != "NCX" or geom.ndim != 1 or geom.c_in == 0
+            or geom.c_in > _MAX_CHANNELS):
         return None
     step, unit, phases = wino_axes(geom)[2]
     if step != 2 or unit != 1 or len(phases) != 2:

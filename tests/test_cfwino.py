@@ -159,6 +159,7 @@ def test_weights_it_cannot_take_run_another_variant(bad):
     ((1, 64, 40), (64, 64, 4), dict(strides=(4,), pads=(0, 0))),       # stride 4
     ((1, 64, 40), (64, 64, 3), dict(dilations=(2,), pads=(2, 2))),     # folded stride 1
     ((1, 64, 16, 16), (64, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),   # 2-D
+    ((1, 2049, 40), (2049, 64, 4), dict(strides=(2,), pads=(1, 1))),   # past _MAX_CHANNELS
 ])
 def test_layers_it_leaves_to_the_nxc_kernel(xs, ws, kw):
     w = np.ones(ws, np.float32)
@@ -168,6 +169,12 @@ def test_layers_it_leaves_to_the_nxc_kernel(xs, ws, kw):
     p = op._plan.geometry(shape)
     assert _cfwino.cf_layout(p.geom, 4) is None
     assert p.runner is not _plan._run_cf
+
+
+def test_up_to_max_channels():
+    w = np.ones((2048, 8, 4), np.float32)
+    geom = convt.ConvTranspose(w, strides=(2,), pads=(1, 1))._plan.geometry((1, 2048, 40)).geom
+    assert _cfwino.cf_layout(geom, 4) is not None
 
 
 def test_a_portable_build_leaves_it_to_the_nxc_kernel(monkeypatch):
