@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._direct import bias_filled, new_output
+from ._direct import new_output
 from ._kernels._cfwino import cf_pack, cfwino_conv
 from . import _micro
 from ._winograd import wino_axes
@@ -100,9 +100,7 @@ def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
     channels-first ``xa``, or None when a value of x is past the Winograd bound (``out`` is
     then partly written: the caller runs the micro variant, which writes all of it)."""
     ct = wp.dtype
-    if geom.c_in == 0:
-        return bias_filled(geom, bias, ct, out)
-    y = new_output(geom, ct, out)
+    y = new_output(geom, ct, out)   # (cf_layout takes no layer without input channels)
     if y.size == 0:
         return y
     x = np.ascontiguousarray(xa, dtype=ct)

@@ -87,6 +87,21 @@ def assert_same_for_any_thread_count(w, x, variant, pin=None, **kw):
         np.testing.assert_array_equal(ys[0], y)
 
 
+def assert_weight_fallback(op, x, w, bad, **kw):
+    """``op`` (weights ``w`` holding ``bad`` where two taps of one Winograd phase sum) runs
+    the pixel kernel for a NaN (through the micro variant's check) and the micro variant for
+    finite weights whose sum overflows; its y has the float64 reference's NaN pattern, and
+    is finite and close to it otherwise."""
+    assert op._plan.geometry(x.shape).variant == ("pixel" if np.isnan(bad) else "micro")
+    ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), method="reference",
+                               **kw)
+    y = op(x)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    if not np.isnan(bad):
+        assert np.isfinite(y).all()
+        assert_close(y, ref, "direct", "float32")
+
+
 def pytest_configure(config):
     try:
         from hypothesis import settings

@@ -60,7 +60,8 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
     cdef int64_t n = task // NB, bi = task % NB
     cdef int64_t j0 = bi * J, base = 2 * j0 + emin
     cdef int64_t lo = max(0, -base), hi = min(L, W - base)
-    cdef int64_t c0 = 0 if bi == 0 else min(W, 2 * j0), c1 = W if bi == NB - 1 else min(W, 2 * j0 + 2 * J)
+    cdef int64_t c0 = 0 if bi == 0 else min(W, 2 * j0)
+    cdef int64_t c1 = W if bi == NB - 1 else min(W, 2 * j0 + 2 * J)
     cdef int64_t half = L // 2, rs = 4 * J, c, g, qd, r, co, p, bad = 0
     cdef real* seg = sp
     cdef real* ev = seg + L
@@ -69,6 +70,7 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
     cdef real* tt = st + 6 * C * J       # [c][p][row][J]
     cdef const real* xr
     cdef const real* src
+    cdef real* yr
     for c in range(C):
         xr = x + (n * C + c) * W
         if c1 > c0:
@@ -101,12 +103,11 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
                 if co >= Mg:
                     break
                 co = g * Mg + co
+                yr = y + (n * G * Mg + co) * O + 4 * j0
                 if real is float:
-                    convt_cw_out_f32(tt + r * J, 4 * J, bias[co], y + (n * G * Mg + co) * O + 4 * j0,
-                                     min(4 * J, O - 4 * j0))
+                    convt_cw_out_f32(tt + r * J, 4 * J, bias[co], yr, min(4 * J, O - 4 * j0))
                 else:
-                    convt_cw_out_f64(tt + r * J, 4 * J, bias[co], y + (n * G * Mg + co) * O + 4 * j0,
-                                     min(4 * J, O - 4 * j0))
+                    convt_cw_out_f64(tt + r * J, 4 * J, bias[co], yr, min(4 * J, O - 4 * j0))
     return bad
 
 
@@ -116,7 +117,7 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
                 real[::1] y,              # OUT (N, C_out, O) channels-first, contiguous
                 const int64_t[::1] dims,  # IN  N, C_in, W, O, G, Cg, Mg, QD, J, NB, emin,
                                           #     e_0 - emin, e_1 - emin, spare, L
-                real[::1] scratch,        # OUT nthreads * per-thread scratch (cf_scratch)
+                real[::1] scratch,        # OUT nthreads * (2 L + 6 C_in J + 24 J) values
                 int num_threads):
     """Compute y; returns False (y then partly written) when a value of x is past the
     Winograd bound (the caller runs the micro variant). Releases the GIL. See the module

@@ -133,10 +133,15 @@ convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t va
 
 /* One input channel's six transform rows of a block (J tiles each, at st + p * CJ for
  * product p = 3c + m) from its segment seg (L = 2 * half values, zeros off the data): the
- * segment split into even and odd positions (ev, od: half values each), then per phase c,
- * with x[u], x[u+1], x[u+2] of tile j at seg[2j + dd[c]]: x[u] - x[u+1], x[u+1],
- * x[u+1] - x[u+2] (convt_corners' differences, the same subtractions). */
+ * segment split into even and odd positions (ev, od: half values each; each dtype's body
+ * splits whole vectors, then this the rest from j), then per phase c, with x[u], x[u+1],
+ * x[u+2] of tile j at seg[2j + dd[c]]: x[u] - x[u+1], x[u+1], x[u+1] - x[u+2] (convt_corners'
+ * differences, the same subtractions). */
 #define CONVT_CW_ROWS(T)                                                                        \
+    for (; j < half; j++) {                                                                     \
+        ev[j] = seg[2 * j];                                                                     \
+        od[j] = seg[2 * j + 1];                                                                 \
+    }                                                                                           \
     for (c = 0; c < 2; c++) {                                                                   \
         int64_t a = dd[c] >> 1;                                                                 \
         const T* x0 = (dd[c] & 1) ? od + a : ev + a;                                            \
@@ -165,10 +170,6 @@ convt_cw_rows_f32(const float* restrict seg, int64_t half, const int64_t* dd,
         _mm256_storeu_ps(od + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o),
                                                                         0xd8)));
     }
-    for (; j < half; j++) {
-        ev[j] = seg[2 * j];
-        od[j] = seg[2 * j + 1];
-    }
     CONVT_CW_ROWS(float)
 }
 
@@ -183,10 +184,6 @@ convt_cw_rows_f64(const double* restrict seg, int64_t half, const int64_t* dd,
         /* (l0 h0 | l2 h2) and (l1 h1 | l3 h3) -> (l0 l2 h0 h2), (l1 l3 h1 h3) */
         _mm256_storeu_pd(ev + j, _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), 0xd8));
         _mm256_storeu_pd(od + j, _mm256_permute4x64_pd(_mm256_unpackhi_pd(lo, hi), 0xd8));
-    }
-    for (; j < half; j++) {
-        ev[j] = seg[2 * j];
-        od[j] = seg[2 * j + 1];
     }
     CONVT_CW_ROWS(double)
 }
