@@ -1,12 +1,12 @@
 """Planning for the Winograd variant's channels-first kernel (convt._kernels._cfwino): 1-D
-channels-first layers of stride 2 and 4 taps (HiFi-GAN's and MelGAN's stride-2 up-sampling
-layers), whose two phases each get F(2, 2) tiles.
+channels-first layers of stride S whose S phases each have two taps one input apart (2S taps:
+HiFi-GAN's and MelGAN's up-sampling layers), every phase with F(2, 2) tiles.
 
 The kernel computes the NXC Winograd kernel's products and sums on x as it is, so the two give
 the same bits; it saves the transposes of x and y (docs/performance.md, "Channels-first
 Winograd"). Per geometry (``cf_layout``): each phase's taps and input offset, the tiles per
 block (3 vectors) and the blocks per image. Per plan (``cf_weights``): the products' weights,
-(G, QD, 2, 3, Cg, 4) (blocks of four output channels, the last padded with zeros; per phase
+(G, QD, S, 3, Cg, 4) (blocks of four output channels, the last padded with zeros; per phase
 W_lo, W_lo + W_hi, -W_hi as pack_wino makes them).
 """
 from __future__ import annotations
@@ -33,25 +33,39 @@ SPARE_BITS = 2
 # scratch (1.7 MiB of float32 at 2048, past L2's share for more; and the bound keeps the
 # workspace from growing with C_in past what the NXC kernel needs).
 _MAX_CHANNELS = 2048
+# Strides at most: a block's product tiles take 3 S x 4 x 3 vectors (36 KiB of float32 at 16).
+_MAX_STRIDE = 16
+# The products' weights at most (3 S x C_in x 4 ceil(Mg / 4) values): every block streams
+# all of them from L3 or memory for its 3 vectors of tiles, where the NXC kernel's tasks reuse
+# a phase's weights over 128-192 tile rows. In-process A/B against the NXC kernel, 2 threads,
+# 2026-11-22 (docs/performance.md, "Channels-first Winograd"): up to 6.3 MB 1.09-1.22x
+# faster, 12.6 MB 1.02-1.04x (HiFi-GAN's 512 -> 256 stride-8 layer: a tie), 25 MB 0.67x.
+_MAX_WEIGHT_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
 class CfLayout:
-    e: tuple        # per phase c: e_c, W_lo's input offset (tile j reads x[2j + e_c ...])
+    e: tuple        # per phase c < S: e_c, W_lo's input offset (tile j reads x[2j + e_c ...])
     k_lo: tuple     # per phase: W_lo's kernel tap ...
     k_hi: tuple     # ... and W_hi's (one input further)
-    tile: int       # tiles per block
+    tile: int       # tiles per block (3 vectors: the register tile's width)
     blocks: int     # blocks per image
     quads: int      # blocks of _ROWS output channels per group
     seg: int        # values of the input segment a block reads per channel (even)
+
+    @property
+    def stride(self):
+        return len(self.e)
 
 
 def cf_layout(geom, itemsize):
     """The ``CfLayout`` of ``geom`` for values of ``itemsize`` bytes, or None when the kernel
     does not compute it: it needs the AVX2 + FMA path (``convt._micro.ISA``, read on each
-    call), channels-first data, one spatial axis of stride 2 (no folding) whose two phases
-    both get F(2, 2) tiles (``wino_axes``: two taps one input apart, enough outputs), and 1
-    to _MAX_CHANNELS input channels."""
+    call), channels-first data, one spatial axis of stride 2 to _MAX_STRIDE (no folding)
+    whose phases all get F(2, 2) tiles (``wino_axes``: two taps one input apart, enough
+    outputs) and read x from offsets at most one apart (true of every 2S-tap layer: phase c's
+    lower tap reads x[q + floor((c + pad) / S) - 1]), 1 to _MAX_CHANNELS input channels and
+    at most _MAX_WEIGHT_BYTES of product weights."""
     if _micro.ISA != 1:
         return None
     return _cf_layout(geom, itemsize)
@@ -63,7 +77,10 @@ def _cf_layout(geom, itemsize):
             or geom.c_in > _MAX_CHANNELS):
         return None
     step, unit, phases = wino_axes(geom)[2]
-    if step != 2 or unit != 1 or len(phases) != 2:
+    if not 2 <= step <= _MAX_STRIDE or unit != 1 or len(phases) != step:
+        return None
+    quads = -(-(geom.c_out // geom.groups) // _ROWS)
+    if 3 * step * geom.c_in * quads * _ROWS * itemsize > _MAX_WEIGHT_BYTES:
         return None
     e, k_lo, k_hi = [], [], []
     for q, taps, wino, _ in phases:
@@ -73,25 +90,24 @@ def _cf_layout(geom, itemsize):
         e.append(elo)
         k_lo.append(klo)
         k_hi.append(khi)
+    if max(e) - min(e) > 1:
+        return None
     tile = _VECTORS * (_VECTOR_BYTES // itemsize)
-    tiles = -(-geom.out_shape[0] // 4)
-    reach = max(e) - min(e)
+    tiles = -(-geom.out_shape[0] // (2 * step))
     return CfLayout(e=tuple(e), k_lo=tuple(k_lo), k_hi=tuple(k_hi), tile=tile,
-                    blocks=-(-tiles // tile),
-                    quads=-(-(geom.c_out // geom.groups) // _ROWS),
-                    seg=2 * (tile + reach // 2 + 2))
+                    blocks=-(-tiles // tile), quads=quads, seg=2 * (tile + 2))
 
 
 def cf_weights(layout, geom, w_iox):
-    """(packed, finite): the products' weights from the IOX filter ``w_iox`` (C_in, Mg, 4)
-    in the compute dtype, (G, QD, 2, 3, Cg, 4) C-contiguous: per phase W_lo, W_lo + W_hi and
+    """(packed, finite): the products' weights from the IOX filter ``w_iox`` (C_in, Mg, 2S)
+    in the compute dtype, (G, QD, S, 3, Cg, 4) C-contiguous: per phase W_lo, W_lo + W_hi and
     -W_hi (the sums pack_wino makes: a sum of two is the same whichever comes first), rows
     past Mg zero (``cf_pack``); finite is False when one of them is not (the caller runs the
     micro variant then)."""
-    g = geom.groups
-    w3 = np.ascontiguousarray(w_iox).reshape(w_iox.shape[0], -1, 4)
-    out = np.empty(g * layout.quads * 6 * (geom.c_in // g) * _ROWS, w_iox.dtype)
-    taps = np.array([layout.k_lo[0], layout.k_hi[0], layout.k_lo[1], layout.k_hi[1]], np.int64)
+    g, s = geom.groups, layout.stride
+    w3 = np.ascontiguousarray(w_iox).reshape(w_iox.shape[0], -1, 2 * s)
+    out = np.empty(g * layout.quads * 3 * s * (geom.c_in // g) * _ROWS, w_iox.dtype)
+    taps = np.array([k for pair in zip(layout.k_lo, layout.k_hi) for k in pair], np.int64)
     return out, bool(cf_pack(w3, out, taps, g))
 
 
@@ -104,12 +120,13 @@ def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
     if y.size == 0:
         return y
     x = np.ascontiguousarray(xa, dtype=ct)
-    n, c_in, g = geom.batch, geom.c_in, geom.groups
+    n, c_in, g, s = geom.batch, geom.c_in, geom.groups, layout.stride
     e0 = min(layout.e)
+    # the phases read their tiles' inputs from offset e0 (row set 0) or e0 + 1 (row set 1)
     dims = np.array([n, c_in, geom.in_shape[0], geom.out_shape[0], g, c_in // g,
                      geom.c_out // g, layout.quads, layout.tile, layout.blocks, e0,
-                     layout.e[0] - e0, layout.e[1] - e0, SPARE_BITS, layout.seg], np.int64)
-    per = 2 * layout.seg + 6 * c_in * layout.tile + 6 * _ROWS * layout.tile
+                     0, 1, SPARE_BITS, layout.seg, s, *(e - e0 for e in layout.e)], np.int64)
+    per = 2 * layout.seg + 6 * c_in * layout.tile + 3 * s * _ROWS * layout.tile
     scratch = arena.get("cf_block", (workers * per,), ct)
     if not cfwino_conv(x.reshape(-1), wp, bias, y.reshape(-1), dims, scratch, workers):
         return None

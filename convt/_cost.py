@@ -313,8 +313,8 @@ def _wino_kind(geom, micro):
     if layout is None or layout.macs > _WINO_GAIN * _useful_padded(geom, micro.useful,
                                                                    MICRO_NR_F32):
         return micro
-    # 1-D channels-first stride-2 layers of 4 taps run the channels-first kernel: no
-    # transposes of x and y (convt._cfwino)
+    # 1-D channels-first layers of stride S and 2S taps run the channels-first kernel (its
+    # rules as for float32, convt._cfwino): no transposes of x and y
     mode = "channels-first" if cf_layout(geom, 4) is not None else ""
     return DirectKind("winograd", mode, layout.macs, micro.useful)
 

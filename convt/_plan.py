@@ -416,8 +416,8 @@ def _direct_backend(geom, plan):
         # overflows, runs the micro variant (which then checks its own)
         align = plan.pin[1] if plan.pin is not None and plan.pin[1] else None
         layout = wino_layout(geom, micro_nr(plan.compute_dtype), align)
-        # 1-D channels-first stride-2 layers of 4 taps: the same products and sums on x as
-        # it is, without the transposes (convt._cfwino; a dask block runs the NXC kernel)
+        # 1-D channels-first layers of stride S and 2S taps: the same products and sums on x
+        # as it is, without the transposes (convt._cfwino; a dask block runs the NXC kernel)
         cf = (cf_layout(geom, plan.compute_dtype.itemsize)
               if layout is not None and align is None else None)
         if cf is not None:

@@ -1,10 +1,11 @@
 """The Winograd variant's channels-first kernel (convt._cfwino, convt/_kernels/_cfwino.pyx):
-1-D channels-first layers of stride 2 and 4 taps. It computes the NXC Winograd kernel's
-products and sums on x as it is, so over a random space of such layers (pads, output padding,
-batch, groups, output channels that are not a multiple of 4, widths that are not a whole
-number of blocks) its result is bit for bit the NXC kernel's, and close to the float64
-reference; the same for any thread count; the fall-backs for inputs and weights the products
-cannot take; the layers it leaves to the NXC kernel."""
+1-D channels-first layers of stride S whose S phases each have two taps one input apart (2S
+taps). It computes the NXC Winograd kernel's products and sums on x as it is, so over a random
+space of such layers (strides 2 to 8, pads, output padding, batch, groups, output channels that
+are not a multiple of 4, widths that are not a whole number of blocks) its result is bit for
+bit the NXC kernel's, and close to the float64 reference; the same for any thread count; the
+fall-backs for inputs and weights the products cannot take; the layers it leaves to the NXC
+kernel."""
 import numpy as np
 import pytest
 
@@ -23,15 +24,17 @@ pytestmark = pytest.mark.skipif(_micro.ISA != 1,
 def _cases():
     rng = np.random.default_rng(21)
     out = []
-    for i in range(40):
+    for i in range(56):
+        # stride 2 for the first 40, then 3, 4, 5, 8 (their phases have two taps each, K = 2S)
+        s = 2 if i < 40 else int(rng.choice([3, 4, 5, 8]))
         g = int(rng.choice([1, 1, 1, 2, 3]))
         cg = int(rng.integers(1, 40))
         mg = int(rng.integers(1, 23))
         n = int(rng.integers(1, 4))
         width = int(rng.integers(4, 120))
-        pb, pe = (int(v) for v in rng.integers(0, 4, 2))
-        op_ = int(rng.integers(0, 2))
-        out.append((g, cg, mg, n, width, (pb, pe), op_, ("float32", "float64")[i % 2],
+        pb, pe = (int(v) for v in rng.integers(0, 2 * s, 2))
+        op_ = int(rng.integers(0, s))
+        out.append((s, g, cg, mg, n, width, (pb, pe), op_, ("float32", "float64")[i % 2],
                     bool(i % 3)))
     return out
 
@@ -46,13 +49,13 @@ def _ops(w, b, kw, workers=2):
     return ops
 
 
-@pytest.mark.parametrize("g, cg, mg, n, width, pads, op_, dtype, bias", _cases())
-def test_same_bits_as_the_nxc_kernel(g, cg, mg, n, width, pads, op_, dtype, bias):
-    rng = np.random.default_rng(abs(hash((g, cg, mg, n, width, pads))) % 2**32)
+@pytest.mark.parametrize("s, g, cg, mg, n, width, pads, op_, dtype, bias", _cases())
+def test_same_bits_as_the_nxc_kernel(s, g, cg, mg, n, width, pads, op_, dtype, bias):
+    rng = np.random.default_rng(abs(hash((s, g, cg, mg, n, width, pads))) % 2**32)
     x = rng.standard_normal((n, g * cg, width)).astype(dtype)
-    w = rng.standard_normal((g * cg, mg, 4)).astype(dtype)
+    w = rng.standard_normal((g * cg, mg, 2 * s)).astype(dtype)
     b = rng.standard_normal(g * mg).astype(dtype) if bias else None
-    kw = dict(strides=(2,), pads=pads, output_padding=(op_,), group=g)
+    kw = dict(strides=(s,), pads=pads, output_padding=(op_,), group=g)
     cf, nxc = _ops(w, b, kw)
     p = cf._plan.geometry(x.shape)
     if _cfwino.cf_layout(p.geom, x.itemsize) is None:
@@ -69,23 +72,30 @@ def test_same_bits_as_the_nxc_kernel(g, cg, mg, n, width, pads, op_, dtype, bias
 
 def test_the_cases_reach_the_kernel():
     """Most random cases above are layers the kernel computes (the rest have too few
-    outputs for tiles of two), blocks of 24 float32 tiles split past the first."""
-    ran = 0
-    for g, cg, mg, n, width, pads, op_, dtype, bias in _cases():
-        w = np.zeros((g * cg, mg, 4), dtype)
-        op = convt.ConvTranspose(w, strides=(2,), pads=pads, output_padding=(op_,), group=g)
+    outputs for tiles of two), blocks of 24 float32 tiles split past the first, the strides
+    past 2 included, and their phases' tiles read x from two offsets in some of them."""
+    ran, strides, two_sets = 0, set(), 0
+    for s, g, cg, mg, n, width, pads, op_, dtype, bias in _cases():
+        w = np.zeros((g * cg, mg, 2 * s), dtype)
+        op = convt.ConvTranspose(w, strides=(s,), pads=pads, output_padding=(op_,), group=g)
         geom = op._plan.geometry((n, g * cg, width)).geom
         lay = _cfwino.cf_layout(geom, np.dtype(dtype).itemsize)
-        ran += lay is not None and lay.blocks > 1
-    assert ran >= 25
+        if lay is not None:
+            ran += lay.blocks > 1
+            strides.add(lay.stride)
+            two_sets += s > 2 and len(set(lay.e)) == 2
+    assert ran >= 30
+    assert strides == {2, 3, 4, 5, 8}
+    assert two_sets >= 5
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_same_bits_for_any_thread_count(dtype):
+@pytest.mark.parametrize("s", [2, 8])
+def test_same_bits_for_any_thread_count(dtype, s):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 72, 301)).astype(dtype)
-    w = rng.standard_normal((72, 66, 4)).astype(dtype)
-    assert_same_for_any_thread_count(w, x, "winograd", pin=("winograd", None), strides=(2,),
+    w = rng.standard_normal((72, 66, 2 * s)).astype(dtype)
+    assert_same_for_any_thread_count(w, x, "winograd", pin=("winograd", None), strides=(s,),
                                      pads=(1, 2), method="direct")
 
 
@@ -111,7 +121,8 @@ def _micro_result(w, x, kw):
 
 @pytest.mark.parametrize("bad", [np.nan, -np.inf, 1e38])
 @pytest.mark.parametrize("at", [(0, 0, 0), (1, 5, 30), (1, 15, 199), (0, 7, 48), (0, 8, 47)])
-def test_input_it_cannot_take_runs_the_micro_variant(bad, at):
+@pytest.mark.parametrize("s", [2, 4])
+def test_input_it_cannot_take_runs_the_micro_variant(bad, at, s):
     """A NaN or Inf, or a value a difference could overflow (2^126 and up in float32), in
     any task's part of x (the first value, one at a block's edge, the last) runs the micro
     variant: its result, NaN and Inf pattern included, written over what the kernel wrote
@@ -119,12 +130,12 @@ def test_input_it_cannot_take_runs_the_micro_variant(bad, at):
     rng = np.random.default_rng(8)
     x = rng.standard_normal((2, 16, 200)).astype(np.float32)
     x[at] = bad
-    w = rng.standard_normal((16, 20, 4)).astype(np.float32)
-    kw = dict(strides=(2,), pads=(1, 1))
+    w = rng.standard_normal((16, 20, 2 * s)).astype(np.float32)
+    kw = dict(strides=(s,), pads=(s // 2, s // 2))
     op = convt.ConvTranspose(w, method="direct", **kw)
     op._plan.pin = ("winograd", None)
     assert op._plan.geometry(x.shape).runner is _plan._run_cf
-    out = np.full((2, 20, 400), 7.0, np.float32)
+    out = np.full((2, 20, 200 * s), 7.0, np.float32)
     y = op(x, out=out)
     assert y is out
     np.testing.assert_array_equal(y, _micro_result(w, x, kw))
@@ -154,6 +165,9 @@ def test_weights_it_cannot_take_run_another_variant(bad):
     ((1, 64, 40), (64, 64, 3), dict(dilations=(2,), pads=(2, 2))),     # folded stride 1
     ((1, 64, 16, 16), (64, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),   # 2-D
     ((1, 2049, 40), (2049, 64, 4), dict(strides=(2,), pads=(1, 1))),   # past _MAX_CHANNELS
+    ((1, 64, 40), (64, 64, 34), dict(strides=(17,), pads=(8, 8))),     # past _MAX_STRIDE
+    # HiFi-GAN's first layer: 12.6 MB of product weights, past _MAX_WEIGHT_BYTES
+    ((1, 512, 256), (512, 256, 16), dict(strides=(8,), pads=(4, 4))),
 ])
 def test_layers_it_leaves_to_the_nxc_kernel(xs, ws, kw):
     w = np.ones(ws, np.float32)
@@ -196,37 +210,42 @@ def test_dask_blocks_run_the_nxc_kernel_with_the_same_bits():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("g, mg", [(1, 64), (3, 7), (2, 1)])
-def test_cf_pack_lays_out_the_products(dtype, g, mg):
+@pytest.mark.parametrize("taps", [[3, 1, 2, 0], [12, 4, 13, 5, 8, 0, 9, 1]])
+def test_cf_pack_lays_out_the_products(dtype, g, mg, taps):
     """cf_pack's weights are W_lo, W_lo + W_hi and -W_hi per phase, blocks of four output
     channels (zeros past Mg), as numpy makes them; a sum past the float range is not
     finite."""
     rng = np.random.default_rng(5)
-    cg = 5
-    w = rng.standard_normal((g * cg, mg, 4)).astype(dtype)
-    taps = np.array([3, 1, 2, 0], np.int64)
+    cg, s = 5, len(taps) // 2
+    k = max(taps) + 1
+    w = rng.standard_normal((g * cg, mg, k)).astype(dtype)
+    taps = np.array(taps, np.int64)
     qd = -(-mg // 4)
-    out = np.empty(g * qd * 24 * cg, dtype)
+    out = np.empty(g * qd * 12 * s * cg, dtype)
     assert cf_pack(w, out, taps, g)
-    wg = np.zeros((g, cg, qd * 4, 4), dtype)
-    wg[:, :, :mg] = w.reshape(g, cg, mg, 4)
-    want = np.empty((g, qd, 2, 3, cg, 4), dtype)
-    for c in range(2):
+    wg = np.zeros((g, cg, qd * 4, k), dtype)
+    wg[:, :, :mg] = w.reshape(g, cg, mg, k)
+    want = np.empty((g, qd, s, 3, cg, 4), dtype)
+    for c in range(s):
         lo, hi = wg[..., taps[2 * c]], wg[..., taps[2 * c + 1]]
         for m, v in enumerate((lo, lo + hi, -hi)):
             want[:, :, c, m] = v.reshape(g, cg, qd, 4).transpose(0, 2, 1, 3)
     np.testing.assert_array_equal(out, want.reshape(-1))
     big = np.finfo(dtype).max / 1.5
-    w[0, 0, 3] = w[0, 0, 1] = big
+    w[0, 0, taps[-1]] = w[0, 0, taps[-2]] = big
     assert not cf_pack(w, out, taps, g)
 
 
 @pytest.mark.parametrize("taps, size, groups", [
     ([3, 1, 2, 4], 24 * 5 * 16, 1),    # a tap past the kernel
     ([3, 1, 2], 24 * 5 * 16, 1),       # three taps
+    ([], 0, 1),                        # no phase
     ([3, 1, 2, 0], 100, 1),            # the wrong output size
     ([3, 1, 2, 0], 24 * 5 * 16, 0),    # no group
 ])
 def test_cf_pack_refuses_what_it_cannot_hold(taps, size, groups):
     w = np.zeros((5, 64, 4), np.float32)
-    with pytest.raises(ValueError, match=r"^cf_pack: filter \(C_in, Mg, 4\) \(5, 64, 4\), "):
+    with pytest.raises(ValueError, match=r"^cf_pack: filter \(C_in, Mg, K\) \(5, 64, 4\), "
+                                         r"\d+ groups, two taps below K per phase and 12 Cg "
+                                         r"QD G values per phase out; got taps \["):
         cf_pack(w, np.zeros(size, np.float32), np.array(taps, np.int64), groups)

@@ -1,22 +1,26 @@
-"""The Winograd variant on channels-first x as it is: 1-D layers of stride 2 and 4 taps.
+"""The Winograd variant on channels-first x as it is: 1-D layers of stride S whose S phases
+each have two taps one input apart (2S taps: HiFi-GAN's and MelGAN's up-sampling layers).
 
-Each phase c = 0, 1 of such a layer (o = 2q + c) has two taps one input apart, W_lo reading
+Each phase c of such a layer (o = S q + c) has two taps one input apart, W_lo reading
 x[q + e_c] and W_hi reading x[q + e_c + 1], and its outputs q = 2j, 2j + 1 come from three
 products per tile j (u = 2j + e_c; convt/_kernels/_micro.pyx, "Winograd variant"):
 
     m0 = (x[u] - x[u+1]) W_lo,  m1 = x[u+1] (W_lo + W_hi),  m2 = (x[u+1] - x[u+2]) (-W_hi)
     y[2j] = m0 + m1,  y[2j+1] = m2 + m1.
 
+The phases' offsets e_c take at most two values, e and e + 1 (convt._cfwino.cf_layout), so
+the input transforms of a tile are two sets of three rows, each phase reading one set.
+
 The NXC kernel (wino_conv) reads x channels-last: channels-first x is transposed into its
 grid and y staged channels-last, then transposed back (or written in transposed blocks). Here
 the tiles j run along the last axis, which is contiguous in channels-first x and y: a task owns
 a block of 3 vectors of tiles of one image. It copies each input channel's segment of x
-(zeros off the data), splits it into even and odd positions, and builds the six products'
-input transforms (two phases x three) as rows of 3 vectors per channel, in the thread's
-scratch; then per group and block of four output channels, _cwkernel.h's tile sums each
-product over the group's channels in registers, and convt_cw_out combines the six into the
-block's 4 x 3V outputs per channel and stores them interleaved, with the bias, straight into y.
-So there is no transpose of x or y, and the products' tiles never leave L1.
+(zeros off the data), splits it into even and odd positions, and builds the two sets of input
+transforms as rows of 3 vectors per channel, in the thread's scratch; then per group and block
+of four output channels, _cwkernel.h's tile sums each of the 3S products over the group's
+channels in registers, and convt_cw_out (S = 2) or convt_cw_outs combines them into the
+block's 4 x 2S x 3V outputs per channel and stores them interleaved, with the bias, straight
+into y. So there is no transpose of x or y, and the products' tiles never leave L1.
 
 The sums are the NXC kernel's: each product's over the channels in order from zero, one FMA
 each; y0 = (m0 + m1) + bias and y1 = (m2 + m1) + bias; the same differences of the same
@@ -29,9 +33,8 @@ next block's, all of them over the blocks of an image) against wino_ready's boun
 bits): the call returns False if a value is past it, and the caller then runs the micro
 variant, which overwrites all of y.
 
-Assumes: x channels-first contiguous (N, C_in, W); wp packed by
-convt._winograd.cf_weights, (G, QD, 2, 3, Cg, 4); bias per output channel; the AVX2 + FMA
-path (isa 1).
+Assumes: x channels-first contiguous (N, C_in, W); wp packed by convt._cfwino.cf_weights,
+(G, QD, S, 3, Cg, 4); bias per output channel; the AVX2 + FMA path (isa 1).
 """
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
@@ -45,6 +48,10 @@ cdef extern from "_cwkernel.h" nogil:
     void convt_cw_tile_f64(const double* s, int64_t kc, const double* w, double* out)
     void convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y, int64_t valid)
     void convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t valid)
+    void convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y,
+                           int64_t valid, int64_t J)
+    void convt_cw_outs_f64(const double* t, int64_t rs, int64_t S, double bias, double* y,
+                           int64_t valid, int64_t J)
     void convt_cw_rows_f32(const float* seg, int64_t half, const int64_t* dd, float* st,
                            int64_t CJ, int64_t J, float* ev, float* od)
     void convt_cw_rows_f64(const double* seg, int64_t half, const int64_t* dd, double* st,
@@ -56,18 +63,20 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
     # Task = (image n, block bi) of J tiles: its transforms, then its outputs. Returns 1 when
     # a value of its part of x is past the bound.
     cdef int64_t C = d[1], W = d[2], O = d[3], G = d[4], Cg = d[5], Mg = d[6], QD = d[7]
-    cdef int64_t J = d[8], NB = d[9], emin = d[10], spare = d[13], L = d[14]
+    cdef int64_t J = d[8], NB = d[9], emin = d[10], spare = d[13], L = d[14], S = d[15]
+    cdef const int64_t* rset = d + 16     # per phase: its transform rows' set (0 or 1)
     cdef int64_t n = task // NB, bi = task % NB
     cdef int64_t j0 = bi * J, base = 2 * j0 + emin
     cdef int64_t lo = max(0, -base), hi = min(L, W - base)
     cdef int64_t c0 = 0 if bi == 0 else min(W, 2 * j0)
     cdef int64_t c1 = W if bi == NB - 1 else min(W, 2 * j0 + 2 * J)
-    cdef int64_t half = L // 2, rs = 4 * J, c, g, qd, r, co, p, bad = 0
+    cdef int64_t half = L // 2, rs = 4 * J, span = 2 * S * J, c, m, g, qd, r, co, bad = 0
+    cdef int64_t valid = min(span, O - span * bi)
     cdef real* seg = sp
     cdef real* ev = seg + L
     cdef real* od = ev + half
-    cdef real* st = od + half            # [c][p][channel][J]
-    cdef real* tt = st + 6 * C * J       # [c][p][row][J]
+    cdef real* st = od + half            # [set][m][channel][J]
+    cdef real* tt = st + 6 * C * J       # [phase][m][row][J]
     cdef const real* xr
     cdef const real* src
     cdef real* yr
@@ -91,33 +100,42 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
             convt_cw_rows_f64(<const double*> src, half, d + 11, st + c * J, C * J, J, ev, od)
     for g in range(G):
         for qd in range(QD):
-            for p in range(6):
-                if real is float:
-                    convt_cw_tile_f32(st + (p * C + g * Cg) * J, Cg,
-                                      wp + ((g * QD + qd) * 6 + p) * Cg * 4, tt + p * rs)
-                else:
-                    convt_cw_tile_f64(st + (p * C + g * Cg) * J, Cg,
-                                      wp + ((g * QD + qd) * 6 + p) * Cg * 4, tt + p * rs)
+            for c in range(S):
+                for m in range(3):
+                    if real is float:
+                        convt_cw_tile_f32(st + ((rset[c] * 3 + m) * C + g * Cg) * J, Cg,
+                                          wp + (((g * QD + qd) * S + c) * 3 + m) * Cg * 4,
+                                          tt + (c * 3 + m) * rs)
+                    else:
+                        convt_cw_tile_f64(st + ((rset[c] * 3 + m) * C + g * Cg) * J, Cg,
+                                          wp + (((g * QD + qd) * S + c) * 3 + m) * Cg * 4,
+                                          tt + (c * 3 + m) * rs)
             for r in range(4):
                 co = qd * 4 + r
                 if co >= Mg:
                     break
                 co = g * Mg + co
-                yr = y + (n * G * Mg + co) * O + 4 * j0
-                if real is float:
-                    convt_cw_out_f32(tt + r * J, 4 * J, bias[co], yr, min(4 * J, O - 4 * j0))
+                yr = y + (n * G * Mg + co) * O + span * bi
+                if S == 2:
+                    if real is float:
+                        convt_cw_out_f32(tt + r * J, rs, bias[co], yr, valid)
+                    else:
+                        convt_cw_out_f64(tt + r * J, rs, bias[co], yr, valid)
+                elif real is float:
+                    convt_cw_outs_f32(tt + r * J, rs, S, bias[co], yr, valid, J)
                 else:
-                    convt_cw_out_f64(tt + r * J, 4 * J, bias[co], yr, min(4 * J, O - 4 * j0))
+                    convt_cw_outs_f64(tt + r * J, rs, S, bias[co], yr, valid, J)
     return bad
 
 
 def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, contiguous
-                const real[::1] wp,       # IN  product weights (G, QD, 2, 3, Cg, 4)
+                const real[::1] wp,       # IN  product weights (G, QD, S, 3, Cg, 4)
                 const real[::1] bias,     # IN  (C_out,)
                 real[::1] y,              # OUT (N, C_out, O) channels-first, contiguous
                 const int64_t[::1] dims,  # IN  N, C_in, W, O, G, Cg, Mg, QD, J, NB, emin,
-                                          #     e_0 - emin, e_1 - emin, spare, L
-                real[::1] scratch,        # OUT nthreads * (2 L + 6 C_in J + 24 J) values
+                                          #     the two row sets' offsets dd (0 or 1), spare,
+                                          #     L, S, then per phase its row set
+                real[::1] scratch,        # OUT nthreads * (2 L + 6 C_in J + 12 S J) values
                 int num_threads):
     """Compute y; returns False (y then partly written) when a value of x is past the
     Winograd bound (the caller runs the micro variant). Releases the GIL. See the module
@@ -139,29 +157,30 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
     return bad == 0
 
 
-def cf_pack(const real[:, :, ::1] w3,      # IN  the IOX filter (C_in, Mg, 4)
-            real[::1] out,                 # OUT (G, QD, 2, 3, Cg, 4)
-            const int64_t[::1] taps,       # IN  per phase c: W_lo's tap, W_hi's tap
+def cf_pack(const real[:, :, ::1] w3,      # IN  the IOX filter (C_in, Mg, K)
+            real[::1] out,                 # OUT (G, QD, S, 3, Cg, 4)
+            const int64_t[::1] taps,       # IN  per phase c < S: W_lo's tap, W_hi's tap
             int64_t groups):
     """The products' weights as cfwino_conv reads them (convt._cfwino.cf_weights): per
     phase W_lo, W_lo + W_hi and -W_hi, rows past Mg zero. Returns whether every one is
     finite. Releases the GIL."""
-    cdef int64_t C = w3.shape[0], Mg = w3.shape[1], Cg = C // max(groups, 1)
+    cdef int64_t C = w3.shape[0], Mg = w3.shape[1], K = w3.shape[2]
+    cdef int64_t Cg = C // max(groups, 1), S = taps.shape[0] // 2
     cdef int64_t QD = (Mg + 3) // 4, g, qd, r, ci, c, co, at, bad
     cdef real lo, hi
-    if out.shape[0] != groups * QD * 6 * Cg * 4 or w3.shape[2] != 4 or taps.shape[0] != 4 \
-            or min(taps) < 0 or max(taps) > 3 or groups < 1 or C % groups:
-        raise ValueError(f"cf_pack: filter (C_in, Mg, 4) {(C, Mg, w3.shape[2])}, {groups} groups, "
-                         f"4 taps below 4 and {groups * QD * 24 * Cg} values out; got taps "
-                         f"{list(taps)}, {out.shape[0]} values")
+    if out.shape[0] != groups * QD * S * 12 * Cg or taps.shape[0] % 2 or S < 1 \
+            or min(taps) < 0 or max(taps) >= K or groups < 1 or C % groups:
+        raise ValueError(f"cf_pack: filter (C_in, Mg, K) {(C, Mg, K)}, {groups} groups, "
+                         f"two taps below K per phase and 12 Cg QD G values per phase out; "
+                         f"got taps {list(taps)}, {out.shape[0]} values")
     if out.shape[0] == 0:
         return True
     with nogil:
         for g in range(groups):
             for qd in range(QD):
-                for c in range(2):
+                for c in range(S):
                     for ci in range(Cg):
-                        at = ((((g * QD + qd) * 2 + c) * 3) * Cg + ci) * 4
+                        at = ((((g * QD + qd) * S + c) * 3) * Cg + ci) * 4
                         for r in range(4):
                             co = qd * 4 + r
                             if co < Mg:

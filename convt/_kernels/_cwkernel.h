@@ -1,6 +1,6 @@
 /* The channels-first Winograd kernel's tile and write-out (convt/_kernels/_cfwino.pyx):
- * the Winograd variant's F(2, 2) products of a 1-D stride-2 layer with 4 taps, computed on
- * channels-first x as it is.
+ * the Winograd variant's F(2, 2) products of a 1-D layer of stride S whose S phases each have
+ * two taps one input apart (2S taps), computed on channels-first x as it is.
  *
  * convt_cw_tile computes, for one product and one block of 3 vectors of tiles j, four tile
  * rows r (output channels):
@@ -17,7 +17,10 @@
  * convt_cw_out combines one row's six products (two phases c x three products m) into its
  * outputs, y0 = (m0 + m1) + bias, y1 = (m2 + m1) + bias, as the Winograd variant's output
  * transform and write-out do (the same adds in the same order), and stores them where they
- * interleave in y: y[4j + 2t + c] = phase c's y_t of tile j.
+ * interleave in y: y[4j + 2t + c] = phase c's y_t of tile j. convt_cw_outs does the same for
+ * S phases other than two: y[2S j + S t + c] = phase c's y_t of tile j (8 x 8 float32 or
+ * 4 x 4 float64 transposes when S is a multiple of the vector width, one value per store
+ * otherwise).
  *
  * AVX2 + FMA only (target attribute; the plan runs the NXC Winograd kernel on other CPUs).
  */
@@ -131,12 +134,83 @@ convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t va
     CONVT_CW_TAIL(double)
 }
 
-/* One input channel's six transform rows of a block (J tiles each, at st + p * CJ for
- * product p = 3c + m) from its segment seg (L = 2 * half values, zeros off the data): the
- * segment split into even and odd positions (ev, od: half values each; each dtype's body
- * splits whole vectors, then this the rest from j), then per phase c, with x[u], x[u+1],
- * x[u+2] of tile j at seg[2j + dd[c]]: x[u] - x[u+1], x[u+1], x[u+1] - x[u+2] (convt_corners'
- * differences, the same subtractions). */
+/* One row's outputs of a block for S != 2 phases: m(c, p) = t + (3c + p) * rs, each J tile
+ * values; y at the block's first output; valid: outputs of y from there (2S J when the block
+ * is whole). Whole groups of V tiles whose outputs are all valid go through V x V transposes
+ * (V phases x V tiles -> V tiles x V phases) when V divides S; the rest one value at a time,
+ * with the same adds. */
+#define CONVT_CW_OUTS_TAIL(T)                                                                   \
+    for (i = full; i < J && 2 * S * i < valid; i++)                                             \
+        for (c = 0; c < S; c++) {                                                               \
+            const T* m = t + 3 * c * rs + i;                                                    \
+            T m1 = m[rs];                                                                       \
+            int64_t o = 2 * S * i + c;                                                          \
+            if (o < valid) y[o] = (m[0] + m1) + bias;                                           \
+            if (o + S < valid) y[o + S] = (m[2 * rs] + m1) + bias;                              \
+        }
+
+static __attribute__((target("avx2"))) void
+convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y, int64_t valid,
+                  int64_t J)
+{
+    int64_t full = 0, j0, cb, c, i;
+    if (S % 8 == 0) {
+        full = valid / (2 * S) < J ? valid / (2 * S) : J;
+        full -= full % 8;
+    }
+    __m256 bb = _mm256_set1_ps(bias), a[8], b[8], ca[8], cc[8];
+    for (j0 = 0; j0 < full; j0 += 8)
+        for (cb = 0; cb < S; cb += 8) {
+            for (c = 0; c < 8; c++) {
+                const float* m = t + 3 * (cb + c) * rs + j0;
+                __m256 m1 = _mm256_loadu_ps(m + rs);
+                a[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m), m1), bb);
+                b[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m + 2 * rs), m1), bb);
+            }
+            convt_tr8_f32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], ca);
+            convt_tr8_f32(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], cc);
+            for (i = 0; i < 8; i++) {
+                _mm256_storeu_ps(y + 2 * S * (j0 + i) + cb, ca[i]);
+                _mm256_storeu_ps(y + 2 * S * (j0 + i) + S + cb, cc[i]);
+            }
+        }
+    CONVT_CW_OUTS_TAIL(float)
+}
+
+static __attribute__((target("avx2"))) void
+convt_cw_outs_f64(const double* t, int64_t rs, int64_t S, double bias, double* y,
+                  int64_t valid, int64_t J)
+{
+    int64_t full = 0, j0, cb, c, i;
+    if (S % 4 == 0) {
+        full = valid / (2 * S) < J ? valid / (2 * S) : J;
+        full -= full % 4;
+    }
+    __m256d bb = _mm256_set1_pd(bias), a[4], b[4], ca[4], cc[4];
+    for (j0 = 0; j0 < full; j0 += 4)
+        for (cb = 0; cb < S; cb += 4) {
+            for (c = 0; c < 4; c++) {
+                const double* m = t + 3 * (cb + c) * rs + j0;
+                __m256d m1 = _mm256_loadu_pd(m + rs);
+                a[c] = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(m), m1), bb);
+                b[c] = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(m + 2 * rs), m1), bb);
+            }
+            convt_tr4_f64(a, ca);
+            convt_tr4_f64(b, cc);
+            for (i = 0; i < 4; i++) {
+                _mm256_storeu_pd(y + 2 * S * (j0 + i) + cb, ca[i]);
+                _mm256_storeu_pd(y + 2 * S * (j0 + i) + S + cb, cc[i]);
+            }
+        }
+    CONVT_CW_OUTS_TAIL(double)
+}
+
+/* One input channel's six transform rows of a block (J tiles each, at st + p * CJ for row
+ * p = 3c + m) from its segment seg (L = 2 * half values, zeros off the data): the segment
+ * split into even and odd positions (ev, od: half values each; each dtype's body splits whole
+ * vectors, then this the rest from j), then per row set c = 0, 1 (the phases whose tile j
+ * reads x[u], x[u+1], x[u+2] at seg[2j + dd[c]]): x[u] - x[u+1], x[u+1], x[u+1] - x[u+2]
+ * (convt_corners' differences, the same subtractions). */
 #define CONVT_CW_ROWS(T)                                                                        \
     for (; j < half; j++) {                                                                     \
         ev[j] = seg[2 * j];                                                                     \
@@ -196,6 +270,10 @@ static void convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y,
                              int64_t valid) {}
 static void convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y,
                              int64_t valid) {}
+static void convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y,
+                              int64_t valid, int64_t J) {}
+static void convt_cw_outs_f64(const double* t, int64_t rs, int64_t S, double bias, double* y,
+                              int64_t valid, int64_t J) {}
 static void convt_cw_rows_f32(const float* seg, int64_t half, const int64_t* dd, float* st,
                               int64_t CJ, int64_t J, float* ev, float* od) {}
 static void convt_cw_rows_f64(const double* seg, int64_t half, const int64_t* dd, double* st,
