@@ -25,13 +25,14 @@ def _cases():
     rng = np.random.default_rng(21)
     out = []
     for i in range(56):
-        # stride 2 for the first 40, then 3, 4, 5, 8 (their phases have two taps each, K = 2S)
-        s = 2 if i < 40 else int(rng.choice([3, 4, 5, 8]))
+        # stride 2 for the first 40, then 3, 4, 5, 8 in turn (their phases have two taps each,
+        # K = 2S), each twice in either dtype
+        s = 2 if i < 40 else (3, 4, 5, 8)[(i - 40) // 4]
         g = int(rng.choice([1, 1, 1, 2, 3]))
         cg = int(rng.integers(1, 40))
         mg = int(rng.integers(1, 23))
         n = int(rng.integers(1, 4))
-        width = int(rng.integers(4, 120))
+        width = int(rng.integers(4, 120)) if s == 2 else int(rng.integers(30, 120))
         pb, pe = (int(v) for v in rng.integers(0, 2 * s, 2))
         op_ = int(rng.integers(0, s))
         out.append((s, g, cg, mg, n, width, (pb, pe), op_, ("float32", "float64")[i % 2],
@@ -68,6 +69,24 @@ def test_same_bits_as_the_nxc_kernel(s, g, cg, mg, n, width, pads, op_, dtype, b
                                None if b is None else b.astype(np.float64),
                                method="reference", **kw)
     assert_close(y, ref, "direct", dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("s", [3, 4, 5, 6, 8, 16])
+def test_each_stride_on_whole_blocks(s, dtype):
+    """Rows of several whole blocks and a partial one for every stride's write-out (the
+    transposed stores where the vector width divides S, or S = 4 in float32; one value at a
+    time otherwise): the NXC kernel's bits."""
+    rng = np.random.default_rng(s)
+    x = rng.standard_normal((2, 24, 157)).astype(dtype)
+    w = rng.standard_normal((24, 10, 2 * s)).astype(dtype)
+    b = rng.standard_normal(10).astype(dtype)
+    cf, nxc = _ops(w, b, dict(strides=(s,), pads=(s - 1, 1)))
+    assert cf._plan.geometry(x.shape).runner is _plan._run_cf
+    lay = cf._plan.geometry(x.shape).state[0]
+    assert lay.blocks >= 3 and lay.stride == s
+    yn = np.ascontiguousarray(np.moveaxis(nxc(np.ascontiguousarray(np.moveaxis(x, 1, -1))), -1, 1))
+    np.testing.assert_array_equal(cf(x).view(np.uint8), yn.view(np.uint8))
 
 
 def test_the_cases_reach_the_kernel():

@@ -19,8 +19,8 @@
  * transform and write-out do (the same adds in the same order), and stores them where they
  * interleave in y: y[4j + 2t + c] = phase c's y_t of tile j. convt_cw_outs does the same for
  * S phases other than two: y[2S j + S t + c] = phase c's y_t of tile j (8 x 8 float32 or
- * 4 x 4 float64 transposes when S is a multiple of the vector width, one value per store
- * otherwise).
+ * 4 x 4 float64 transposes when S is a multiple of the vector width, 4 x 4 per 128-bit lane
+ * for float32 at S = 4, one value per store otherwise).
  *
  * AVX2 + FMA only (target attribute; the plan runs the NXC Winograd kernel on other CPUs).
  */
@@ -137,8 +137,8 @@ convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t va
 /* One row's outputs of a block for S != 2 phases: m(c, p) = t + (3c + p) * rs, each J tile
  * values; y at the block's first output; valid: outputs of y from there (2S J when the block
  * is whole). Whole groups of V tiles whose outputs are all valid go through V x V transposes
- * (V phases x V tiles -> V tiles x V phases) when V divides S; the rest one value at a time,
- * with the same adds. */
+ * (V phases x V tiles -> V tiles x V phases) when V divides S, and through 4 x 4 ones per
+ * 128-bit lane for float32 at S = 4; the rest one value at a time, with the same adds. */
 #define CONVT_CW_OUTS_TAIL(T)                                                                   \
     for (i = full; i < J && 2 * S * i < valid; i++)                                             \
         for (c = 0; c < S; c++) {                                                               \
@@ -154,26 +154,53 @@ convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y, i
                   int64_t J)
 {
     int64_t full = 0, j0, cb, c, i;
-    if (S % 8 == 0) {
-        full = valid / (2 * S) < J ? valid / (2 * S) : J;
-        full -= full % 8;
-    }
     __m256 bb = _mm256_set1_ps(bias), a[8], b[8], ca[8], cc[8];
-    for (j0 = 0; j0 < full; j0 += 8)
-        for (cb = 0; cb < S; cb += 8) {
-            for (c = 0; c < 8; c++) {
-                const float* m = t + 3 * (cb + c) * rs + j0;
+    if (S == 4) {
+        full = valid / 8 < J ? valid / 8 : J;
+        full -= full % 8;
+        for (j0 = 0; j0 < full; j0 += 8) {
+            for (c = 0; c < 4; c++) {
+                const float* m = t + 3 * c * rs + j0;
                 __m256 m1 = _mm256_loadu_ps(m + rs);
                 a[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m), m1), bb);
                 b[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m + 2 * rs), m1), bb);
             }
-            convt_tr8_f32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], ca);
-            convt_tr8_f32(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], cc);
-            for (i = 0; i < 8; i++) {
-                _mm256_storeu_ps(y + 2 * S * (j0 + i) + cb, ca[i]);
-                _mm256_storeu_ps(y + 2 * S * (j0 + i) + S + cb, cc[i]);
+            /* per 128-bit lane, 4 phases x 4 tiles -> 4 tiles x 4 phases: ca[i] holds tiles i
+             * and i + 4 of y0, cc[i] of y1; tile j's eight outputs are (y0 phases, y1 phases) */
+            __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
+            __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+            ca[0] = _mm256_shuffle_ps(t0, t2, 0x44); ca[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
+            ca[2] = _mm256_shuffle_ps(t1, t3, 0x44); ca[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+            t0 = _mm256_unpacklo_ps(b[0], b[1]); t1 = _mm256_unpackhi_ps(b[0], b[1]);
+            t2 = _mm256_unpacklo_ps(b[2], b[3]); t3 = _mm256_unpackhi_ps(b[2], b[3]);
+            cc[0] = _mm256_shuffle_ps(t0, t2, 0x44); cc[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
+            cc[2] = _mm256_shuffle_ps(t1, t3, 0x44); cc[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+            for (i = 0; i < 4; i++) {
+                _mm256_storeu_ps(y + 8 * (j0 + i), _mm256_permute2f128_ps(ca[i], cc[i], 0x20));
+                _mm256_storeu_ps(y + 8 * (j0 + i + 4),
+                                 _mm256_permute2f128_ps(ca[i], cc[i], 0x31));
             }
         }
+    }
+    if (S % 8 == 0) {
+        full = valid / (2 * S) < J ? valid / (2 * S) : J;
+        full -= full % 8;
+        for (j0 = 0; j0 < full; j0 += 8)
+            for (cb = 0; cb < S; cb += 8) {
+                for (c = 0; c < 8; c++) {
+                    const float* m = t + 3 * (cb + c) * rs + j0;
+                    __m256 m1 = _mm256_loadu_ps(m + rs);
+                    a[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m), m1), bb);
+                    b[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m + 2 * rs), m1), bb);
+                }
+                convt_tr8_f32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], ca);
+                convt_tr8_f32(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], cc);
+                for (i = 0; i < 8; i++) {
+                    _mm256_storeu_ps(y + 2 * S * (j0 + i) + cb, ca[i]);
+                    _mm256_storeu_ps(y + 2 * S * (j0 + i) + S + cb, cc[i]);
+                }
+            }
+    }
     CONVT_CW_OUTS_TAIL(float)
 }
 
