@@ -149,6 +149,15 @@ convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t va
             if (o + S < valid) y[o + S] = (m[2 * rs] + m1) + bias;                              \
         }
 
+/* ... a vector of tiles of one phase: its products at m, m + rs, m + 2 rs -> a[k] (y0) and
+ * b[k] (y1), with the bias bb */
+#define CONVT_CW_SUMV(VT, LD, ADD, m, k)                                                        \
+    {                                                                                           \
+        VT m1 = LD((m) + rs);                                                                   \
+        a[k] = ADD(ADD(LD(m), m1), bb);                                                         \
+        b[k] = ADD(ADD(LD((m) + 2 * rs), m1), bb);                                              \
+    }
+
 static __attribute__((target("avx2"))) void
 convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y, int64_t valid,
                   int64_t J)
@@ -159,12 +168,8 @@ convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y, i
         full = valid / 8 < J ? valid / 8 : J;
         full -= full % 8;
         for (j0 = 0; j0 < full; j0 += 8) {
-            for (c = 0; c < 4; c++) {
-                const float* m = t + 3 * c * rs + j0;
-                __m256 m1 = _mm256_loadu_ps(m + rs);
-                a[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m), m1), bb);
-                b[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m + 2 * rs), m1), bb);
-            }
+            for (c = 0; c < 4; c++)
+                CONVT_CW_SUMV(__m256, _mm256_loadu_ps, _mm256_add_ps, t + 3 * c * rs + j0, c)
             /* per 128-bit lane, 4 phases x 4 tiles -> 4 tiles x 4 phases: ca[i] holds tiles i
              * and i + 4 of y0, cc[i] of y1; tile j's eight outputs are (y0 phases, y1 phases) */
             __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
@@ -187,12 +192,9 @@ convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y, i
         full -= full % 8;
         for (j0 = 0; j0 < full; j0 += 8)
             for (cb = 0; cb < S; cb += 8) {
-                for (c = 0; c < 8; c++) {
-                    const float* m = t + 3 * (cb + c) * rs + j0;
-                    __m256 m1 = _mm256_loadu_ps(m + rs);
-                    a[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m), m1), bb);
-                    b[c] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m + 2 * rs), m1), bb);
-                }
+                for (c = 0; c < 8; c++)
+                    CONVT_CW_SUMV(__m256, _mm256_loadu_ps, _mm256_add_ps,
+                                  t + 3 * (cb + c) * rs + j0, c)
                 convt_tr8_f32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], ca);
                 convt_tr8_f32(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], cc);
                 for (i = 0; i < 8; i++) {
@@ -216,12 +218,9 @@ convt_cw_outs_f64(const double* t, int64_t rs, int64_t S, double bias, double* y
     __m256d bb = _mm256_set1_pd(bias), a[4], b[4], ca[4], cc[4];
     for (j0 = 0; j0 < full; j0 += 4)
         for (cb = 0; cb < S; cb += 4) {
-            for (c = 0; c < 4; c++) {
-                const double* m = t + 3 * (cb + c) * rs + j0;
-                __m256d m1 = _mm256_loadu_pd(m + rs);
-                a[c] = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(m), m1), bb);
-                b[c] = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(m + 2 * rs), m1), bb);
-            }
+            for (c = 0; c < 4; c++)
+                CONVT_CW_SUMV(__m256d, _mm256_loadu_pd, _mm256_add_pd,
+                              t + 3 * (cb + c) * rs + j0, c)
             convt_tr4_f64(a, ca);
             convt_tr4_f64(b, cc);
             for (i = 0; i < 4; i++) {
