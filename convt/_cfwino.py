@@ -33,13 +33,14 @@ SPARE_BITS = 2
 # scratch (1.7 MiB of float32 at 2048, past L2's share for more; and the bound keeps the
 # workspace from growing with C_in past what the NXC kernel needs).
 _MAX_CHANNELS = 2048
-# Strides at most: a block's product tiles take 3 S x 4 x 3 vectors (36 KiB of float32 at 16).
+# Strides at most: a block's product tiles take 3 S x 4 x 3 vectors (18 KiB of float32 at 16).
 _MAX_STRIDE = 16
 # The products' weights at most (3 S x C_in x 4 ceil(Mg / 4) values): every block streams
 # all of them from L3 or memory for its 3 vectors of tiles, where the NXC kernel's tasks reuse
 # a phase's weights over 128-192 tile rows. In-process A/B against the NXC kernel, 2 threads,
-# 2026-11-22 (docs/performance.md, "Channels-first Winograd"): up to 6.3 MB 1.09-1.22x
-# faster, 12.6 MB 1.02-1.04x (HiFi-GAN's 512 -> 256 stride-8 layer: a tie), 25 MB 0.67x.
+# 2026-11-22 (docs/scripts/cf_strides.py; docs/performance.md, "Channels-first Winograd"):
+# up to 6.3 MB 1.06-1.33x faster; HiFi-GAN's 512 -> 256 stride-8 layer, 12.6 MB, 0.89-1.05x
+# in float32, and 25 MB in float64 0.57-0.67x.
 _MAX_WEIGHT_BYTES = 8 << 20
 
 

@@ -132,6 +132,17 @@ def test_hifigan_up3_runs_it_by_default():
     assert _cfwino.SPARE_BITS == _winograd.wino_layout(p.geom, 16).diff_axes + 1
 
 
+def test_hifigan_second_layer_runs_it_by_default():
+    """HiFi-GAN's 256 -> 128 stride-8 layer (16 taps, 3.1 MB of float32 product weights):
+    the channels-first kernel, priced without the transposes; in float64 too (6.3 MB)."""
+    for dtype in (np.float32, np.float64):
+        w = np.ones((256, 128, 16), dtype)
+        p = convt.ConvTranspose(w, strides=(8,), pads=(4, 4))._plan.geometry((1, 256, 1024))
+        assert p.variant == "winograd" and p.runner is _plan._run_cf
+        assert p.state[0].stride == 8 and p.state[0].e == (-1,) * 4 + (0,) * 4
+    assert _cost.direct_kind(p.geom).mode == "channels-first"
+
+
 def _micro_result(w, x, kw):
     op = convt.ConvTranspose(w, method="direct", **kw)
     op._plan.pin = ("micro", False)
