@@ -8,6 +8,6 @@ import importlib.util
 
 collect_ignore = []
 if importlib.util.find_spec("onnx") is None:
-    collect_ignore += ["convt/_onnx_ops.py", "convt/_onnx_backend.py"]
+    collect_ignore += ["convt/_onnx"]
 if importlib.util.find_spec("dask") is None:
     collect_ignore += ["convt/dask.py"]

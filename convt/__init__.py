@@ -19,10 +19,10 @@ explain, calibrate, export_tuning, import_tuning, forget_tuning, use_tuning_stor
 """
 from . import onednn, onnx, openvino
 from ._api import ConvTranspose, conv_transpose
-from ._calibrate import calibrate
+from ._dispatch.calibrate import calibrate
 from ._config import show_config
-from ._explain import Explanation, explain
-from ._tune import export_tuning, forget_tuning, import_tuning, use_tuning_store
+from ._dispatch.explain import Explanation, explain
+from ._dispatch.tune import export_tuning, forget_tuning, import_tuning, use_tuning_store
 
 __version__ = "0.1.0"
 __all__ = ["conv_transpose", "ConvTranspose", "show_config", "onnx", "openvino", "onednn",
@@ -32,8 +32,9 @@ __all__ = ["conv_transpose", "ConvTranspose", "show_config", "onnx", "openvino",
 
 def _load_calibration():
     # A saved calibration (convt.calibrate(save=True)) replaces the cost model's defaults;
-    # a missing file costs one stat, a bad one a warning (convt._cost.load_calibration).
-    from . import _cost, _tune
+    # a missing file costs one stat, a bad one a warning (convt._dispatch.cost.load_calibration).
+    from ._dispatch import cost as _cost
+    from ._dispatch import tune as _tune
 
     try:
         _cost.load_calibration(stamp=_tune.stamp())

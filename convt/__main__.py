@@ -83,7 +83,7 @@ def _layer(text):
 
 def _weights(w, dtype, rng=None):
     """The LAYER's filter in ``dtype`` (zeros, or random numbers from ``rng``)."""
-    from ._dtypes import ALL_FLOATS, _requested_dtype
+    from ._geometry.dtypes import ALL_FLOATS, _requested_dtype
 
     dt = _requested_dtype("LAYER", dtype, ALL_FLOATS)
     return (np.zeros(w, dt) if rng is None else rng.standard_normal(w).astype(dt)), dt

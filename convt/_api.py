@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import ALL_FLOATS
-from ._frontend import filter_to_iox, intake
-from ._plan import Plan, _remember
-from ._validate import bad_type, fail, shape_tuple
+from ._geometry.dtypes import ALL_FLOATS
+from ._geometry.frontend import filter_to_iox, intake
+from ._dispatch.plan import Plan, _remember
+from ._geometry.validate import bad_type, fail, shape_tuple
 from .onnx import onnx_spec
 
 __all__ = ["conv_transpose", "ConvTranspose"]
@@ -187,7 +187,7 @@ class ConvTranspose:
         ...
         method='auto' -> ...
         """
-        from ._explain import explain_plan
+        from ._dispatch.explain import explain_plan
 
         return explain_plan(self._plan, self._shape(x_shape))
 
@@ -278,7 +278,7 @@ class _OneShot(ConvTranspose):
     """conv_transpose's private operator: it lives for one call, and the kernels' weights are
     made from w and b at once, so the plan keeps views of them where the dtype allows (no
     defensive copy: 8 MB on dcgan_g1, ~0.5 ms plus page faults), and its scratch comes from
-    the calling thread's one-shot workspace (convt._workspace)."""
+    the calling thread's one-shot workspace (convt._dispatch.workspace)."""
 
     _one_shot = True
 

@@ -68,7 +68,7 @@ def _numpy_blas():
 
 def _gemm_blas():
     try:
-        from convt._blas import blas_info
+        from convt._backends.blas import blas_info
         path, threads = blas_info()
     except ImportError:
         return _UNKNOWN, _UNKNOWN

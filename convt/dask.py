@@ -32,13 +32,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without dask
 from . import onednn, onnx, openvino
 from ._api import ConvTranspose
 from ._api import conv_transpose as _canonical
-from ._chunking import axis_blocks
-from ._dtypes import as_array, cast_hint, dtype_name
-from ._geometry import PadRule, resolve
-from ._guard import check_range
-from ._plan import Plan, pick, variant_choice
-from ._validate import bad_type, choice, fail
-from ._winograd import wino_alignment
+from ._geometry.chunking import axis_blocks
+from ._geometry.dtypes import as_array, cast_hint, dtype_name
+from ._geometry.geometry import PadRule, resolve
+from ._dispatch.guard import check_range
+from ._dispatch.plan import Plan, pick, variant_choice
+from ._geometry.validate import bad_type, choice, fail
+from ._backends.direct.winograd import wino_alignment
 
 __all__ = ["conv_transpose", "CONVENTIONS"]
 

@@ -5,10 +5,10 @@ data NXC (channels last), filter XOI (*kernel, C_out/G, C_in), auto_pad "none".
 """
 from __future__ import annotations
 
-from ._frontend import common_attrs, explicit_pads, intake, make_spec, require
-from ._geometry import TOTAL_FROM_OUTPUT_SHAPE, TOTAL_KERNEL_MINUS_STRIDE, PadRule
-from ._plan import Plan
-from ._validate import choice, int_tuple
+from ._geometry.frontend import common_attrs, explicit_pads, intake, make_spec, require
+from ._geometry.geometry import TOTAL_FROM_OUTPUT_SHAPE, TOTAL_KERNEL_MINUS_STRIDE, PadRule
+from ._dispatch.plan import Plan
+from ._geometry.validate import choice, int_tuple
 
 __all__ = ["conv_transpose"]
 

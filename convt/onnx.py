@@ -2,16 +2,16 @@
 
 Spec references are to ``shared/specs``: 004 is the RST rendering of ConvTranspose-11 (lines
 1-130) and ConvTranspose-1 (lines 631-730); 001 is ConvTranspose-1 alone; 002 is the HTML page
-of -11. This module only turns the attributes into a ``PadRule``; ``convt._geometry.resolve``
+of -11. This module only turns the attributes into a ``PadRule``; ``convt._geometry.geometry.resolve``
 does the arithmetic shared by every convention.
 """
 from __future__ import annotations
 
-from ._frontend import check_pads_ignored, common_attrs, intake, make_spec
-from ._geometry import (TOTAL_FROM_INPUT, TOTAL_FROM_INPUT_TIMES_STRIDE,
+from ._geometry.frontend import check_pads_ignored, common_attrs, intake, make_spec
+from ._geometry.geometry import (TOTAL_FROM_INPUT, TOTAL_FROM_INPUT_TIMES_STRIDE,
                         TOTAL_FROM_OUTPUT_SHAPE, PadRule)
-from ._plan import Plan
-from ._validate import choice, fail, int_scalar, int_tuple
+from ._dispatch.plan import Plan
+from ._geometry.validate import choice, fail, int_scalar, int_tuple
 
 __all__ = ["conv_transpose"]
 
@@ -173,8 +173,8 @@ def _prepare(X, W, B, *, opset, auto_pad, dilations, group, kernel_shape, output
 
 # Running ONNX models (needs the ``onnx`` package, ``pip install convt[onnx]``): loaded on
 # first access (PEP 562), so ``import convt`` never imports onnx. docs/onnx.md.
-_LAZY = {"ConvTransposeOp": ("_onnx_ops", "ConvTranspose"), "backend": ("_onnx_backend", None),
-         "Backend": ("_onnx_backend", "Backend"), "BackendRep": ("_onnx_backend", "BackendRep")}
+_LAZY = {"ConvTransposeOp": ("_onnx.ops", "ConvTranspose"), "backend": ("_onnx.backend", None),
+         "Backend": ("_onnx.backend", "Backend"), "BackendRep": ("_onnx.backend", "BackendRep")}
 
 
 def __getattr__(name):

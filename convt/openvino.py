@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import ALL_FLOATS, as_array
-from ._frontend import FILTER_FORMATS, common_attrs, explicit_pads, intake, make_spec, require
-from ._geometry import TOTAL_FROM_OUTPUT_SHAPE, PadRule
-from ._plan import Plan
-from ._validate import bad_type, choice, fail, int_tuple
+from ._geometry.dtypes import ALL_FLOATS, as_array
+from ._geometry.frontend import FILTER_FORMATS, common_attrs, explicit_pads, intake, make_spec, require
+from ._geometry.geometry import TOTAL_FROM_OUTPUT_SHAPE, PadRule
+from ._dispatch.plan import Plan
+from ._geometry.validate import bad_type, choice, fail, int_tuple
 
 __all__ = ["convolution_backprop_data", "group_convolution_backprop_data"]
 

@@ -1,7 +1,7 @@
 """Helpers for tests: the reference at canonical pads, independent of any front end."""
 
-from convt._geometry import Geometry
-from convt._reference import conv_transpose_reference
+from convt._geometry.geometry import Geometry
+from convt._backends.reference import conv_transpose_reference
 
 
 def reference_at(x_ncx, w_iox, b, strides, dilations, pb, pe, groups=1):

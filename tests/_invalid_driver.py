@@ -6,7 +6,7 @@ For every parameter of every front end (1-, 2- and 3-D base calls that are valid
 of each kind: wrong length, zero / negative, out of the spec's range, wrong type, inconsistent
 with the tensors, absurd sizes. A case passes when the call raises ValueError or TypeError
 whose message starts with the convention's name and names the parameter (quoted, as
-convt._validate writes it). Absurd sizes may instead be refused by the memory / index-range
+convt._geometry.validate writes it). Absurd sizes may instead be refused by the memory / index-range
 guard, which names the data input. Before each case its label goes to stderr, so a crash
 shows which one; the summary (JSON) goes to stdout.
 """

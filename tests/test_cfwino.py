@@ -1,4 +1,4 @@
-"""The Winograd variant's channels-first kernel (convt._cfwino, convt/_kernels/_cfwino.pyx):
+"""The Winograd variant's channels-first kernel (convt._backends.direct.cfwino, convt/_kernels/_cfwino.pyx):
 1-D channels-first layers of stride S whose S phases each have two taps one input apart (2S
 taps). It computes the NXC Winograd kernel's products and sums on x as it is, so over a random
 space of such layers (strides 2 to 8, pads, output padding, batch, groups, output channels that
@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _cfwino, _cost, _micro, _plan, _winograd
+from convt._backends.direct import cfwino as _cfwino
+from convt._dispatch import cost as _cost
+from convt._backends.direct import micro as _micro
+from convt._dispatch import plan as _plan
+from convt._backends.direct import winograd as _winograd
 
 from convt._kernels._cfwino import cf_pack
 
@@ -216,7 +220,7 @@ def test_up_to_max_channels():
 
 
 def test_a_portable_build_leaves_it_to_the_nxc_kernel(monkeypatch):
-    """Without the AVX2 + FMA path (convt._micro.ISA read per call) the NXC kernel runs."""
+    """Without the AVX2 + FMA path (convt._backends.direct.micro.ISA read per call) the NXC kernel runs."""
     monkeypatch.setattr(_micro, "ISA", 0)
     w = np.ones((128, 64, 4), np.float32)
     p = convt.ConvTranspose(w, strides=(2,), pads=(1, 1), method="direct")._plan.geometry(

@@ -1,4 +1,4 @@
-"""convt._chunking: output blocks of one axis, checked against the definition by brute force.
+"""convt._geometry.chunking: output blocks of one axis, checked against the definition by brute force.
 
 No Dask needed: these are the arithmetic convt.dask builds its graph from.
 """
@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from convt._chunking import axis_blocks
+from convt._geometry.chunking import axis_blocks
 
 
 def _random_chunks(rng, n):

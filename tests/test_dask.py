@@ -2,7 +2,7 @@
 schedulers, for every front end and chunking.
 
 The direct backend's results are compared for exact equality: each block pins the whole
-array's direct variant (convt._plan.direct_variant), so every output's terms are summed in
+array's direct variant (convt._dispatch.plan.direct_variant), so every output's terms are summed in
 the same order as in the in-memory call. The FFT backend transforms each block at its own
 length, so its results are compared with the tolerance table (conftest.py).
 """

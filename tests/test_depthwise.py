@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _depthwise as dw
+from convt._backends.direct import depthwise as dw
 
 from conftest import assert_close, assert_same_for_any_thread_count, np_dtype
 

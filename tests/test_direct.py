@@ -175,7 +175,7 @@ def test_nan_and_inf_propagate():
 
 
 def test_small_work_runs_serially(monkeypatch):
-    from convt import _cost
+    from convt._dispatch import cost as _cost
 
     monkeypatch.setattr(_cost, "_PARALLEL_MIN_MACS", 1 << 22)
     monkeypatch.setattr(_cost, "_PARALLEL_MIN_OUTPUTS", 1 << 18)

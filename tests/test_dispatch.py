@@ -1,4 +1,4 @@
-"""The cost model (convt._cost), method="auto", convt.explain and the calibration file."""
+"""The cost model (convt._dispatch.cost), method="auto", convt.explain and the calibration file."""
 import itertools
 import json
 import math
@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _calibrate, _cost
-from convt._geometry import OpSpec, PadRule, resolve
-from convt._phase_gemm import gemm_layout
-from convt._plan import direct_variant
+from convt._dispatch import calibrate as _calibrate
+from convt._dispatch import cost as _cost
+from convt._geometry.geometry import OpSpec, PadRule, resolve
+from convt._backends.direct.gemm import gemm_layout
+from convt._dispatch.plan import direct_variant
 
 from conftest import assert_close
 
@@ -257,7 +258,7 @@ def test_fit_recovers_known_constants():
 
 
 def test_calibrate_fits_and_saves(tmp_path, monkeypatch, constants):
-    from convt import _tune
+    from convt._dispatch import tune as _tune
 
     monkeypatch.setattr(_tune, "time_candidates",
                         lambda runs: {m: (2e-3 if m == "fft" else 1e-3) for m in runs})

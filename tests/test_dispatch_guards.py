@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _guard
-from convt._cost import direct_kind
+from convt._dispatch import guard as _guard
+from convt._dispatch.cost import direct_kind
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def test_explain_applies_the_range_guard(rng):
 
 
 def test_cost_model_prices_the_variant_that_runs(rng):
-    # dilation 400 with heavy cropping: the GEMM grid would dwarf the data (convt._guard),
+    # dilation 400 with heavy cropping: the GEMM grid would dwarf the data (convt._dispatch.guard),
     # so the pixel kernel runs, and the estimate and explain() must say so.
     w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
     op = convt.ConvTranspose(w, dilations=(400, 400), pads=(390,) * 4, method="direct")

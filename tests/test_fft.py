@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import convt
-import convt._fft as fft_mod
+import convt._backends.fft as fft_mod
 import convt.onednn
 import convt.onnx
 import convt.openvino

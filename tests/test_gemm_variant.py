@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _cost, _phase_gemm, _plan
-from convt._phase_gemm import batch_rows_layout, gemm_layout
+from convt._dispatch import cost as _cost
+from convt._backends.direct import gemm as _phase_gemm
+from convt._dispatch import plan as _plan
+from convt._backends.direct.gemm import batch_rows_layout, gemm_layout
 
 from conftest import assert_close, assert_same_for_any_thread_count
 
@@ -225,7 +227,7 @@ def test_merged_weights_put_every_tap_in_place(cin, mg, k, s, groups, dtype, isa
     """merged_weights' blocked transposes: every weight a GEMM op reads is the filter's,
     out[dst[k] + r * step[k] + m] = w[r, m, k], through the register transposes and the
     portable loops; a non-finite weight is found wherever it is."""
-    from convt._geometry import resolve
+    from convt._geometry.geometry import resolve
     monkeypatch.setattr(_phase_gemm, "ISA", isa)
     rng = np.random.default_rng(cin * mg)
     w = rng.standard_normal((cin, mg, *k)).astype(dtype)

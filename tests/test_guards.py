@@ -1,4 +1,4 @@
-"""Checks before allocation (convt._guard): calls that would need more memory than the
+"""Checks before allocation (convt._dispatch.guard): calls that would need more memory than the
 machine are refused, geometries beyond 64-bit indexing are refused, 64-bit index arithmetic
 on a cheap geometry with offsets far beyond 2**31; and ``out=`` on every entry point."""
 import os
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _guard
-from convt._guard import MemoryLimitError, estimate_bytes
+from convt._dispatch import guard as _guard
+from convt._dispatch.guard import MemoryLimitError, estimate_bytes
 
 
 @pytest.fixture

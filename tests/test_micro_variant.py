@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _cost, _micro, _plan
+from convt._dispatch import cost as _cost
+from convt._backends.direct import micro as _micro
+from convt._dispatch import plan as _plan
 from convt._kernels._micro import MR
 
 from conftest import assert_close, assert_same_for_any_thread_count, random_cases
@@ -53,7 +55,7 @@ def test_micro_matches_reference(case, dtype, isa, monkeypatch):
 
 
 # Blocking edges: (x shape, w shape, keywords) with what each exercises.
-# (phases sharing (c0, c1) run in one task: convt._micro._SET_WEIGHTS; EDGES[2] has such sets,
+# (phases sharing (c0, c1) run in one task: convt._backends.direct.micro._SET_WEIGHTS; EDGES[2] has such sets,
 # test_micro_sets_split_when_weights_exceed_l2 the other case)
 EDGES = [
     # C_in 300: channel chunks of 256 + 44; 9 taps, one per block (TB = 1)
@@ -104,7 +106,7 @@ def test_micro_blocking_edges(xs, ws, kw, dtype, data_format, isa, monkeypatch):
 def test_edges_reach_the_blocking_they_name():
     """Guards EDGES: channel chunks, tap blocks, partial tasks, padded panels, sets of phases
     and the channels-first write-out's transposed blocks and their remainders occur."""
-    from convt._geometry import resolve
+    from convt._geometry.geometry import resolve
 
     def layout(xs, ws, kw, dtype=np.float32, data_format="NCX"):
         op = convt.ConvTranspose(np.zeros(ws, dtype), data_format=data_format, **kw)
@@ -225,7 +227,7 @@ def test_micro_nonfinite_weights_run_the_pixel_kernel(monkeypatch):
 
 @pytest.mark.skipif(_micro.ISA != 1, reason="the micro variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("xs, ws, kw, variant", [
-    # 2 x 2 taps per phase, 64+ channels: Winograd products (convt._winograd)
+    # 2 x 2 taps per phase, 64+ channels: Winograd products (convt._backends.direct.winograd)
     ((16, 512, 4, 4), (512, 256, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), "winograd"),
     # the same taps on 32 channels per group: the micro variant
     ((2, 256, 32, 32), (256, 32, 3, 3),
@@ -263,7 +265,7 @@ def test_packed_weights_start_on_a_cache_line():
 def test_micro_sets_split_when_weights_exceed_l2():
     """Phases sharing (c0, c1) run one per task when their weights would not stay in L2
     (hifigan_up1: 8 phases of 1 MiB), together otherwise (hifigan_up3)."""
-    from convt._geometry import resolve
+    from convt._geometry.geometry import resolve
 
     for ws, kw, nph in [((512, 256, 16), dict(strides=(8,), pads=(4, 4)), 1),
                         ((128, 64, 4), dict(strides=(2,), pads=(1, 1)), 2)]:
@@ -273,9 +275,9 @@ def test_micro_sets_split_when_weights_exceed_l2():
 
 
 def test_cost_model_counts_the_layouts_work():
-    """The cost model's per-axis count (convt._cost.micro_macs) is the layout's own, so the
+    """The cost model's per-axis count (convt._dispatch.cost.micro_macs) is the layout's own, so the
     estimate prices the work the kernel does (border taps and tile padding included)."""
-    from convt._geometry import resolve
+    from convt._geometry.geometry import resolve
 
     checked = 0
     for case in CASES:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt._fft import run_fft
+from convt._backends.fft import run_fft
 
 from test_threads import CASES, IDS
 
@@ -17,7 +17,7 @@ DT = [np.float32, np.float64]
 
 def _setup(case, dtype, monkeypatch):
     if case[0] == "fft-overlap-add":
-        monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", 1 << 12)
+        monkeypatch.setattr("convt._backends.fft.FFT_MEMORY_BUDGET", 1 << 12)
     _, xs, ws, kw, method, *_ = case
     rng = np.random.default_rng(5)
     x = rng.standard_normal(xs).astype(dtype)
@@ -113,7 +113,7 @@ def test_fft_takes_values_near_the_float_range_to_the_direct_backend(dtype, wher
     the direct backend too: x = 1e35 with this kernel once gave Inf and NaN in float32
     where every true output is finite (at most about 5e35)."""
     if budget:
-        monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", budget)
+        monkeypatch.setattr("convt._backends.fft.FFT_MEMORY_BUDGET", budget)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 16, 24, 24)).astype(dtype)
     w = rng.standard_normal((16, 16, 15, 15)).astype(dtype)

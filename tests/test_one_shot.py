@@ -2,7 +2,7 @@
 
 ``convt.conv_transpose`` keeps the spec its attributes resolve to (``convt._api._SPECS``) and
 every one-shot plan keeps its decision per input shape (geometry, checks, method:
-``convt._plan._DECISIONS``). A call with the same arguments skips that Python; its weights
+``convt._dispatch.plan._DECISIONS``). A call with the same arguments skips that Python; its weights
 are packed afresh, refused arguments are still refused with their own message, and the
 memory limit and the cost model's constants in force are the ones applied.
 """
@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _api, _cost, _plan
+from convt import _api
+from convt._dispatch import cost as _cost
+from convt._dispatch import plan as _plan
 
 from conftest import assert_close
 
@@ -153,9 +155,10 @@ def test_a_decision_made_while_the_constants_change_is_not_kept(monkeypatch):
 
 
 def test_the_fft_memory_budget_in_force_applies(monkeypatch):
-    """The FFT's buffers grow with its budget (convt._fft.FFT_MEMORY_BUDGET): a budget
+    """The FFT's buffers grow with its budget (convt._backends.fft.FFT_MEMORY_BUDGET): a budget
     raised after a call is checked against the memory limit again."""
-    from convt import _fft, _guard
+    from convt._backends import fft as _fft
+    from convt._dispatch import guard as _guard
 
     rng = np.random.default_rng(2)
     x = rng.standard_normal((4, 16, 64, 64)).astype(np.float32)

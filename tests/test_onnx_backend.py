@@ -19,7 +19,7 @@ import onnx.backend.test  # noqa: E402
 import onnx.backend.test.runner as runner  # noqa: E402
 
 import convt  # noqa: E402
-from convt._onnx_ops import ConvTranspose as _Op  # noqa: E402
+from convt._onnx.ops import ConvTranspose as _Op  # noqa: E402
 
 from _onnx_helpers import conv_transpose_model  # noqa: E402
 

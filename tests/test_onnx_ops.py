@@ -189,7 +189,7 @@ def test_initializers_skip_the_bit_comparison(monkeypatch):
                               new_ops=[convt.onnx.ConvTransposeOp])
     x = np.ones((1, 4, 5, 5), np.float32)
     sess.run(None, {"X": x})
-    from convt import _onnx_ops
+    from convt._onnx import ops as _onnx_ops
 
     assert _onnx_ops._immutable(sess.rt_inits_["W"]) and not _onnx_ops._immutable(w)
     monkeypatch.setattr(_onnx_ops, "_same_bits", None)   # any call would fail
@@ -338,7 +338,7 @@ def test_import_convt_does_not_import_onnx():
 def test_missing_onnx_is_a_clear_import_error(monkeypatch):
     for name in [m for m in sys.modules if m == "onnx" or m.startswith("onnx.")]:
         monkeypatch.setitem(sys.modules, name, None)   # as an environment without onnx
-    monkeypatch.delitem(sys.modules, "convt._onnx_ops", raising=False)
+    monkeypatch.delitem(sys.modules, "convt._onnx.ops", raising=False)
     with pytest.raises(ImportError, match=r"convt.onnx.ConvTransposeOp needs the 'onnx' "
                        r"package: pip install 'convt\[onnx\]'"):
         convt.onnx.ConvTransposeOp

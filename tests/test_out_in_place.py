@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _plan
+from convt._dispatch import plan as _plan
 
 RNG = np.random.default_rng(7)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt._geometry import OpSpec, resolve
+from convt._geometry.geometry import OpSpec, resolve
 from convt.onednn import onednn_rule
 from convt.onnx import onnx_rule
 from convt.openvino import openvino_rule

@@ -4,7 +4,7 @@ valid geometries of every front end, the output shape is the spec's formula and 
 reference within the tolerance table; and every direct variant, each pinned in turn on the
 same random geometries (the Winograd and upsample variants among them), agrees with it too.
 
-The shape formulas are written out here per convention, independently of convt._geometry:
+The shape formulas are written out here per convention, independently of convt._geometry.geometry:
 F = (I-1)*s + (K-1)*d + 1 is the full length, op the output padding.
 """
 from collections import Counter
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _winograd
-from convt._micro import ISA
-from convt._upsample import up_eligible
+from convt._backends.direct import winograd as _winograd
+from convt._backends.direct.micro import ISA
+from convt._backends.direct.upsample import up_eligible
 from conftest import assert_close
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -235,7 +235,7 @@ def test_onednn(g, data):
                     dtype, (lambda y: y) if ncx else _nxc)
 
 
-# Every direct variant computes every geometry (convt._plan.direct_variant: a pinned variant
+# Every direct variant computes every geometry (convt._dispatch.plan.direct_variant: a pinned variant
 # that cannot take a geometry hands it to the one that gives the same sums): each pinned in
 # turn on the same random geometries, against the reference. The dispatch rule sends few
 # random geometries to winograd or upsample, so this is where their planning meets the

@@ -1,6 +1,6 @@
 """Threads: concurrent calls of one prepared operator and of the one-shot function give the
 serial results bit for bit, every backend and direct variant (the workspace reuse of
-convt._workspace included); the kernels release the GIL; results do not depend on the
+convt._dispatch.workspace included); the kernels release the GIL; results do not depend on the
 thread count and do not change from run to run."""
 import threading
 import time
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import convt
-import convt._cost
-from convt._micro import ISA
-from convt._plan import direct_variant
+import convt._dispatch.cost
+from convt._backends.direct.micro import ISA
+from convt._dispatch.plan import direct_variant
 
 # (label, x shape, w shape, keywords, method, variant, what the layout must say)
 CASES = [
@@ -68,7 +68,7 @@ def test_case_runs_the_variant_it_names(case, monkeypatch):
     if case[5] in ("micro", "winograd") and ISA != 1:
         pytest.skip("the micro variant runs only with AVX2+FMA (elsewhere: GEMMs)")
     if case[0] == "fft-overlap-add":   # a small budget forces the tiles
-        monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", 1 << 12)
+        monkeypatch.setattr("convt._backends.fft.FFT_MEMORY_BUDGET", 1 << 12)
     op, _, _ = _op(case)
     x, _, _ = _data(case, 0)
     p = op._plan.geometry(x.shape)
@@ -81,7 +81,7 @@ def test_case_runs_the_variant_it_names(case, monkeypatch):
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_eight_threads_match_serial_bit_for_bit(case, monkeypatch):
     if case[0] == "fft-overlap-add":
-        monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", 1 << 12)
+        monkeypatch.setattr("convt._backends.fft.FFT_MEMORY_BUDGET", 1 << 12)
     op, w, b = _op(case)
     kw = dict(case[3], method=case[4], workers=2)
     inputs = [_data(case, 10 + i, grow=i % 2)[0] for i in range(8)]
@@ -114,7 +114,7 @@ def test_eight_threads_match_serial_bit_for_bit(case, monkeypatch):
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_same_result_for_one_and_two_threads_and_run_to_run(case, monkeypatch):
     if case[0] == "fft-overlap-add":
-        monkeypatch.setattr("convt._fft.FFT_MEMORY_BUDGET", 1 << 12)
+        monkeypatch.setattr("convt._backends.fft.FFT_MEMORY_BUDGET", 1 << 12)
     x, _, _ = _data(case, 3)
     ys = [_op(case, workers)[0](x) for workers in (1, 2, 1, 2)]
     op = _op(case)[0]
@@ -173,10 +173,10 @@ def test_kernels_release_the_gil(variant, xs, ws, kw, monkeypatch):
     """While a kernel runs in one thread, pure-Python work in another keeps going: the
     longest pause between its loop iterations stays far below the kernel's run time (a
     kernel holding the GIL would stall the loop for all of it)."""
-    monkeypatch.setattr(convt._cost, "_PARALLEL_MIN_MACS", 1 << 62)   # one thread
-    monkeypatch.setattr(convt._cost, "_PARALLEL_MIN_OUTPUTS", 1 << 62)
+    monkeypatch.setattr(convt._dispatch.cost, "_PARALLEL_MIN_MACS", 1 << 62)   # one thread
+    monkeypatch.setattr(convt._dispatch.cost, "_PARALLEL_MIN_OUTPUTS", 1 << 62)
     # pinned: the cost model's choice depends on the CPU (the micro variant needs AVX2+FMA)
-    monkeypatch.setattr(convt._plan, "direct_variant",
+    monkeypatch.setattr(convt._dispatch.plan, "direct_variant",
                         lambda geom, pin=None: direct_variant(geom, (variant, False)))
     x = np.ones(xs, np.float32)
     op = convt.ConvTranspose(np.ones(ws, np.float32) * 0.01, method="direct", workers=1, **kw)
@@ -191,7 +191,7 @@ def test_one_shot_calls_in_a_row_share_a_workspace_safely():
     """One thread, every case's one-shot call twice over with other weights in between: each
     call borrows the thread's one-shot workspace (packed weights, grids, staging) after another
     layer used it, and must still equal its prepared operator bit for bit."""
-    from convt._workspace import one_shot_workspace
+    from convt._dispatch.workspace import one_shot_workspace
 
     ws = one_shot_workspace()
     for rnd in range(2):
@@ -213,7 +213,7 @@ def test_front_end_one_shot_calls_use_the_threads_workspace():
     import convt.onednn
     import convt.onnx
     import convt.openvino
-    from convt._workspace import one_shot_workspace
+    from convt._dispatch.workspace import one_shot_workspace
 
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 16, 9, 9)).astype(np.float32)
@@ -254,7 +254,7 @@ def test_front_end_one_shot_calls_use_the_threads_workspace():
 
 
 def test_one_shot_workspace_is_per_thread_and_bounded():
-    from convt._workspace import ONE_SHOT_KEEP, Workspace, one_shot_workspace
+    from convt._dispatch.workspace import ONE_SHOT_KEEP, Workspace, one_shot_workspace
 
     other = []
     t = threading.Thread(target=lambda: other.append(one_shot_workspace()))

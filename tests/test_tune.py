@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _plan, _tune
+from convt._dispatch import plan as _plan
+from convt._dispatch import tune as _tune
 from convt.__main__ import main
 
 from conftest import assert_close
@@ -258,7 +259,8 @@ def test_corrupt_or_stale_store_is_ignored(fake_timing, tmp_path, content, match
 
 _WRITER = """
 import sys
-from convt import _plan, _tune
+from convt._dispatch import plan as _plan
+from convt._dispatch import tune as _tune
 _tune.use_tuning_store(sys.argv[1])
 for i in range(25):
     _tune._merge_to_disk({f"{sys.argv[2]}-{i}": {"method": "direct", "seconds": {}}})

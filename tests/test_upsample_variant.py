@@ -1,4 +1,4 @@
-"""The upsample variant (convt._upsample, kernel convt/_kernels/_upsample.pyx): channels-first
+"""The upsample variant (convt._backends.direct.upsample, kernel convt/_kernels/_upsample.pyx): channels-first
 pure upsampling, K = s on every axis with stride 2 on the last, no padding. Checked against
 the float64 reference over 1-D to 3-D layers (groups, batch, bias, last axes that are not a
 whole number of vectors), for the same bits as the micro variant and for any thread count;
@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _cost, _micro, _plan
-from convt._upsample import up_eligible
+from convt._dispatch import cost as _cost
+from convt._backends.direct import micro as _micro
+from convt._dispatch import plan as _plan
+from convt._backends.direct.upsample import up_eligible
 
 from conftest import assert_close, assert_same_for_any_thread_count
 

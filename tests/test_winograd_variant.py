@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import convt
-from convt import _micro, _plan, _winograd
+from convt._backends.direct import micro as _micro
+from convt._dispatch import plan as _plan
+from convt._backends.direct import winograd as _winograd
 from convt._kernels import _micro as _kmicro
 
 from conftest import (assert_close, assert_same_for_any_thread_count,
@@ -660,7 +662,7 @@ def test_variant_rule(xs, ws, kw, variant):
 def test_cost_model_prices_the_products():
     geom = convt.ConvTranspose(np.ones((512, 256, 4, 4), np.float32), strides=(2, 2),
                                pads=(1, 1, 1, 1))._plan.geometry((16, 512, 4, 4)).geom
-    kind = convt._cost.direct_kind(geom)
+    kind = convt._dispatch.cost.direct_kind(geom)
     layout = _winograd.wino_layout(geom, 16)
     # 16 images x 4 phases x 2 x 2 tiles x 9 products x 512 x 256
     assert kind.variant == "winograd" and kind.macs == layout.macs == 16 * 4 * 4 * 9 * 512 * 256

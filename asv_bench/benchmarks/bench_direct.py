@@ -119,7 +119,7 @@ class Workers(_Prepared):
 
 
 class FewChannels(_Prepared):
-    """Few channels on one side (convt._cost.direct_kind prices the depthwise kernel against
+    """Few channels on one side (convt._dispatch.cost.direct_kind prices the depthwise kernel against
     the dense variant): a generator's last layer (64 -> 3), a 3-channel input layer (3 -> 16,
     9x9) and a 1-channel side that stays on the depthwise kernel (64 -> 1, 2x2 stride 2);
     docs/dispatch.md, "Few channels on one side"."""

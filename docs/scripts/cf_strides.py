@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402,F401  (puts this checkout's convt first)
 
 import convt  # noqa: E402
-from convt import _plan  # noqa: E402
+from convt._dispatch import plan as _plan
 
 # (C_in, C_out, W, S): the output is S W long
 LAYERS = [(128, 64, 4096, 2), (512, 256, 1024, 2), (256, 128, 2048, 4), (512, 256, 512, 4),

@@ -6,9 +6,9 @@ Times 22 depthwise layers (1-D to 3-D, strides 1-4, kernels 3-255, channel multi
 both layouts) and 12 layers with few channels on one side only (1-3 in or out, up to 128 on
 the other) on the depthwise kernel (pinned) on 1 and 2 workers, float32, then fits
 ``depthwise_macs_per_s`` and ``depthwise_row_s`` (the others held at their current values)
-with ``convt._calibrate.fit_constants`` (least squares on log(estimate / measured)).
+with ``convt._dispatch.calibrate.fit_constants`` (least squares on log(estimate / measured)).
 Prints both constants and each layer's estimate / measured before and after. The values in
-``convt._cost.DEFAULTS`` come from one run of this script (docs/dispatch.md).
+``convt._dispatch.cost.DEFAULTS`` come from one run of this script (docs/dispatch.md).
 """
 import math
 import os
@@ -20,8 +20,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402,F401  (puts this checkout's convt first)
 
 import convt  # noqa: E402
-from convt import _cost, _tune  # noqa: E402
-from convt._calibrate import fit_constants  # noqa: E402
+from convt._dispatch import cost as _cost
+from convt._dispatch import tune as _tune
+from convt._dispatch.calibrate import fit_constants  # noqa: E402
 
 P1, P2 = (1, 1, 1, 1), (1,) * 6
 LAYERS = [  # (x shape, w shape, keywords)

@@ -14,7 +14,7 @@ timings: "auto" is asked which backend it picks (``method_for``), "tune" tunes t
 summary per run (share of geometries within 1.25x, worst regret, the cost model's errors,
 planning + dispatch overhead) and one table row per geometry.
 
-``--fit`` refits ``convt._cost.DEFAULTS`` to the forced timings of the given JSON files
+``--fit`` refits ``convt._dispatch.cost.DEFAULTS`` to the forced timings of the given JSON files
 (least squares on log time) and prints the constants.
 """
 from __future__ import annotations
@@ -34,7 +34,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "asv_bench"))
 sys.path.insert(0, HERE)
 
 import convt  # noqa: E402
-from convt import _cost, _tune  # noqa: E402
+from convt._dispatch import cost as _cost
+from convt._dispatch import tune as _tune
 from _common import best_interleaved  # noqa: E402
 from benchmarks.dispatch_cases import CASES  # noqa: E402
 
@@ -162,7 +163,7 @@ def markdown(runs, command):
              f", {_tune.cpu_model()} ({os.cpu_count()} cores), convt {convt.__version__}, "
              f"numpy {np.__version__}, Python {platform.python_version()}. Regret = "
              "time(backend picked) / time(fastest backend), from one interleaved best-of "
-             "measurement per run; estimates are `convt._cost.estimate`.", ""]
+             "measurement per run; estimates are `convt._dispatch.cost.estimate`.", ""]
     for i, run in enumerate(runs, 1):
         lines += [f"- run {i}: " + _summary(run)]
     if len(runs) > 1:
@@ -184,8 +185,8 @@ def markdown(runs, command):
 
 
 def fit(paths):
-    """Refit the cost model's constants on forced timings (convt._calibrate.fit_constants)."""
-    from convt._calibrate import fit_constants
+    """Refit the cost model's constants on forced timings (convt._dispatch.calibrate.fit_constants)."""
+    from convt._dispatch.calibrate import fit_constants
 
     samples = []
     for p in paths:

@@ -5,7 +5,7 @@
 Per layer (fewer than 4 channels per group in or out; float32), prepared operators pinned to
 the depthwise kernel, the GEMM variant (grid mode) and the micro variant are timed in
 interleaved rounds (best of ``--reps``), next to each one's cost-model estimate; the last
-columns name the variant ``convt._cost.direct_kind`` picks and its regret (its time over
+columns name the variant ``convt._dispatch.cost.direct_kind`` picks and its regret (its time over
 the fastest variant's). docs/dispatch.md ("Few channels on one side") quotes a run.
 """
 import argparse
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402,F401  (puts this checkout's convt first)
 
 import convt  # noqa: E402
-from convt import _cost  # noqa: E402
+from convt._dispatch import cost as _cost
 
 P1 = (1, 1, 1, 1)
 LAYERS = {  # name: (x shape NCX, w shape IOX, keywords)

@@ -5,7 +5,7 @@ kernels, which index in 64 bits (docs/reliability.md). ``check_range`` refuses g
 whose uncropped frame could not be indexed there; ``check_memory`` refuses calls whose
 arrays would not fit in the machine, before any of them (or a backend's plan) is allocated.
 Both run once per input shape (the plan caches accepted geometries; one-shot plans share
-theirs, keyed with the memory limit in force, convt._plan._DECISIONS).
+theirs, keyed with the memory limit in force, convt._dispatch.plan._DECISIONS).
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from math import prod
 
 import numpy as np
 
-from ._dtypes import compute_dtype, dtype_name
-from ._validate import bad_type, fail
+from .._geometry.dtypes import compute_dtype, dtype_name
+from .._geometry.validate import bad_type, fail
 
 __all__ = ["MEMORY_LIMIT", "MAX_FRAME", "memory_limit", "estimate_bytes", "check_range",
            "check_memory", "check_out", "deliver"]
@@ -34,7 +34,7 @@ MAX_FRAME = 2**58
 # 2**18 phases plan in up to ~25 s. fcn32s's 32 x 32 is 1024; 3-D stride 64 is 2**18.
 MAX_PHASES = 2**18
 # Peak bytes per output position of one axis while its phase table is built (tracemalloc,
-# convt._direct.axis_taps at 10**5 and 10**6 positions: 80.0; 24 of them are kept).
+# convt._backends.direct.pixel.axis_taps at 10**5 and 10**6 positions: 80.0; 24 of them are kept).
 _TABLE_BYTES = 80
 
 
@@ -98,14 +98,14 @@ def estimate_bytes(geom, method, dtype):
         n_full = geom.batch * geom.c_out * prod(geom.full_shape)
         return total + 8 * (n_in + n_full + 2 * n_out)
     if method == "fft":
-        from ._fft import fft_layout
+        from .._backends.fft import fft_layout
 
         lay = fft_layout(geom, compute_dtype(dtype))
         return total + n_in * ct + lay.kernel_bytes + lay.chunk * lay.work_bytes
     # direct: the compute-dtype (padded) copy of the input, and the per-axis phase tables
-    # (convt._direct.tables), _TABLE_BYTES per output position along each axis while built:
+    # (convt._backends.direct.pixel.tables), _TABLE_BYTES per output position along each axis while built:
     # negligible in 2-D and 3-D, but a long 1-D output needs 20x its float32 size in tables.
-    from ._cost import _MIN_GEMM_CHANNELS, direct_kind
+    from .cost import _MIN_GEMM_CHANNELS, direct_kind
 
     axes = list(geom.out_shape)
     cg, mg = geom.c_in // max(geom.groups, 1), geom.c_out // max(geom.groups, 1)

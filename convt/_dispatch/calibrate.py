@@ -6,7 +6,8 @@ import time
 
 import numpy as np
 
-from . import _cost, _tune
+from . import cost as _cost
+from . import tune as _tune
 
 __all__ = ["calibrate", "fit_constants"]
 
@@ -34,7 +35,7 @@ _BOUNDS = {"thread_efficiency": (0.3, 1.0), "direct_f64": (1.0, 3.0), "fft_f64":
 
 
 def _samples(workers, dtype, probes, timer):
-    from ._api import ConvTranspose
+    from .._api import ConvTranspose
 
     rng = np.random.default_rng(0)
     out = []
@@ -83,7 +84,7 @@ def calibrate(workers=None, save=False, path=None):
 
     Times the direct and FFT backends on a few small layers (GEMM, depthwise, pixel and
     memory-bound direct variants, 1-D and 2-D FFTs, float32 and float64, one thread and
-    ``workers``) and fits the constants of ``convt._cost`` to them. Takes a few seconds.
+    ``workers``) and fits the constants of ``convt._dispatch.cost`` to them. Takes a few seconds.
     The new constants take effect at once in this process; with ``save=True`` they are also
     written to ``path`` (default: ``cost_model.json`` in convt's cache directory, or
     ``$CONVT_CALIBRATION``), which ``import convt`` loads when it is present.
@@ -100,7 +101,7 @@ def calibrate(workers=None, save=False, path=None):
     Returns
     -------
     dict
-        The fitted constants (the keys of ``convt._cost.DEFAULTS``).
+        The fitted constants (the keys of ``convt._dispatch.cost.DEFAULTS``).
 
     Notes
     -----
@@ -113,7 +114,7 @@ def calibrate(workers=None, save=False, path=None):
     >>> sorted(c)[:3]  # doctest: +SKIP
     ['bytes_per_s', 'call_s', 'depthwise_macs_per_s']
     """
-    from ._plan import resolve_workers
+    from .plan import resolve_workers
 
     n = resolve_workers("calibrate", workers)
     timer = _tune.time_candidates

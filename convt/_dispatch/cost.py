@@ -3,9 +3,9 @@
 A pure function of (canonical geometry, compute dtype, threads); the layout is part of the
 geometry. It needs no layouts or spectra: the direct backend's multiply-adds (with the GEMM
 variant's halo rows) are counted per axis in O(sum of strides x kernel) time, and the FFT
-estimate is ``convt._fft.fft_cost`` (its own fitted model of transforms and per-bin GEMMs)
+estimate is ``convt._backends.fft.fft_cost`` (its own fitted model of transforms and per-bin GEMMs)
 times a machine factor. ``direct_kind`` is also the direct backend's variant rule
-(``convt._plan.direct_variant`` builds the layout of the kind it names), so the estimate
+(``convt._dispatch.plan.direct_variant`` builds the layout of the kind it names), so the estimate
 prices the code that will run; the one exception is an operator whose weights hold NaN or Inf,
 which runs the pixel kernel instead of GEMMs (docs/reliability.md).
 
@@ -24,17 +24,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._micro import ISA as MICRO_ISA
-from ._kernels._micro import NR_F32 as MICRO_NR_F32
-from ._upsample import up_eligible, up_macs
-from ._phase_gemm import _MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, _axis_phases, grid_shape
-from ._cfwino import cf_layout
-from ._winograd import wino_layout
+from .._backends.direct.micro import ISA as MICRO_ISA
+from .._kernels._micro import NR_F32 as MICRO_NR_F32
+from .._backends.direct.upsample import up_eligible, up_macs
+from .._backends.direct.gemm import _MAX_SET, _MIN_TILE_ROWS, _TILE_VALUES, _axis_phases, grid_shape
+from .._backends.direct.cfwino import cf_layout
+from .._backends.direct.winograd import wino_layout
 
 __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
            "estimate", "seconds", "set_constants", "calibration_path", "load_calibration", "save_calibration"]
 
-# Fitted by convt._calibrate.fit_constants (least squares on log time, soft L1) to the
+# Fitted by convt._dispatch.calibrate.fit_constants (least squares on log time, soft L1) to the
 # dispatch sweep's forced-backend timings (83 geometries x 2 backends, two runs) on a quiet
 # machine: `python docs/scripts/dispatch_sweep.py --runs 2 --rounds 25 --budget 3 --json
 # sweep.json`, then `python docs/scripts/dispatch_sweep.py --fit sweep.json`; 2-core AMD EPYC
@@ -66,7 +66,7 @@ DEFAULTS = {
     "bytes_per_s": 16.0e9,          # copies and writes of x and y
     "thread_efficiency": 0.759,      # second and later threads
     "direct_f64": 1.79,
-    # FFT backend at 2 workers, per unit of each convt._fft._features entry of the tiling
+    # FFT backend at 2 workers, per unit of each convt._backends.fft._features entry of the tiling
     # fft_layout picks: transform samples x log2(length), per-bin GEMM complex multiply-adds,
     # values copied, 1-D transforms started.
     "fft_sample_log_s": 2.01e-10,
@@ -79,7 +79,7 @@ DEFAULTS = {
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = threading.Lock()
 
-# Variant rule (formerly in convt._plan). The GEMM variant's grid mode pays for its halo rows;
+# Variant rule (formerly in convt._dispatch.plan). The GEMM variant's grid mode pays for its halo rows;
 # above _GRID_WASTE_OK GEMM multiply-adds per useful one (small images, large negative pads),
 # batch-rows mode (M = batch, no halo work) runs when the batch is large enough to make a GEMM,
 # and the pixel kernel otherwise. Channels-first grid mode reads x and writes y in place (no
@@ -110,7 +110,7 @@ _PARALLEL_MIN_OUTPUTS = 1 << 18
 class DirectKind(NamedTuple):
     """How the direct backend runs a geometry: ``variant`` "depthwise", "micro", "winograd",
     "gemm" or "pixel";
-    ``mode`` "grid" or "batch-rows" (gemm), "channels-first" (winograd: convt._cfwino's
+    ``mode`` "grid" or "batch-rows" (gemm), "channels-first" (winograd: convt._backends.direct.cfwino's
     kernel), else ""; multiply-adds it performs and useful ones;
     ``rows``: the depthwise kernel's row terms (``depthwise_kind``), 0 for the others."""
     variant: str
@@ -130,7 +130,7 @@ class Estimate(NamedTuple):
 
 def _axis_sums(s, d, k_len, i_len, pb, o_len):
     """Per axis: grid length P, taps T and sum of q*taps over phases with outputs, the taps'
-    in-data positions (mirrors convt._phase_gemm.gemm_layout, without its tap lists) and the
+    in-data positions (mirrors convt._backends.direct.gemm.gemm_layout, without its tap lists) and the
     most taps of any phase."""
     phases = _axis_phases(s, d, k_len, pb, o_len)
     es = [(e, q) for q, taps in phases if q for _, e in taps]
@@ -241,7 +241,7 @@ def _dense_kind(geom, axes, gemm, exact):
         else pixel
 
 
-# The micro variant (register-blocked kernel, convt._micro) runs when the CPU has its AVX2+FMA
+# The micro variant (register-blocked kernel, convt._backends.direct.micro) runs when the CPU has its AVX2+FMA
 # kernel, unless: the 16-wide register tile pads a group's output channels by over
 # _MICRO_PAD_OK (fcn32s_k64, 21 -> 32 channels: 17.1 ms against grid-mode GEMMs' 11.9); every
 # phase has at most one tap and grid mode is acceptable (pure upsampling, K <= s: grid mode
@@ -253,7 +253,7 @@ def _dense_kind(geom, axes, gemm, exact):
 _MICRO_PAD_OK = 1.25
 
 
-# The upsample variant (convt._upsample: channels-first, K = s, stride 2 on the last axis, no
+# The upsample variant (convt._backends.direct.upsample: channels-first, K = s, stride 2 on the last axis, no
 # padding; one tap per output, stored interleaved from registers) runs instead of the others
 # with 16 to 512 input channels per group. Measured against grid mode's one GEMM (2 workers,
 # NCX, in-process A/B, 3 x 16 calls taking turns; gemm / upsample): float32 unet_up2x2
@@ -267,7 +267,7 @@ _UP_CHANNELS = (16, 512)
 def micro_macs(geom, nr=MICRO_NR_F32, axes=None):
     """Multiply-adds of the micro variant at tile width ``nr`` (phase output positions x
     taps x input channels x output channels padded to ``nr``, per group): the ``macs`` of
-    ``convt._micro.micro_layout(geom, nr)``, computed per axis."""
+    ``convt._backends.direct.micro.micro_layout(geom, nr)``, computed per axis."""
     axes = _axes(geom) if axes is None else axes
     g = geom.groups
     mgp = -(-(geom.c_out // g) // nr) * nr
@@ -287,7 +287,7 @@ def _micro_kind(geom, axes, grid_ok, exact):
     return DirectKind("micro", "", macs, exact)
 
 
-# The Winograd variant (convt._winograd) runs instead of the micro variant when its products
+# The Winograd variant (convt._backends.direct.winograd) runs instead of the micro variant when its products
 # cut the multiply-adds to _WINO_GAIN or less of the micro variant's and both channel counts
 # per group are at least _WINO_MIN_CHANNELS: each product builds its differences (C_in values
 # a row) and each output is combined from 2^w products (C_out values), work that only a thick
@@ -314,7 +314,7 @@ def _wino_kind(geom, micro):
                                                                    MICRO_NR_F32):
         return micro
     # 1-D channels-first layers of stride S and 2S taps run the channels-first kernel (its
-    # rules as for float32, convt._cfwino): no transposes of x and y
+    # rules as for float32, convt._backends.direct.cfwino): no transposes of x and y
     mode = "channels-first" if cf_layout(geom, 4) is not None else ""
     return DirectKind("winograd", mode, layout.macs, micro.useful)
 
@@ -380,10 +380,10 @@ _FFT_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s")
 
 @functools.lru_cache(maxsize=256)
 def _fft_features(geom, compute_dtype):
-    """The FFT backend's work (``convt._fft._features``) for the tiling it would pick, or None
+    """The FFT backend's work (``convt._backends.fft._features``) for the tiling it would pick, or None
     when no input reaches the output. Cached (the tiling search dominates an estimate), so a
-    changed ``convt._fft.FFT_MEMORY_BUDGET`` reaches only geometries not seen before."""
-    from ._fft import _features, fft_layout
+    changed ``convt._backends.fft.FFT_MEMORY_BUDGET`` reaches only geometries not seen before."""
+    from .._backends.fft import _features, fft_layout
 
     lay = fft_layout(geom, compute_dtype)
     if lay.chunk == 0:
@@ -448,18 +448,18 @@ _FORMAT = 1
 
 def calibration_path():
     """Where ``calibrate(save=True)`` writes the fitted constants: ``$CONVT_CALIBRATION``
-    if set, else ``cost_model.json`` in convt's cache directory (``convt._tune.cache_dir``)."""
+    if set, else ``cost_model.json`` in convt's cache directory (``convt._dispatch.tune.cache_dir``)."""
     env = os.environ.get("CONVT_CALIBRATION")
     if env:
         return env
-    from ._tune import cache_dir
+    from .tune import cache_dir
 
     return os.path.join(cache_dir(), "cost_model.json")
 
 
 def save_calibration(constants, stamp, path=None):
     """Write ``constants`` (with ``stamp``: CPU, version, date) atomically to ``path``."""
-    from ._tune import atomic_write_json
+    from .tune import atomic_write_json
 
     path = path or calibration_path()
     atomic_write_json(path, {"format": _FORMAT, **stamp, "constants": constants})
@@ -502,7 +502,7 @@ def set_constants(consts):
     # In place and key by key, never cleared: a thread estimating meanwhile sees old or new
     # values, never a missing one (callers pass the full key set, load_calibration checks it).
     CONSTANTS.update(consts)
-    from ._plan import direct_variant, forget_decisions
+    from .plan import direct_variant, forget_decisions
 
     with _CACHE_LOCK:
         direct_kind.cache_clear()

@@ -4,7 +4,7 @@ A plan owns one ``Workspace``. A call borrows it for its duration; a call that f
 (another Python thread is inside the same operator) gets fresh buffers instead, so concurrent
 calls never share scratch and never wait for each other. What it holds is bounded by the
 largest call seen: for the GEMM variant, the zero-haloed input copy plus one tile per thread
-(see ``convt._phase_gemm``).
+(see ``convt._backends.direct.gemm``).
 
 One-shot calls (``convt.conv_transpose``) make a plan and pack their weights every time, so
 each Python thread keeps one workspace for them (``one_shot_workspace``), emptied after any

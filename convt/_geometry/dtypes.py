@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import bad_type, fail
+from .validate import bad_type, fail
 
 __all__ = ["ALL_FLOATS", "as_array", "common_dtype", "compute_dtype", "dtype_name"]
 

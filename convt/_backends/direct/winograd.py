@@ -33,12 +33,12 @@ from math import prod
 
 import numpy as np
 
-from ._direct import bias_filled, element_strides, new_output, pad3
-from ._kernels._layout import to_padded_nxc
-from ._kernels._micro import (MR, PACK_KB, SET_MAX, WSUM_MAX, pack_taps, pack_wino, wino_conv,
+from .pixel import bias_filled, element_strides, new_output, pad3
+from ..._kernels._layout import to_padded_nxc
+from ..._kernels._micro import (MR, PACK_KB, SET_MAX, WSUM_MAX, pack_taps, pack_wino, wino_conv,
                               wino_ready)
-from ._micro import _KC, _MAX_MB, _MAX_TB, _PARALLEL_PACK_VALUES, packing_arrays
-from ._phase_gemm import _axes3, _axis_phases
+from .micro import _KC, _MAX_MB, _MAX_TB, _PARALLEL_PACK_VALUES, packing_arrays
+from .gemm import _axes3, _axis_phases
 
 __all__ = ["WinoLayout", "wino_alignment", "wino_axes", "wino_layout", "wino_weights",
            "run_wino"]
@@ -176,7 +176,7 @@ def _axis_plan(s, d, k_len, pb, o_len):
     """One axis for the planner: (S, U, phases [(Q, taps [(k, e)], Winograd?, r)]), output
     o = S q + c of phase c reading input i = U (q + e) + r for its tap (k, e).
 
-    Unfolded (U = 1, r = 0): the phases of stride S = s, convt._phase_gemm's. A stride-1
+    Unfolded (U = 1, r = 0): the phases of stride S = s, convt._backends.direct.gemm's. A stride-1
     axis whose 2 or 3 taps are d > 1 inputs apart is folded (S = U = d): y[o] sums
     x[o + pb - k d], so the outputs of residue c = o mod d read only the inputs of residue
     r = (c + pb) mod d, where the taps are adjacent, e = (c + pb) // d - k (dilated_s1: 3 x 3
@@ -401,7 +401,7 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None, one_shot=Fals
     """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX
     filter in the compute dtype, starting on a 64-byte boundary; finite is False when a
     weight or a sum of weights is not finite (the caller runs another variant then). ``isa``:
-    the sums' kernel (``convt._micro.ISA``; both give identical values). ``one_shot``: the
+    the sums' kernel (``convt._backends.direct.micro.ISA``; both give identical values). ``one_shot``: the
     pack serves one call, and is stored past the caches whatever its size
     (_STREAM_PACK_BYTES)."""
     out, w3 = packing_arrays(layout.packed, w_iox, buffer)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _tune
-from ._dtypes import compute_dtype
-from ._geometry import resolve
-from ._guard import check_range
-from ._plan import pick, tune_candidates
-from ._validate import shape_tuple
+from . import tune as _tune
+from .._geometry.dtypes import compute_dtype
+from .._geometry.geometry import resolve
+from .guard import check_range
+from .plan import pick, tune_candidates
+from .._geometry.validate import shape_tuple
 
 __all__ = ["Explanation", "explain", "explain_plan"]
 
@@ -134,7 +134,7 @@ def explain_plan(plan, x_shape):
 
 
 def _tune_within():
-    from . import _plan
+    from . import plan as _plan
 
     return f"{_plan._TUNE_WITHIN:g}"
 
@@ -182,14 +182,14 @@ def explain(x, w, b=None, **keywords):
     ...
     method='auto' -> fft: the FFT estimate is ...x faster than the direct one
     """
-    from ._api import ConvTranspose
+    from .._api import ConvTranspose
 
     keywords.pop("out", None)   # conv_transpose's destination: nothing is written here
     op = ConvTranspose(w, b, **keywords)
     if isinstance(x, tuple):
         shape = shape_tuple("explain", "x", x)
     else:
-        from ._dtypes import as_array
+        from .._geometry.dtypes import as_array
 
         shape = as_array("explain", "x", x, op._plan.allowed).shape
     return op.explain(shape)

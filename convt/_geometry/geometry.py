@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ._validate import fail
+from .validate import fail
 
 __all__ = ["PadRule", "OpSpec", "Geometry", "resolve", "split_total"]
 

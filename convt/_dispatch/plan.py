@@ -13,23 +13,24 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ._depthwise import depthwise_layout, run_depthwise
-from ._direct import pack_weights, run_direct, tables
-from . import _tune
-from ._cost import direct_kind, direct_threads, estimate
-from ._fft import fft_growth, plan_fft
-from ._micro import micro_layout, micro_nr, packed_weights, run_micro
-from ._upsample import packed_up, run_up, up_eligible, up_layout
-from . import _fft, _micro
-from ._winograd import late_sums, run_wino, wino_layout, wino_taps, wino_weights
-from ._cfwino import cf_layout, cf_weights, run_cf
-from ._phase_gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
-from ._workspace import Workspace, one_shot_workspace
-from ._dtypes import as_array, cast_hint, compute_dtype, dtype_name
-from ._geometry import Geometry, resolve
-from ._guard import check_memory, check_out, check_range, deliver, memory_limit
-from ._reference import conv_transpose_reference
-from ._validate import choice, fail, int_scalar
+from .._backends.direct.depthwise import depthwise_layout, run_depthwise
+from .._backends.direct.pixel import pack_weights, run_direct, tables
+from . import tune as _tune
+from .cost import direct_kind, direct_threads, estimate
+from .._backends.fft import fft_growth, plan_fft
+from .._backends.direct.micro import micro_layout, micro_nr, packed_weights, run_micro
+from .._backends.direct.upsample import packed_up, run_up, up_eligible, up_layout
+from .._backends import fft as _fft
+from .._backends.direct import micro as _micro
+from .._backends.direct.winograd import late_sums, run_wino, wino_layout, wino_taps, wino_weights
+from .._backends.direct.cfwino import cf_layout, cf_weights, run_cf
+from .._backends.direct.gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
+from .workspace import Workspace, one_shot_workspace
+from .._geometry.dtypes import as_array, cast_hint, compute_dtype, dtype_name
+from .._geometry.geometry import Geometry, resolve
+from .guard import check_memory, check_out, check_range, deliver, memory_limit
+from .._backends.reference import conv_transpose_reference
+from .._geometry.validate import choice, fail, int_scalar
 
 __all__ = ["Plan", "Planned", "METHODS", "pick", "resolve_workers", "tune_candidates"]
 
@@ -42,10 +43,10 @@ _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
 # What a one-shot plan (convt._api._OneShot and the front ends' functions: a plan per call)
 # decides before it binds the weights: the geometry, its range and memory checks, and the
 # method, by the spec, the input shape, the dtype, the method asked for, the workers, the
-# memory limit and the FFT's memory budget (which sizes its buffers: convt._guard's
+# memory limit and the FFT's memory budget (which sizes its buffers: convt._dispatch.guard's
 # estimate_bytes), not for "tune" (whose store may change). Kept for the last _DECISIONS_SIZE
 # of them, like scipy.fft's plan cache, and forgotten with the cost model's constants
-# (convt._cost.set_constants, which also moves the generation in the key, so that a decision
+# (convt._dispatch.cost.set_constants, which also moves the generation in the key, so that a decision
 # made with the old constants while they changed is never found): dilated_s1's one-shot call
 # skipped about 50 us of Python (100 for dcgan_g1, run cold, right after a kernel call).
 _DECISIONS = {}
@@ -64,7 +65,7 @@ def _remember(cache, key, value, size):
 
 
 def forget_decisions():
-    """Empty the one-shot plans' decisions (convt._cost.set_constants calls it)."""
+    """Empty the one-shot plans' decisions (convt._dispatch.cost.set_constants calls it)."""
     with _DECISIONS_LOCK:
         _DECISIONS_GENERATION[0] += 1
         _DECISIONS.clear()
@@ -75,7 +76,7 @@ class Planned(NamedTuple):
 
     ``runner(xa, state, geom, plan, out=None)`` returns y in ``geom``'s data layout and the
     compute dtype, written into ``out`` when it is given and the runner writes that layout
-    (``convt._direct.new_output``); ``state`` is what the backend precomputed for this
+    (``convt._backends.direct.pixel.new_output``); ``state`` is what the backend precomputed for this
     geometry (tables, layouts, spectra); ``variant`` names the backend's code path (e.g.
     "gemm" or "pixel").
     """
@@ -88,7 +89,7 @@ class Planned(NamedTuple):
 
 def variant_choice(geom):
     """(name, batch_rows): the direct variant ``geom`` runs, "depthwise", "gemm" (in
-    batch-rows mode or not) or "pixel" (the rule is ``convt._cost.direct_kind``)."""
+    batch-rows mode or not) or "pixel" (the rule is ``convt._dispatch.cost.direct_kind``)."""
     kind = direct_kind(geom)
     return kind.variant, kind.mode == "batch-rows"
 
@@ -103,7 +104,7 @@ def direct_variant(geom, pin=None):
     (name, batch_rows) imposes a variant (every variant computes every geometry, the upsample
     variant through the micro variant's same sums; convt.dask pins the whole array's on each
     of its blocks, so each output's terms are summed in the same order; for "winograd" the
-    second item is the block's ``convt._winograd.wino_alignment``)."""
+    second item is the block's ``convt._backends.direct.winograd.wino_alignment``)."""
     name, batch_rows = variant_choice(geom) if pin is None else pin
     if name == "depthwise":
         return name, depthwise_layout(geom)
@@ -122,7 +123,7 @@ def resolve_workers(conv, workers):
     """Thread count, as scipy.fft reads ``workers``: None -> the OpenMP default (honours
     OMP_NUM_THREADS), n > 0 -> n, n < 0 -> os.cpu_count() + 1 + n (so -1 means every core)."""
     if workers is None:
-        from ._kernels._openmp_helpers import max_threads
+        from .._kernels._openmp_helpers import max_threads
 
         return max(1, max_threads())
     n = int_scalar(conv, "workers", workers)
@@ -202,7 +203,7 @@ class Plan:
 
     def threads(self, geom):
         """Threads for the direct kernels on ``geom``: ``workers``, or one for small work,
-        where starting a thread team costs more than it saves (``convt._cost``)."""
+        where starting a thread team costs more than it saves (``convt._dispatch.cost``)."""
         return direct_threads(geom, self.workers)
 
     def packed(self, key, make):
@@ -246,7 +247,7 @@ class Plan:
         return hit
 
     def estimate(self, geom):
-        """``convt._cost.estimate`` for this plan's compute dtype and workers."""
+        """``convt._dispatch.cost.estimate`` for this plan's compute dtype and workers."""
         return estimate(geom, self.compute_dtype, self.workers)
 
     def choose(self, geom, x=None):
@@ -268,7 +269,7 @@ class Plan:
         return _tune.lookup(_tune.signature(geom, self.compute_dtype, self.workers))
 
     def _within_memory(self, geom, cands):
-        """The candidates whose call fits in memory (convt._guard), checked before any is
+        """The candidates whose call fits in memory (convt._dispatch.guard), checked before any is
         timed; the first refusal is raised when none does."""
         ok, refusal = [], None
         for m in cands:
@@ -325,7 +326,7 @@ _TUNE_WITHIN = 8.0
 
 
 def pick(est):
-    """The backend "auto" runs for a ``convt._cost.Estimate``: the lower estimate."""
+    """The backend "auto" runs for a ``convt._dispatch.cost.Estimate``: the lower estimate."""
     fft, direct = est.seconds["fft"], est.seconds["direct"]
     return "fft" if fft is not None and fft < direct else "direct"
 
@@ -417,7 +418,7 @@ def _direct_backend(geom, plan):
         align = plan.pin[1] if plan.pin is not None and plan.pin[1] else None
         layout = wino_layout(geom, micro_nr(plan.compute_dtype), align)
         # 1-D channels-first layers of stride S and 2S taps: the same products and sums on x
-        # as it is, without the transposes (convt._cfwino; a dask block runs the NXC kernel)
+        # as it is, without the transposes (convt._backends.direct.cfwino; a dask block runs the NXC kernel)
         cf = (cf_layout(geom, plan.compute_dtype.itemsize)
               if layout is not None and align is None else None)
         if cf is not None:
@@ -426,7 +427,7 @@ def _direct_backend(geom, plan):
                 return variant, _run_cf, (cf, wp, [])
             return _micro_backend(geom, plan)
         if layout is not None:
-            # one-shot calls with large products sum them in the kernel (convt._winograd's
+            # one-shot calls with large products sum them in the kernel (convt._backends.direct.winograd's
             # late_sums); same bits either way
             late = late_sums(layout, plan.one_shot, plan.compute_dtype.itemsize)
             args = (layout, plan.w_iox_compute, geom.groups, plan.workers, _micro.ISA,
@@ -482,7 +483,7 @@ def _fft_backend(geom, plan):
 
 def _fft_in_range(xa, lay, geom, plan):
     """True when every value the FFT backend makes from ``xa`` stays below a quarter of the
-    compute dtype's largest (``convt._fft.fft_growth``): False for NaN or Inf anywhere in x
+    compute dtype's largest (``convt._backends.fft.fft_growth``): False for NaN or Inf anywhere in x
     or w (the comparison with NaN is False), and for finite values near the float range."""
     wmax = plan.packed("max_abs_w", lambda p: float(np.max(np.abs(p.w_iox), initial=0.0)))
     xmax = max(-float(xa.min()), float(xa.max())) if xa.size else 0.0

@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 from onnx.reference.op_run import OpRun
 
-from ._frontend import intake
-from ._plan import METHODS, Plan
-from ._validate import choice, fail
-from .onnx import AUTO_PADS, TYPES, onnx_spec, operator_version
+from .._geometry.frontend import intake
+from .._dispatch.plan import METHODS, Plan
+from .._geometry.validate import choice, fail
+from ..onnx import AUTO_PADS, TYPES, onnx_spec, operator_version
 
 __all__ = ["ConvTranspose"]
 

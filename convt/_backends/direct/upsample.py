@@ -17,9 +17,9 @@ from math import prod
 
 import numpy as np
 
-from ._direct import new_output, pad3
-from ._kernels._upsample import upsample_conv
-from ._micro import ISA
+from .pixel import new_output, pad3
+from ..._kernels._upsample import upsample_conv
+from .micro import ISA
 
 __all__ = ["UpLayout", "up_eligible", "up_macs", "up_layout", "packed_up", "run_up"]
 

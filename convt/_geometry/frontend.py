@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import as_array, common_dtype
-from ._geometry import OpSpec, PadRule
-from ._validate import choice, fail, int_scalar, int_tuple
+from .dtypes import as_array, common_dtype
+from .geometry import OpSpec, PadRule
+from .validate import choice, fail, int_scalar, int_tuple
 
 __all__ = ["intake", "filter_to_iox", "common_attrs", "check_pads_ignored", "require",
            "explicit_pads", "make_spec"]

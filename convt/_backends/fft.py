@@ -40,8 +40,8 @@ from math import ceil, log2, prod
 import numpy as np
 import scipy.fft as sfft
 
-from ._blas import blas_threads
-from ._direct import bias_filled
+from .blas import blas_threads
+from .direct.pixel import bias_filled
 
 __all__ = ["FFT_MEMORY_BUDGET", "FftLayout", "fft_cost", "fft_growth", "fft_layout", "plan_fft",
            "run_fft"]
@@ -216,7 +216,7 @@ def kernel_spectrum(w_iox, geom, lay, ct, workers):
 
 
 def plan_fft(geom, plan):
-    """Backend entry (convt._plan._BACKENDS): ("fft" or "fft-overlap-add", run_fft, state)."""
+    """Backend entry (convt._dispatch.plan._BACKENDS): ("fft" or "fft-overlap-add", run_fft, state)."""
     ct = plan.compute_dtype
     lay = fft_layout(geom, ct)
     live = lay.chunk > 0 and geom.batch > 0 and geom.c_in > 0 and geom.c_out > 0

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._direct import bias_filled, new_output, pad3, tables
-from ._kernels._depthwise import ISA as KERNEL_ISA
-from ._kernels._depthwise import depthwise_ncx, depthwise_nxc
+from .pixel import bias_filled, new_output, pad3, tables
+from ..._kernels._depthwise import ISA as KERNEL_ISA
+from ..._kernels._depthwise import depthwise_ncx, depthwise_nxc
 
 __all__ = ["DepthwiseLayout", "depthwise_layout", "inner_phases", "run_depthwise"]
 
@@ -36,7 +36,7 @@ ISA = KERNEL_ISA
 
 @dataclass(frozen=True)
 class DepthwiseLayout:
-    tabs: tuple          # per-axis phase tables (O_a, 3), 3 axes (convt._direct.tables)
+    tabs: tuple          # per-axis phase tables (O_a, 3), 3 axes (convt._backends.direct.pixel.tables)
     steps: np.ndarray    # (6,) kstep, istep per axis
     phases: np.ndarray   # (s2, 5) Q, q_lo, q_hi, first tap, number of taps (innermost axis)
     ptaps: np.ndarray    # (taps, 2) k2, e of every phase's taps, phase after phase

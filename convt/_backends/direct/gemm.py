@@ -16,10 +16,10 @@ from math import prod
 
 import numpy as np
 
-from ._blas import blas_threads
-from ._direct import element_strides, new_output, pad3
-from ._kernels._gemm import phase_gemm
-from ._kernels._layout import MERGE_TAPS, merge_iox, to_padded_nxc
+from ..blas import blas_threads
+from .pixel import element_strides, new_output, pad3
+from ..._kernels._gemm import phase_gemm
+from ..._kernels._layout import MERGE_TAPS, merge_iox, to_padded_nxc
 
 __all__ = ["GemmLayout", "batch_rows_layout", "gemm_layout", "grid_shape", "merged_weights",
            "phase_combos", "run_gemm"]

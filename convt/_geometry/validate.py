@@ -79,7 +79,7 @@ def shape_tuple(conv, param, value):
     """Return the array shape ``value`` as a tuple of Python ints.
 
     ``value`` may be any sequence of integers or a 1-D integer array; its rank and lengths are
-    checked against the operator later (convt._geometry.resolve). Floats, bools and strings are
+    checked against the operator later (convt._geometry.geometry.resolve). Floats, bools and strings are
     refused here: a float length would give a geometry of floats, and a shape-keyed cache maps
     ``(1, 4, 5.0, 5)`` and ``(1, 4, 5, 5)`` to one entry.
     """

@@ -18,8 +18,8 @@ from onnx.backend.base import BackendRep as _BackendRep
 from onnx.backend.base import namedtupledict
 from onnx.reference import ReferenceEvaluator
 
-from ._onnx_ops import ConvTranspose
-from ._validate import fail
+from .ops import ConvTranspose
+from .._geometry.validate import fail
 
 __all__ = ["Backend", "BackendRep", "prepare", "run_model", "run_node", "supports_device",
            "is_compatible"]

@@ -1,5 +1,5 @@
 """Python side of the direct backend's pixel variant: phase tables, weight packing (shared with
-the GEMM variant, convt._phase_gemm), the kernel call.
+the GEMM variant, convt._backends.direct.gemm), the kernel call.
 
 The compiled kernel (convt._kernels._direct.direct_nxc) works channels-last on 3 spatial axes;
 rank-1 and rank-2 geometries get leading unit axes here. See that module for the contract.
@@ -10,8 +10,8 @@ from math import gcd, prod
 
 import numpy as np
 
-from ._kernels._direct import direct_nxc
-from ._kernels._layout import iox_to_kio
+from ..._kernels._direct import direct_nxc
+from ..._kernels._layout import iox_to_kio
 
 __all__ = ["axis_taps", "bias_filled", "element_strides", "pack_weights", "pad3", "run_direct"]
 

@@ -16,17 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._direct import new_output
-from ._kernels._cfwino import cf_pack, cfwino_conv
-from . import _micro
-from ._winograd import wino_axes
+from .pixel import new_output
+from ..._kernels._cfwino import cf_pack, cfwino_conv
+from . import micro as _micro
+from .winograd import wino_axes
 
 __all__ = ["CfLayout", "cf_layout", "cf_weights", "run_cf"]
 
 _VECTOR_BYTES = 32   # one AVX2 register
 _VECTORS = 3         # tiles per block: 3 vectors (4 rows x 3 accumulators, _cwkernel.h)
 _ROWS = 4            # output channels per register tile
-# wino_ready's bound for one Winograd axis (convt._winograd's diff_axes + 1): a value whose
+# wino_ready's bound for one Winograd axis (convt._backends.direct.winograd's diff_axes + 1): a value whose
 # difference with another could overflow sends the call to the micro variant.
 SPARE_BITS = 2
 # Input channels at most: a block's transforms take 6 x 3 vectors per channel of the thread's
@@ -61,7 +61,7 @@ class CfLayout:
 
 def cf_layout(geom, itemsize):
     """The ``CfLayout`` of ``geom`` for values of ``itemsize`` bytes, or None when the kernel
-    does not compute it: it needs the AVX2 + FMA path (``convt._micro.ISA``, read on each
+    does not compute it: it needs the AVX2 + FMA path (``convt._backends.direct.micro.ISA``, read on each
     call), channels-first data, one spatial axis of stride 2 to _MAX_STRIDE (no folding)
     whose phases all get F(2, 2) tiles (``wino_axes``: two taps one input apart, enough
     outputs) and read x from offsets at most one apart (true of every 2S-tap layer: phase c's

@@ -17,10 +17,10 @@ from math import prod
 
 import numpy as np
 
-from ._direct import bias_filled, element_strides, new_output, pad3
-from ._kernels._layout import to_padded_nxc
-from ._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
-from ._phase_gemm import _axes3, _axis_phases, phase_combos
+from .pixel import bias_filled, element_strides, new_output, pad3
+from ..._kernels._layout import to_padded_nxc
+from ..._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
+from .gemm import _axes3, _axis_phases, phase_combos
 
 __all__ = ["MicroLayout", "micro_layout", "micro_nr", "packed_weights", "packing_arrays",
            "run_micro", "ISA"]
@@ -162,7 +162,7 @@ def packing_arrays(values, w_iox, buffer=None):
     """(out, w3): ``values`` (at least one) uninitialised values of ``w_iox``'s dtype starting
     on a 64-byte boundary (one cache line), and the IOX weights as (C_in, Mg, prod(K)),
     C-contiguous (None when there is nothing to pack). ``buffer(size, dtype)``: where the
-    values come from (a one-shot plan's workspace, convt._plan), default a new array."""
+    values come from (a one-shot plan's workspace, convt._dispatch.plan), default a new array."""
     item = w_iox.dtype.itemsize
     size = max(1, values) + 64 // item
     buf = np.empty(size, w_iox.dtype) if buffer is None else buffer(size, w_iox.dtype)
