@@ -18,10 +18,9 @@ explain, calibrate, export_tuning, import_tuning, forget_tuning, use_tuning_stor
     (docs/dispatch.md).
 """
 from . import onednn, onnx, openvino
-from ._api import ConvTranspose, conv_transpose
-from ._dispatch.calibrate import calibrate
+from ._api import ConvTranspose, calibrate, conv_transpose, explain
 from ._config import show_config
-from ._dispatch.explain import Explanation, explain
+from ._dispatch.explain import Explanation
 from ._dispatch.tune import export_tuning, forget_tuning, import_tuning, use_tuning_store
 
 __version__ = "0.1.0"

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._geometry.dtypes import ALL_FLOATS
+from ._dispatch import calibrate as _calibrate
+from ._geometry.dtypes import ALL_FLOATS, as_array
 from ._geometry.frontend import filter_to_iox, intake
 from ._dispatch.plan import Plan, _remember
 from ._geometry.validate import bad_type, fail, shape_tuple
 from .onnx import onnx_spec
 
-__all__ = ["conv_transpose", "ConvTranspose"]
+__all__ = ["conv_transpose", "ConvTranspose", "explain", "calibrate"]
 
 _CONV = "conv_transpose"
 
@@ -390,3 +391,83 @@ def _spec_key(x, w, b, attrs):
         return None
     return (frozen, x.dtype, w.shape, w.dtype,
             None if b is None else (b.shape, b.dtype))
+
+
+def explain(x, w, b=None, **keywords):
+    """Explain what ``conv_transpose(x, w, b, **keywords)`` would run, without running it.
+
+    Parameters
+    ----------
+    x : ndarray or tuple of int
+        The input, or just its shape (then it takes ``w``'s dtype).
+    w, b, **keywords
+        As for `conv_transpose` (including ``method`` and ``workers``; ``out`` is taken and
+        unused, since nothing runs).
+
+    Returns
+    -------
+    Explanation
+        The resolved geometry, each backend's estimated time, the choice and why; print it.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As `conv_transpose` raises them for the same arguments.
+
+    Examples
+    --------
+    >>> import numpy as np, convt
+    >>> w = np.ones((16, 16, 31, 31), np.float32)
+    >>> e = convt.explain((1, 16, 64, 64), w)
+    >>> e.choice, e.geometry.out_shape
+    ('fft', (94, 94))
+    >>> print(e)  # doctest: +ELLIPSIS
+    geometry: batch 1, 16 -> 16 channels, groups 1, NCX, input (64, 64) -> output (94, 94)
+    ...
+    method='auto' -> fft: the FFT estimate is ...x faster than the direct one
+    """
+    keywords.pop("out", None)   # conv_transpose's destination: nothing is written here
+    op = ConvTranspose(w, b, **keywords)
+    if isinstance(x, tuple):
+        shape = shape_tuple("explain", "x", x)
+    else:
+        shape = as_array("explain", "x", x, op._plan.allowed).shape
+    return op.explain(shape)
+
+
+def calibrate(workers=None, save=False, path=None):
+    """Measure this machine and refit the cost model behind ``method="auto"``.
+
+    Times the direct and FFT backends on a few small layers (GEMM, depthwise, pixel and
+    memory-bound direct variants, 1-D and 2-D FFTs, float32 and float64, one thread and
+    ``workers``) and fits the constants of ``convt._dispatch.cost`` to them. Takes a few seconds.
+    The new constants take effect at once in this process; with ``save=True`` they are also
+    written to ``path`` (default: ``cost_model.json`` in convt's cache directory, or
+    ``$CONVT_CALIBRATION``), which ``import convt`` loads when it is present.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Threads to calibrate for (as in `conv_transpose`); the thread efficiency is fitted
+        from one thread against this count.
+    save : bool, default False
+        Write the constants to ``path``.
+    path : str, optional
+
+    Returns
+    -------
+    dict
+        The fitted constants (the keys of ``convt._dispatch.cost.DEFAULTS``).
+
+    Notes
+    -----
+    Measurements on a loaded machine fit a slower machine; calibrate when it is quiet.
+
+    Examples
+    --------
+    >>> import convt
+    >>> c = convt.calibrate()  # doctest: +SKIP
+    >>> sorted(c)[:3]  # doctest: +SKIP
+    ['bytes_per_s', 'call_s', 'depthwise_macs_per_s']
+    """
+    return _calibrate.calibrate(ConvTranspose, workers, save, path)

@@ -119,16 +119,16 @@ def rng():
 
 @pytest.fixture(autouse=True)
 def _parallel_even_when_small(monkeypatch):
-    """Test shapes are tiny; the direct kernels would run them serially (convt._dispatch.cost's
+    """Test shapes are tiny; the direct kernels would run them serially (convt._backends.direct's
     small-work threshold), and the weight packs too (_PARALLEL_PACK_VALUES,
     _PARALLEL_WINO_PACK_VALUES). Lift them so every test also exercises the threaded paths."""
-    from convt._dispatch import cost as _cost
+    from convt._backends.direct import registry as _backend
     from convt._backends.direct import pixel as _direct
     from convt._backends.direct import micro as _micro
     from convt._backends.direct import winograd as _winograd
 
-    monkeypatch.setattr(_cost, "_PARALLEL_MIN_MACS", 0)
-    monkeypatch.setattr(_cost, "_PARALLEL_MIN_OUTPUTS", 0)
+    monkeypatch.setattr(_backend, "_PARALLEL_MIN_MACS", 0)
+    monkeypatch.setattr(_backend, "_PARALLEL_MIN_OUTPUTS", 0)
     monkeypatch.setattr(_direct, "_PARALLEL_PACK_VALUES", 0)
     monkeypatch.setattr(_micro, "_PARALLEL_PACK_VALUES", 0)
     monkeypatch.setattr(_winograd, "_PARALLEL_PACK_VALUES", 0)

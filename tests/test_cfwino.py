@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import convt
+from convt._backends.direct import registry as _direct
 from convt._backends.direct import cfwino as _cfwino
 from convt._dispatch import cost as _cost
 from convt._backends.direct import micro as _micro
@@ -65,7 +66,7 @@ def test_same_bits_as_the_nxc_kernel(s, g, cg, mg, n, width, pads, op_, dtype, b
     p = cf._plan.geometry(x.shape)
     if _cfwino.cf_layout(p.geom, x.itemsize) is None:
         pytest.skip("no F(2, 2) tiles on a phase (too few outputs)")
-    assert p.variant == "winograd" and p.runner is _plan._run_cf
+    assert p.variant == "winograd" and p.runner is _cfwino._run_cf
     y = cf(x)
     yn = np.ascontiguousarray(np.moveaxis(nxc(np.ascontiguousarray(np.moveaxis(x, 1, -1))), -1, 1))
     np.testing.assert_array_equal(y.view(np.uint8), yn.view(np.uint8))
@@ -86,7 +87,7 @@ def test_each_stride_on_whole_blocks(s, dtype):
     w = rng.standard_normal((24, 10, 2 * s)).astype(dtype)
     b = rng.standard_normal(10).astype(dtype)
     cf, nxc = _ops(w, b, dict(strides=(s,), pads=(s - 1, 1)))
-    assert cf._plan.geometry(x.shape).runner is _plan._run_cf
+    assert cf._plan.geometry(x.shape).runner is _cfwino._run_cf
     lay = cf._plan.geometry(x.shape).state[0]
     assert lay.blocks >= 3 and lay.stride == s
     yn = np.ascontiguousarray(np.moveaxis(nxc(np.ascontiguousarray(np.moveaxis(x, 1, -1))), -1, 1))
@@ -125,13 +126,13 @@ def test_same_bits_for_any_thread_count(dtype, s):
 def test_hifigan_up3_runs_it_by_default():
     w = np.ones((128, 64, 4), np.float32)
     p = convt.ConvTranspose(w, strides=(2,), pads=(1, 1))._plan.geometry((1, 128, 4096))
-    assert p.variant == "winograd" and p.runner is _plan._run_cf
+    assert p.variant == "winograd" and p.runner is _cfwino._run_cf
     # the cost model prices it without the transposes of x and y
     kind = _cost.direct_kind(p.geom)
     assert kind.variant == "winograd" and kind.mode == "channels-first"
     nxc_kind = kind._replace(mode="")
-    assert (_cost._direct_seconds(p.geom, kind, False, 2, _cost.CONSTANTS)
-            < _cost._direct_seconds(p.geom, nxc_kind, False, 2, _cost.CONSTANTS))
+    assert (_direct.seconds(p.geom, kind, False, 2, _cost.CONSTANTS)
+            < _direct.seconds(p.geom, nxc_kind, False, 2, _cost.CONSTANTS))
     # the one Winograd axis: the NXC kernel's bound on x
     assert _cfwino.SPARE_BITS == _winograd.wino_layout(p.geom, 16).diff_axes + 1
 
@@ -142,7 +143,7 @@ def test_hifigan_second_layer_runs_it_by_default():
     for dtype in (np.float32, np.float64):
         w = np.ones((256, 128, 16), dtype)
         p = convt.ConvTranspose(w, strides=(8,), pads=(4, 4))._plan.geometry((1, 256, 1024))
-        assert p.variant == "winograd" and p.runner is _plan._run_cf
+        assert p.variant == "winograd" and p.runner is _cfwino._run_cf
         assert p.state[0].stride == 8 and p.state[0].e == (-1,) * 4 + (0,) * 4
     assert _cost.direct_kind(p.geom).mode == "channels-first"
 
@@ -168,7 +169,7 @@ def test_input_it_cannot_take_runs_the_micro_variant(bad, at, s):
     kw = dict(strides=(s,), pads=(s // 2, s // 2))
     op = convt.ConvTranspose(w, method="direct", **kw)
     op._plan.pin = ("winograd", None)
-    assert op._plan.geometry(x.shape).runner is _plan._run_cf
+    assert op._plan.geometry(x.shape).runner is _cfwino._run_cf
     out = np.full((2, 20, 200 * s), 7.0, np.float32)
     y = op(x, out=out)
     assert y is out
@@ -210,7 +211,7 @@ def test_layers_it_leaves_to_the_nxc_kernel(xs, ws, kw):
     shape = xs if kw.get("data_format") != "NXC" else (xs[0], *xs[2:], xs[1])
     p = op._plan.geometry(shape)
     assert _cfwino.cf_layout(p.geom, 4) is None
-    assert p.runner is not _plan._run_cf
+    assert p.runner is not _cfwino._run_cf
 
 
 def test_up_to_max_channels():
@@ -225,7 +226,7 @@ def test_a_portable_build_leaves_it_to_the_nxc_kernel(monkeypatch):
     w = np.ones((128, 64, 4), np.float32)
     p = convt.ConvTranspose(w, strides=(2,), pads=(1, 1), method="direct")._plan.geometry(
         (1, 128, 64))
-    assert p.variant == "winograd" and p.runner is _plan._run_wino
+    assert p.variant == "winograd" and p.runner is _winograd._run_wino
 
 
 def test_dask_blocks_run_the_nxc_kernel_with_the_same_bits():
@@ -237,7 +238,7 @@ def test_dask_blocks_run_the_nxc_kernel_with_the_same_bits():
     w = rng.standard_normal((64, 64, 4)).astype(np.float32)
     kw = dict(strides=(2,), pads=(1, 2))
     op = convt.ConvTranspose(w, **kw)
-    assert op._plan.geometry(x.shape).runner is _plan._run_cf
+    assert op._plan.geometry(x.shape).runner is _cfwino._run_cf
     y = cdask.conv_transpose(da.from_array(x, chunks=(1, 64, 31)), w, **kw)
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
 

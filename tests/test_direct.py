@@ -175,10 +175,10 @@ def test_nan_and_inf_propagate():
 
 
 def test_small_work_runs_serially(monkeypatch):
-    from convt._dispatch import cost as _cost
+    from convt._backends.direct import registry
 
-    monkeypatch.setattr(_cost, "_PARALLEL_MIN_MACS", 1 << 22)
-    monkeypatch.setattr(_cost, "_PARALLEL_MIN_OUTPUTS", 1 << 18)
+    monkeypatch.setattr(registry, "_PARALLEL_MIN_MACS", 1 << 22)
+    monkeypatch.setattr(registry, "_PARALLEL_MIN_OUTPUTS", 1 << 18)
     w = np.ones((8, 8, 3, 3), np.float32)
     op = convt.ConvTranspose(w, strides=(2, 2), workers=2)
     assert op._plan.threads(op.geometry((1, 8, 8, 8))) == 1

@@ -8,6 +8,7 @@ import pytest
 
 import convt
 from convt._dispatch import calibrate as _calibrate
+from convt._backends.direct import registry as _direct
 from convt._dispatch import cost as _cost
 from convt._geometry.geometry import OpSpec, PadRule, resolve
 from convt._backends.direct.gemm import gemm_layout
@@ -40,7 +41,7 @@ def _random_geoms(n, seed=5):
 def test_counts_match_the_gemm_layout(geom):
     """The per-axis counts the model prices equal the layout the kernel runs."""
     layout = gemm_layout(geom)
-    assert _cost.gemm_counts(geom) == (layout.gemm_macs, layout.exact_macs)
+    assert _direct.gemm_counts(geom) == (layout.gemm_macs, layout.exact_macs)
     kind = _cost.direct_kind(geom)
     variant, state = direct_variant(geom)
     assert variant == kind.variant
@@ -287,6 +288,6 @@ def test_few_channels_priced_against_the_dense_variant(x, w, kw, variants):
     g = _geom(x, w, **kw)
     kind = _cost.direct_kind(g)
     assert kind.variant in variants
-    dense = _cost._dense_kind(g, _cost._axes(g), *_cost.gemm_counts(g))
-    cost = lambda k: _cost._direct_seconds(g, k, False, 1, _cost.CONSTANTS)
-    assert cost(kind) <= cost(dense) and cost(kind) <= cost(_cost.depthwise_kind(g))
+    dense = _direct.select(g, _cost.CONSTANTS, start=1)   # the variants after depthwise
+    cost = lambda k: _direct.seconds(g, k, False, 1, _cost.CONSTANTS)
+    assert cost(kind) <= cost(dense) and cost(kind) <= cost(_direct.depthwise.depthwise_kind(g))

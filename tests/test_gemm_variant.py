@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import convt
+from convt._backends.direct import base as _direct_base
+from convt._backends.direct import micro as _micro
 from convt._dispatch import cost as _cost
 from convt._backends.direct import gemm as _phase_gemm
 from convt._dispatch import plan as _plan
@@ -165,9 +167,10 @@ def test_weights_packed_only_for_kernels_that_read_them(method, variant, packs, 
     if variant == "pixel":   # grid mode never acceptable, batch too small for batch rows
         monkeypatch.setattr(_plan, "direct_variant", _plan.direct_variant.__wrapped__)
         monkeypatch.setattr(_plan, "direct_kind", _cost.direct_kind.__wrapped__)
-        monkeypatch.setattr(_cost, "_MAX_GEMM_WASTE", 0.0)
-        monkeypatch.setattr(_cost, "_GRID_WASTE_OK", 0.0)
-        monkeypatch.setattr(_cost, "_PIXEL_MARGIN", float("inf"))
+        for module in (_direct_base, _micro, _phase_gemm):
+            monkeypatch.setattr(module, "MAX_GEMM_WASTE", 0.0)
+        monkeypatch.setattr(_direct_base, "GRID_WASTE_OK", 0.0)
+        monkeypatch.setattr(_phase_gemm, "_PIXEL_MARGIN", float("inf"))
     op = convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1), method=method)
     y = op(x)
     if variant is not None:

@@ -275,7 +275,7 @@ def test_micro_sets_split_when_weights_exceed_l2():
 
 
 def test_cost_model_counts_the_layouts_work():
-    """The cost model's per-axis count (convt._dispatch.cost.micro_macs) is the layout's own, so the
+    """The cost model's per-axis count (convt._backends.direct.micro.micro_macs) is the layout's own, so the
     estimate prices the work the kernel does (border taps and tile padding included)."""
     from convt._geometry.geometry import resolve
 
@@ -288,7 +288,7 @@ def test_cost_model_counts_the_layouts_work():
         except ValueError:
             continue
         for nr in (_micro.NR_F32, _micro.NR_F64):
-            assert _cost.micro_macs(geom, nr) == _micro.micro_layout(geom, nr).macs, case
+            assert _micro.micro_macs(geom, nr) == _micro.micro_layout(geom, nr).macs, case
         checked += 1
     assert checked > 80
 

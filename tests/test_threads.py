@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import convt
-import convt._dispatch.cost
+import convt._backends.direct.registry
 from convt._backends.direct.micro import ISA
 from convt._dispatch.plan import direct_variant
 
@@ -173,8 +173,8 @@ def test_kernels_release_the_gil(variant, xs, ws, kw, monkeypatch):
     """While a kernel runs in one thread, pure-Python work in another keeps going: the
     longest pause between its loop iterations stays far below the kernel's run time (a
     kernel holding the GIL would stall the loop for all of it)."""
-    monkeypatch.setattr(convt._dispatch.cost, "_PARALLEL_MIN_MACS", 1 << 62)   # one thread
-    monkeypatch.setattr(convt._dispatch.cost, "_PARALLEL_MIN_OUTPUTS", 1 << 62)
+    monkeypatch.setattr(convt._backends.direct.registry, "_PARALLEL_MIN_MACS", 1 << 62)   # one thread
+    monkeypatch.setattr(convt._backends.direct.registry, "_PARALLEL_MIN_OUTPUTS", 1 << 62)
     # pinned: the cost model's choice depends on the CPU (the micro variant needs AVX2+FMA)
     monkeypatch.setattr(convt._dispatch.plan, "direct_variant",
                         lambda geom, pin=None: direct_variant(geom, (variant, False)))

@@ -15,6 +15,7 @@ import convt
 from convt._backends.direct import micro as _micro
 from convt._dispatch import plan as _plan
 from convt._backends.direct import winograd as _winograd
+from convt._backends.direct import cfwino as _cfwino
 from convt._kernels import _micro as _kmicro
 
 from conftest import (assert_close, assert_same_for_any_thread_count,
@@ -29,7 +30,7 @@ def _force(monkeypatch):
     orig = _plan.direct_variant
     monkeypatch.setattr(_plan, "direct_variant",
                         lambda geom, pin=None: orig(geom, pin or ("winograd", False)))
-    monkeypatch.setattr(_plan, "cf_layout", lambda geom, itemsize: None)
+    monkeypatch.setattr(_cfwino, "cf_layout", lambda geom, itemsize: None)
 
 
 def _has_winograd_axis(case):
@@ -152,7 +153,7 @@ def _sets_or_staged(w, b, kw, x, dtype, sets, monkeypatch, workers=2):
     orig = _winograd.wino_layout
     with monkeypatch.context() as m:
         _force(m)
-        m.setattr(_plan, "wino_layout",
+        m.setattr(_winograd, "wino_layout",
                   lambda geom, nr, align=None: orig(geom, nr, align, sets=sets))
         op = convt.ConvTranspose(w.astype(dtype), b.astype(dtype), method="direct",
                                  workers=workers, **kw)

@@ -32,6 +32,7 @@ not elementwise: small outputs next to large ones lose relative accuracy.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,10 +41,11 @@ from math import ceil, log2, prod
 import numpy as np
 import scipy.fft as sfft
 
+from .base import parallel
 from .blas import blas_threads
 from .direct.pixel import bias_filled
 
-__all__ = ["FFT_MEMORY_BUDGET", "FftLayout", "fft_cost", "fft_growth", "fft_layout", "plan_fft",
+__all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FftLayout", "fft_cost", "fft_growth", "fft_layout", "plan_fft",
            "run_fft"]
 
 # Bytes the kernel spectrum plus one chunk's working spectra may take (half for the kernel
@@ -216,7 +218,7 @@ def kernel_spectrum(w_iox, geom, lay, ct, workers):
 
 
 def plan_fft(geom, plan):
-    """Backend entry (convt._dispatch.plan._BACKENDS): ("fft" or "fft-overlap-add", run_fft, state)."""
+    """The backend's ``prepare``: ("fft" or "fft-overlap-add", run_fft, state)."""
     ct = plan.compute_dtype
     lay = fft_layout(geom, ct)
     live = lay.chunk > 0 and geom.batch > 0 and geom.c_in > 0 and geom.c_out > 0
@@ -346,3 +348,50 @@ def run_fft(xa, state, geom, plan, out=None):
         z = _inverse(_contract(spec, wspec, plan.workers), geom, lay, plan.workers)
         _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)
     return y
+
+
+_COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s")
+
+
+@functools.lru_cache(maxsize=256)
+def _cost_features(geom, compute_dtype):
+    """The work (``_features``) of the tiling ``fft_layout`` picks, or None when no input
+    reaches the output. Cached (the tiling search dominates an estimate), so a changed
+    ``FFT_MEMORY_BUDGET`` reaches only geometries not seen before."""
+    lay = fft_layout(geom, compute_dtype)
+    if lay.chunk == 0:
+        return None
+    return _features(geom, list(zip(lay.small, lay.block, lay.tiles)))
+
+
+class FftBackend:
+    """Products of scipy.fft spectra, per output phase (``convt._backends.base``)."""
+
+    name = "fft"
+    label = "FFT"
+
+    def fixed_seconds(self, geom, c):
+        """The per-call cost before any work (transform plans, Python)."""
+        return c["call_s"] + geom.ndim * c["fft_axis_call_s"]
+
+    def estimate(self, geom, compute_dtype, workers, c):
+        feats = _cost_features(geom, np.dtype(compute_dtype))
+        if feats is None:
+            return self.fixed_seconds(geom, c)
+        t = sum(f * c[k] for f, k in zip(feats, _COST_UNITS))
+        # fitted at 2 workers: rescaled to ``workers``
+        f64 = np.dtype(compute_dtype) == np.float64
+        scale = (c["fft_f64"] if f64 else 1.0) * parallel(2, c) / parallel(workers, c)
+        return self.fixed_seconds(geom, c) + scale * t
+
+    def prepare(self, geom, plan):
+        return plan_fft(geom, plan)
+
+    def workspace_bytes(self, geom, compute_dtype):
+        ct = np.dtype(compute_dtype)
+        lay = fft_layout(geom, ct)
+        n_in = geom.batch * geom.c_in * prod(geom.in_shape)
+        return n_in * ct.itemsize + lay.kernel_bytes + lay.chunk * lay.work_bytes
+
+
+BACKEND = FftBackend()

@@ -6,9 +6,11 @@ input by k*d on a grid of step s into the full (uncropped) output, then the cano
 """
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 
-__all__ = ["conv_transpose_reference"]
+__all__ = ["BACKEND", "conv_transpose_reference"]
 
 
 def conv_transpose_reference(x, w, b, geom):
@@ -36,3 +38,33 @@ def conv_transpose_reference(x, w, b, geom):
     if b is not None:
         y += np.asarray(b, np.float64).reshape(-1, *([1] * geom.ndim))
     return y
+
+
+def _run_reference(xa, state, geom, plan, out=None):   # (its own array, whatever out)
+    nxc = geom.data_format == "NXC"
+    x_ncx = np.moveaxis(xa, -1, 1) if nxc else xa
+    y = conv_transpose_reference(x_ncx, plan.w_iox, plan.bias, geom)
+    return np.moveaxis(y, 1, -1) if nxc else y
+
+
+class ReferenceBackend:
+    """``method="reference"``: never estimated, never chosen by "auto" or "tune"."""
+
+    name = "reference"
+    label = "reference"
+
+    def estimate(self, geom, compute_dtype, workers, c):
+        return None
+
+    def prepare(self, geom, plan):
+        return "numpy", _run_reference, None
+
+    def workspace_bytes(self, geom, compute_dtype):
+        # float64 input, full (uncropped) sum and output
+        n_in = geom.batch * geom.c_in * prod(geom.in_shape)
+        n_out = geom.batch * geom.c_out * prod(geom.out_shape)
+        n_full = geom.batch * geom.c_out * prod(geom.full_shape)
+        return 8 * (n_in + n_full + 2 * n_out)
+
+
+BACKEND = ReferenceBackend()

@@ -34,15 +34,13 @@ _BOUNDS = {"thread_efficiency": (0.3, 1.0), "direct_f64": (1.0, 3.0), "fft_f64":
            "gemm_channel_half": (0.5, 64.0), "micro_channel_half": (0.5, 64.0)}
 
 
-def _samples(workers, dtype, probes, timer):
-    from .._api import ConvTranspose
-
+def _samples(make_op, workers, dtype, probes, timer):
     rng = np.random.default_rng(0)
     out = []
     for xs, ws, kw, methods in probes:
         x = rng.standard_normal(xs).astype(dtype)
         w = rng.standard_normal(ws).astype(dtype)
-        ops = {m: ConvTranspose(w, method=m, workers=workers, **kw) for m in methods}
+        ops = {m: make_op(w, method=m, workers=workers, **kw) for m in methods}
         runs = {m: (lambda op=op: op(x)) for m, op in ops.items()}
         best = timer(runs)
         geom = next(iter(ops.values())).geometry(x.shape)
@@ -79,49 +77,17 @@ def fit_constants(samples, start=None, prior=0.0, names=None):
     return dict(start, **{k: float(v) for k, v in zip(names, np.exp(fit.x))})
 
 
-def calibrate(workers=None, save=False, path=None):
-    """Measure this machine and refit the cost model behind ``method="auto"``.
-
-    Times the direct and FFT backends on a few small layers (GEMM, depthwise, pixel and
-    memory-bound direct variants, 1-D and 2-D FFTs, float32 and float64, one thread and
-    ``workers``) and fits the constants of ``convt._dispatch.cost`` to them. Takes a few seconds.
-    The new constants take effect at once in this process; with ``save=True`` they are also
-    written to ``path`` (default: ``cost_model.json`` in convt's cache directory, or
-    ``$CONVT_CALIBRATION``), which ``import convt`` loads when it is present.
-
-    Parameters
-    ----------
-    workers : int, optional
-        Threads to calibrate for (as in `conv_transpose`); the thread efficiency is fitted
-        from one thread against this count.
-    save : bool, default False
-        Write the constants to ``path``.
-    path : str, optional
-
-    Returns
-    -------
-    dict
-        The fitted constants (the keys of ``convt._dispatch.cost.DEFAULTS``).
-
-    Notes
-    -----
-    Measurements on a loaded machine fit a slower machine; calibrate when it is quiet.
-
-    Examples
-    --------
-    >>> import convt
-    >>> c = convt.calibrate()  # doctest: +SKIP
-    >>> sorted(c)[:3]  # doctest: +SKIP
-    ['bytes_per_s', 'call_s', 'depthwise_macs_per_s']
-    """
+def calibrate(make_op, workers=None, save=False, path=None):
+    """``convt.calibrate``'s work (see it): ``make_op(w, method=, workers=, **attributes)``
+    builds the operators it times (the front end's ``ConvTranspose``)."""
     from .plan import resolve_workers
 
     n = resolve_workers("calibrate", workers)
     timer = _tune.time_candidates
-    samples = _samples(n, np.float32, _PROBES, timer)
-    samples += _samples(n, np.float64, [_PROBES[i] for i in _F64_PROBES], timer)
+    samples = _samples(make_op, n, np.float32, _PROBES, timer)
+    samples += _samples(make_op, n, np.float64, [_PROBES[i] for i in _F64_PROBES], timer)
     if n > 1:
-        samples += _samples(1, np.float32, _PROBES[:1], timer)
+        samples += _samples(make_op, 1, np.float32, _PROBES[:1], timer)
     tiny = [s for s in samples if s[0].macs < 1000]
     fixed = {"call_s": min(t for g, ct, w, m, t in tiny if m == "direct")}
     consts = fit_constants(samples, dict(_cost.CONSTANTS, **fixed), prior=_PRIOR)

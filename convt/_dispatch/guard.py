@@ -16,6 +16,8 @@ from math import prod
 
 import numpy as np
 
+from .cost import direct_kind
+from .._backends import BACKENDS
 from .._geometry.dtypes import compute_dtype, dtype_name
 from .._geometry.validate import bad_type, fail
 
@@ -33,9 +35,6 @@ MAX_FRAME = 2**58
 # axis) in Python: measured 40-90 us and 160-400 bytes per phase (2-core EPYC, loaded), so
 # 2**18 phases plan in up to ~25 s. fcn32s's 32 x 32 is 1024; 3-D stride 64 is 2**18.
 MAX_PHASES = 2**18
-# Peak bytes per output position of one axis while its phase table is built (tracemalloc,
-# convt._backends.direct.pixel.axis_taps at 10**5 and 10**6 positions: 80.0; 24 of them are kept).
-_TABLE_BYTES = 80
 
 
 def memory_limit():
@@ -90,31 +89,16 @@ def estimate_bytes(geom, method, dtype):
     """Bytes of the arrays one call holds at once (a lower bound: small tables and the
     weights, which the caller already holds, are left out)."""
     store, ct = np.dtype(dtype).itemsize, compute_dtype(dtype).itemsize
-    n_in = geom.batch * geom.c_in * prod(geom.in_shape)
     n_out = geom.batch * geom.c_out * prod(geom.out_shape)
     # the result in the storage dtype, the backend's output in the compute dtype
     total = n_out * store + (n_out * ct if ct != store else 0)
-    if method == "reference":   # float64 input, full (uncropped) sum and output
-        n_full = geom.batch * geom.c_out * prod(geom.full_shape)
-        return total + 8 * (n_in + n_full + 2 * n_out)
-    if method == "fft":
-        from .._backends.fft import fft_layout
-
-        lay = fft_layout(geom, compute_dtype(dtype))
-        return total + n_in * ct + lay.kernel_bytes + lay.chunk * lay.work_bytes
-    # direct: the compute-dtype (padded) copy of the input, and the per-axis phase tables
-    # (convt._backends.direct.pixel.tables), _TABLE_BYTES per output position along each axis while built:
-    # negligible in 2-D and 3-D, but a long 1-D output needs 20x its float32 size in tables.
-    from .cost import _MIN_GEMM_CHANNELS, direct_kind
-
-    axes = list(geom.out_shape)
-    cg, mg = geom.c_in // max(geom.groups, 1), geom.c_out // max(geom.groups, 1)
-    # only a few-channel layer may run the depthwise kernel (and then direct_kind stays cheap:
-    # it never builds a Winograd layout, whose task list grows with the output)
-    if (geom.data_format == "NCX" and min(cg, mg) < _MIN_GEMM_CHANNELS
-            and direct_kind(geom).variant == "depthwise"):
-        axes = axes[:-1]   # the channels-first depthwise kernel never builds that one
-    return total + n_in * ct + _TABLE_BYTES * sum(axes)
+    backend = BACKENDS[method]
+    if method != "direct":
+        return total + backend.workspace_bytes(geom, compute_dtype(dtype))
+    # Only a few-channel layer may run a variant with other needs (and there direct_kind stays
+    # cheap: it never builds a Winograd layout, whose task list grows with the output).
+    kind = direct_kind(geom) if backend.may_differ(geom) else None
+    return total + backend.workspace_bytes(geom, compute_dtype(dtype), kind)
 
 
 def check_memory(conv, geom, method, dtype, input_name):

@@ -13,23 +13,17 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .._backends.direct.depthwise import depthwise_layout, run_depthwise
-from .._backends.direct.pixel import pack_weights, run_direct, tables
 from . import tune as _tune
+from .constants import on_change
 from .cost import direct_kind, direct_threads, estimate
-from .._backends.fft import fft_growth, plan_fft
-from .._backends.direct.micro import micro_layout, micro_nr, packed_weights, run_micro
-from .._backends.direct.upsample import packed_up, run_up, up_eligible, up_layout
-from .._backends import fft as _fft
-from .._backends.direct import micro as _micro
-from .._backends.direct.winograd import late_sums, run_wino, wino_layout, wino_taps, wino_weights
-from .._backends.direct.cfwino import cf_layout, cf_weights, run_cf
-from .._backends.direct.gemm import batch_rows_layout, gemm_layout, merged_weights, run_gemm
+from .guard import check_memory, check_out, check_range, deliver, memory_limit
 from .workspace import Workspace, one_shot_workspace
+from .._backends import BACKENDS
+from .._backends.direct import registry as direct
+from .._backends import fft as _fft
+from .._backends.direct.pixel import pack_weights
 from .._geometry.dtypes import as_array, cast_hint, compute_dtype, dtype_name
 from .._geometry.geometry import Geometry, resolve
-from .guard import check_memory, check_out, check_range, deliver, memory_limit
-from .._backends.reference import conv_transpose_reference
 from .._geometry.validate import choice, fail, int_scalar
 
 __all__ = ["Plan", "Planned", "METHODS", "pick", "resolve_workers", "tune_candidates"]
@@ -71,6 +65,9 @@ def forget_decisions():
         _DECISIONS.clear()
 
 
+on_change(forget_decisions)
+
+
 class Planned(NamedTuple):
     """What a plan knows about one input shape: the geometry and how it runs.
 
@@ -88,10 +85,9 @@ class Planned(NamedTuple):
 
 
 def variant_choice(geom):
-    """(name, batch_rows): the direct variant ``geom`` runs, "depthwise", "gemm" (in
-    batch-rows mode or not) or "pixel" (the rule is ``convt._dispatch.cost.direct_kind``)."""
-    kind = direct_kind(geom)
-    return kind.variant, kind.mode == "batch-rows"
+    """(name, second): the direct variant ``geom`` runs (the cost model's rule,
+    ``convt._dispatch.cost.direct_kind``), as ``direct_variant`` takes it pinned."""
+    return direct.pin_of(direct_kind(geom))
 
 
 # Layouts and phase tables depend on the geometry only (never on array contents), so they are
@@ -99,24 +95,14 @@ def variant_choice(geom):
 # plans in microseconds (fcn32s_k64's 4096-tap layout takes ~13 ms to build).
 @functools.lru_cache(maxsize=64)
 def direct_variant(geom, pin=None):
-    """("depthwise", layout), ("gemm", layout), ("pixel", phase tables), ("micro", None),
-    ("winograd", None) or ("upsample", None): how the direct backend runs ``geom``; ``pin`` =
-    (name, batch_rows) imposes a variant (every variant computes every geometry, the upsample
-    variant through the micro variant's same sums; convt.dask pins the whole array's on each
-    of its blocks, so each output's terms are summed in the same order; for "winograd" the
-    second item is the block's ``convt._backends.direct.winograd.wino_alignment``)."""
-    name, batch_rows = variant_choice(geom) if pin is None else pin
-    if name == "depthwise":
-        return name, depthwise_layout(geom)
-    if name == "pixel":
-        return name, tables(geom)
-    if name == "upsample" and not up_eligible(geom):
-        # a pinned block it cannot compute (convt.dask): the micro variant gives the same bits
-        name = "micro"
-    if name in ("micro", "winograd", "upsample"):   # layouts depend on the compute dtype too
-        return name, None
-    layout = gemm_layout(geom)
-    return name, batch_rows_layout(layout, geom.batch) if batch_rows else layout
+    """(name, layout): the direct variant that runs ``geom`` and its geometry-only planning
+    (``convt._backends.direct.variant_layout``); ``pin`` = (name, second) imposes a variant
+    (every variant computes every geometry; convt.dask pins the whole array's on each of its
+    blocks, so each output's terms are summed in the same order)."""
+    return direct.variant_layout(geom, variant_choice(geom) if pin is None else pin)
+
+
+on_change(direct_variant.cache_clear)
 
 
 def resolve_workers(conv, workers):
@@ -206,6 +192,11 @@ class Plan:
         where starting a thread team costs more than it saves (``convt._dispatch.cost``)."""
         return direct_threads(geom, self.workers)
 
+    def direct_variant(self, geom):
+        """(name, layout) of the direct variant this plan runs on ``geom`` (its pin, or the
+        cost model's rule)."""
+        return direct_variant(geom) if self.pin is None else direct_variant(geom, self.pin)
+
     def packed(self, key, make):
         """Weights re-laid out for one backend (``make(plan)``), computed once per plan."""
         hit = self._packed.get(key)
@@ -237,12 +228,12 @@ class Plan:
             method = pick(self.estimate(geom)) if query else self.choose(geom, x)
             check_memory(self.spec.convention, geom, method, self.dtype, self.spec.input_name)
             if query:
-                return Planned(geom, method, *_BACKENDS[method](geom, self))
+                return Planned(geom, method, *_prepare(method, geom, self))
             decided = geom, method
             if shared is not None:
                 _remember(_DECISIONS, shared, decided, _DECISIONS_SIZE)
         geom, method = decided
-        hit = Planned(geom, method, *_BACKENDS[method](geom, self))
+        hit = Planned(geom, method, *_prepare(method, geom, self))
         _remember(self._geoms, key, hit, _GEOMETRY_CACHE_SIZE)
         return hit
 
@@ -290,7 +281,7 @@ class Plan:
             x = rng.standard_normal(geom.array_shape("input")).astype(self.dtype)
         runs = {}
         for m in cands:
-            _, runner, state = _BACKENDS[m](geom, self)
+            _, runner, state = _prepare(m, geom, self)
             runs[m] = functools.partial(runner, x, state, geom, self)
         return _tune.time_candidates(runs)
 
@@ -337,175 +328,31 @@ def tune_candidates(est):
     return [m for t, m in known if t <= _TUNE_WITHIN * known[0][0]]
 
 
-def _run_reference(xa, state, geom, plan, out=None):   # (its own array, whatever out)
-    nxc = geom.data_format == "NXC"
-    x_ncx = np.moveaxis(xa, -1, 1) if nxc else xa
-    y = conv_transpose_reference(x_ncx, plan.w_iox, plan.bias, geom)
-    return np.moveaxis(y, 1, -1) if nxc else y
-
-
-def _run_gemm(xa, state, geom, plan, out=None):
-    layout, w_merged = state
-    with plan.workspace.borrow() as arena:
-        return run_gemm(xa, layout, geom, w_merged, plan.bias_compute,
-                        plan.threads(geom), arena, out)
-
-
-def _run_pixel(xa, taps, geom, plan, out=None):
-    ct = plan.w_packed.dtype
-    nxc = geom.data_format == "NXC"
-    x_nxc = np.ascontiguousarray(xa if nxc else np.moveaxis(xa, 1, -1), dtype=ct)
-    # the kernel writes channels-last: into out only when that is the data layout
-    y = run_direct(x_nxc, plan.w_packed, plan.bias_compute, geom, taps, plan.threads(geom),
-                   out if nxc else None)
-    return y if nxc else np.moveaxis(y, -1, 1)
-
-
-def _run_micro(xa, state, geom, plan, out=None):
-    layout, wp = state
-    with plan.workspace.borrow() as arena:
-        return run_micro(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena,
-                         out)
-
-
-def _run_wino(xa, state, geom, plan, out=None):
-    layout, wp, fallback, late = state
-    with plan.workspace.borrow() as arena:
-        y = run_wino(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena,
-                     _micro.ISA, late, out)
-    if y is not None:
-        return y
-    return _wino_fallback(xa, fallback, geom, plan, out)
-
-
-def _run_cf(xa, state, geom, plan, out=None):
-    layout, wp, fallback = state
-    with plan.workspace.borrow() as arena:
-        y = run_cf(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena, out)
-    if y is not None:
-        return y
-    return _wino_fallback(xa, fallback, geom, plan, out)
-
-
-def _wino_fallback(xa, fallback, geom, plan, out):
-    # A NaN, Inf or huge input value: the products would not propagate it as the taps do
-    # (docs/reliability.md); the micro variant (or the pixel kernel) runs this call.
-    if not fallback:
-        fallback.append(_micro_backend(geom, plan))
-    _, runner, micro_state = fallback[0]
-    return runner(xa, micro_state, geom, plan, out)
-
-
-def _run_up(xa, state, geom, plan, out=None):
-    layout, packed = state
-    with plan.workspace.borrow() as arena:
-        return run_up(xa, layout, geom, packed, plan.threads(geom), arena, out)
-
-
-_RUNNERS = {"gemm": _run_gemm, "pixel": _run_pixel, "depthwise": run_depthwise,
-            "micro": _run_micro, "winograd": _run_wino, "upsample": _run_up}
-
-
-def _finite_weights(plan):
-    return plan.packed("finite", lambda p: bool(np.isfinite(p.w_iox).all()))
-
-
-def _direct_backend(geom, plan):
-    variant, state = direct_variant(geom) if plan.pin is None else direct_variant(geom, plan.pin)
-    if variant == "winograd":
-        # the products' weights are sums of taps: a non-finite weight, or a sum that
-        # overflows, runs the micro variant (which then checks its own)
-        align = plan.pin[1] if plan.pin is not None and plan.pin[1] else None
-        layout = wino_layout(geom, micro_nr(plan.compute_dtype), align)
-        # 1-D channels-first layers of stride S and 2S taps: the same products and sums on x
-        # as it is, without the transposes (convt._backends.direct.cfwino; a dask block runs the NXC kernel)
-        cf = (cf_layout(geom, plan.compute_dtype.itemsize)
-              if layout is not None and align is None else None)
-        if cf is not None:
-            wp, finite = cf_weights(cf, geom, plan.w_iox_compute)
-            if finite:
-                return variant, _run_cf, (cf, wp, [])
-            return _micro_backend(geom, plan)
-        if layout is not None:
-            # one-shot calls with large products sum them in the kernel (convt._backends.direct.winograd's
-            # late_sums); same bits either way
-            late = late_sums(layout, plan.one_shot, plan.compute_dtype.itemsize)
-            args = (layout, plan.w_iox_compute, geom.groups, plan.workers, _micro.ISA,
-                    plan.pack_buffer("packed_wino"))
-            wp, finite = wino_taps(*args) if late else wino_weights(*args, plan.one_shot)
-            if finite:
-                return variant, _RUNNERS[variant], (layout, wp, [], late)
-        return _micro_backend(geom, plan)
-    return _variant_backend(variant, state, geom, plan)
-
-
-def _micro_backend(geom, plan):
-    return _variant_backend("micro", None, geom, plan)
-
-
-def _variant_backend(variant, state, geom, plan):
-    # The GEMMs and register tiles also multiply each tap's weights by zeros (the halo, rows
-    # outside the data): 0 * NaN or 0 * Inf would reach outputs the tap does not touch. The
-    # pixel kernel only visits taps in range, so it runs when a weight is not finite.
-    if variant == "micro":  # the weights packed per phase for the register tiles
-        layout = micro_layout(geom, micro_nr(plan.compute_dtype))
-        weights, finite = packed_weights(layout, plan.w_iox_compute, geom.groups,
-                                         plan.workers, plan.pack_buffer("packed_micro"))
-        plan.packed("finite", lambda p: finite)   # checked in the packing pass (one read)
-        state = (layout, weights)
-    elif variant == "upsample":
-        # every output has its one tap and no halo: a weight that is not finite reaches
-        # exactly the outputs its tap touches, as in the reference
-        layout = up_layout(geom, plan.compute_dtype.itemsize)
-        state = (layout, packed_up(layout, geom, plan.w_iox_compute, plan.bias_compute))
-        finite = True
-    elif variant == "gemm" and not state.batch_rows:
-        # the layout's weights, merged per GEMM op, once per geometry; finiteness checked in
-        # the merging pass (one read)
-        merged, finite = merged_weights(state, plan.w_iox_compute, plan.workers,
-                                        plan.pack_buffer("merged_gemm"))
-        plan.packed("finite", lambda p: finite)
-        state = (state, merged)
-    elif variant == "gemm":   # batch rows: the direct kernels' packed weights
-        finite = _finite_weights(plan)
-        state = (state, plan.w_packed.reshape(-1)) if finite else None
-    else:
-        finite = True
-    if not finite:
-        variant, state = "pixel", tables(geom)
-    return variant, _RUNNERS[variant], state
-
-
-def _fft_backend(geom, plan):
-    variant, run, state = plan_fft(geom, plan)
-    return variant, functools.partial(_run_fft_finite, run), state
-
-
 def _fft_in_range(xa, lay, geom, plan):
     """True when every value the FFT backend makes from ``xa`` stays below a quarter of the
-    compute dtype's largest (``convt._backends.fft.fft_growth``): False for NaN or Inf anywhere in x
-    or w (the comparison with NaN is False), and for finite values near the float range."""
+    compute dtype's largest (``convt._backends.fft.fft_growth``): False for NaN or Inf
+    anywhere in x or w (the comparison with NaN is False), and for finite values near the
+    float range."""
     wmax = plan.packed("max_abs_w", lambda p: float(np.max(np.abs(p.w_iox), initial=0.0)))
     xmax = max(-float(xa.min()), float(xa.max())) if xa.size else 0.0
-    return xmax * wmax * fft_growth(geom, lay) <= float(np.finfo(plan.compute_dtype).max) / 4
+    return xmax * wmax * _fft.fft_growth(geom, lay) <= float(np.finfo(plan.compute_dtype).max) / 4
 
 
 def _run_fft_finite(run, xa, state, geom, plan, out=None):
     # One NaN or Inf in a transform's input spreads over its whole output; non-finite data
     # (input or weights) runs on the direct backend, so it propagates exactly as there: to the
     # outputs it touches (docs/reliability.md). So do finite values large enough that a
-    # transform's sums could overflow where the taps' do not (x = 1e35 with a 15 x 15 kernel
-    # over 16 channels in float32 gave Inf and NaN; the direct sums were finite).
+    # transform's sums could overflow where the taps' do not.
     if _fft_in_range(xa, state[0], geom, plan):
         return run(xa, state, geom, plan, out)
-    _, runner, direct_state = _direct_backend(geom, plan)
+    _, runner, direct_state = BACKENDS["direct"].prepare(geom, plan)
     return runner(xa, direct_state, geom, plan, out)
 
 
-# method -> (geom, plan) -> (variant, runner, state). A backend plans once per geometry here;
-# the runner then does the per-call work only.
-_BACKENDS = {
-    "direct": _direct_backend,
-    "fft": _fft_backend,
-    "reference": lambda geom, plan: ("numpy", _run_reference, None),
-}
+def _prepare(method, geom, plan):
+    """(variant, runner, state) of backend ``method`` for ``plan`` on ``geom``: a backend
+    plans once per geometry here; the runner then does the per-call work only."""
+    variant, runner, state = BACKENDS[method].prepare(geom, plan)
+    if method == "fft":
+        runner = functools.partial(_run_fft_finite, runner)
+    return variant, runner, state

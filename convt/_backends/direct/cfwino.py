@@ -19,9 +19,9 @@ import numpy as np
 from .pixel import new_output
 from ..._kernels._cfwino import cf_pack, cfwino_conv
 from . import micro as _micro
-from .winograd import wino_axes
+from .winograd_layout import wino_axes
 
-__all__ = ["CfLayout", "cf_layout", "cf_weights", "run_cf"]
+__all__ = ["CfLayout", "cf_layout", "cf_weights", "prepare", "run_cf"]
 
 _VECTOR_BYTES = 32   # one AVX2 register
 _VECTORS = 3         # tiles per block: 3 vectors (4 rows x 3 accumulators, _cwkernel.h)
@@ -132,3 +132,17 @@ def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
     if not cfwino_conv(x.reshape(-1), wp, bias, y.reshape(-1), dims, scratch, workers):
         return None
     return y
+
+
+def prepare(layout, geom, plan):
+    """The Winograd variant's ``(name, runner, state)`` on this kernel, or None when a
+    product's weight is not finite (the caller runs the micro variant then)."""
+    wp, finite = cf_weights(layout, geom, plan.w_iox_compute)
+    return ("winograd", _run_cf, (layout, wp, [])) if finite else None
+
+
+def _run_cf(xa, state, geom, plan, out=None):
+    layout, wp, fallback = state
+    with plan.workspace.borrow() as arena:
+        y = run_cf(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena, out)
+    return y if y is not None else _micro.run_instead(xa, fallback, geom, plan, out)

@@ -15,14 +15,18 @@ channels-last loop (e.g. 128 channels, 2 per group in and out, 32x32: 3.0 ms vs 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 import numpy as np
 
+from .base import TABLE_BYTES, DirectKind, Variant
+from .phases import axes, gemm_counts
 from .pixel import bias_filled, new_output, pad3, tables
 from ..._kernels._depthwise import ISA as KERNEL_ISA
 from ..._kernels._depthwise import depthwise_ncx, depthwise_nxc
 
-__all__ = ["DepthwiseLayout", "depthwise_layout", "inner_phases", "run_depthwise"]
+__all__ = ["VARIANT", "DepthwiseLayout", "depthwise_kind", "depthwise_layout", "inner_phases",
+           "run_depthwise"]
 
 # Per-thread phase buffer, in elements: s2 phases of at most QB outputs each. 2048 float32
 # (8 KiB) stays in L1 while the phases are accumulated and interleaved into y's row; rows
@@ -135,3 +139,67 @@ def _ncx(x, y, b, layout, geom, plan):
                   y.reshape(geom.batch, geom.c_out, *o3), layout.tabs[0], layout.tabs[1],
                   layout.rows1, layout.steps, layout.phases, layout.ptaps, layout.qblock,
                   plan.threads(geom), ISA)
+
+
+# Below this many input or output channels per group, the depthwise kernel (memory-bound,
+# DESIGN.md) is a candidate, priced against the dense variants; with fewer than 2 on a side,
+# or under _THICK_SIDE on both, it always runs (GEMMs that thin run far below the model's
+# rate: measured figures in docs/dispatch.md, "Few channels on one side").
+MIN_DENSE_CHANNELS = 4
+_THICK_SIDE = 16
+
+
+def depthwise_kind(geom, per_axis=None, exact=None):
+    """The ``DirectKind`` of the depthwise kernel on ``geom``. Its row terms: per output row
+    (axes 0, 1) and input channel of its group, each tap row in the data (``axis_sums``'
+    ``inside``), times the innermost axis's taps (set up per row, ``_row_ncx``)."""
+    per_axis = axes(geom) if per_axis is None else per_axis
+    if exact is None:
+        exact = gemm_counts(geom, per_axis)[1]
+    (_, _, _, in0, _), (_, _, _, in1, _) = per_axis[:2]
+    rows = geom.batch * geom.c_out * (geom.c_in // geom.groups) * in0 * in1 * geom.kernel[-1]
+    return DirectKind("depthwise", "", exact, exact, rows)
+
+
+class Depthwise(Variant):
+    """Few channels per group (depthwise, channel multipliers): x read and y written once,
+    vectorised along the innermost axis, phase by phase."""
+
+    name = "depthwise"
+
+    def may_claim(self, geom):
+        g = max(geom.groups, 1)
+        return min(geom.c_in // g, geom.c_out // g) < MIN_DENSE_CHANNELS
+
+    def claim(self, geom, rule):
+        if not self.may_claim(geom):
+            return None
+        cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
+        kind = depthwise_kind(geom, rule.axes, rule.exact)
+        if min(cg, mg) < 2 or max(cg, mg) < _THICK_SIDE:
+            return kind
+        dense = rule.next()
+        if dense.variant == "pixel":
+            return kind
+        return dense if rule.seconds(dense) < rule.seconds(kind) else kind
+
+    def rate(self, geom, kind, c):
+        return c["depthwise_macs_per_s"]
+
+    def extra_seconds(self, geom, kind, c):
+        return kind.rows * c["depthwise_row_s"]
+
+    def layout(self, geom, mode):
+        return depthwise_layout(geom)
+
+    def prepare(self, geom, plan, layout):
+        return self.name, run_depthwise, depthwise_layout(geom) if layout is None else layout
+
+    def workspace_bytes(self, geom, itemsize):
+        # the channels-first kernel never builds the innermost axis's phase table
+        n_in = geom.batch * geom.c_in * prod(geom.in_shape)
+        out_axes = geom.out_shape[:-1] if geom.data_format == "NCX" else geom.out_shape
+        return n_in * itemsize + TABLE_BYTES * sum(out_axes)
+
+
+VARIANT = Depthwise()

@@ -17,11 +17,13 @@ from math import prod
 import numpy as np
 
 from ..blas import blas_threads
-from .pixel import element_strides, new_output, pad3
+from .base import MAX_GEMM_WASTE, DirectKind, Variant
+from .phases import axes3 as _axes3, axis_phases as _axis_phases, phase_combos
+from .pixel import VARIANT as PIXEL, element_strides, new_output, pad3
 from ..._kernels._gemm import phase_gemm
 from ..._kernels._layout import MERGE_TAPS, merge_iox, to_padded_nxc
 
-__all__ = ["GemmLayout", "batch_rows_layout", "gemm_layout", "grid_shape", "merged_weights",
+__all__ = ["VARIANT", "GemmLayout", "gemm_fits", "batch_rows_layout", "gemm_layout", "grid_shape", "merged_weights",
            "phase_combos", "run_gemm"]
 
 
@@ -49,21 +51,6 @@ class GemmLayout:
     batch_rows: bool = False  # run each output position as GEMMs with M = batch (NXC grid)
 
 
-def _axes3(geom):
-    return (pad3(geom.strides, 1), pad3(geom.dilations, 1), pad3(geom.kernel, 1),
-            pad3(geom.in_shape, 1), pad3(geom.pads_begin, 0), pad3(geom.out_shape, 1))
-
-
-def _axis_phases(s, d, k_len, pb, o_len):
-    """Per residue c: (Q, [(k, e), ...]) with input i = q + e for output o = q*s + c."""
-    out = []
-    for c in range(s):
-        q = max(0, -(-(o_len - c) // s))
-        taps = [(k, (c + pb - k * d) // s) for k in range(k_len) if (c + pb - k * d) % s == 0]
-        out.append((q, taps))
-    return out
-
-
 def grid_shape(geom):
     """(per-axis phases, halo H, grid P) of ``geom``, 3 axes: the zero-haloed input grid the
     GEMM variant reads (cheap: the planner checks its size before building a layout)."""
@@ -82,17 +69,6 @@ def grid_shape(geom):
         halo.append(h)
         grid.append(max(h + i_len, top))
     return per_axis, halo, grid
-
-
-def phase_combos(per_axis, kernel):
-    """Every phase of the per-axis phase lists ``per_axis`` (3 axes, ``_axis_phases``), in C
-    order of the residues: (residues c, output counts Q, taps), each tap as (flat index in
-    ``kernel`` (3 axes), input offset e per axis)."""
-    for combo in itertools.product(*(list(enumerate(p)) for p in per_axis)):
-        taps = [(((k0 * kernel[1] + k1) * kernel[2] + k2), (e0, e1, e2))
-                for (k0, e0), (k1, e1), (k2, e2)
-                in itertools.product(*(t for _, (_, t) in combo))]
-        yield tuple(c for c, _ in combo), tuple(q for _, (q, _) in combo), taps
 
 
 def gemm_layout(geom):
@@ -329,3 +305,85 @@ def run_gemm(xa, layout, geom, w_merged, bias, workers, arena, out=None):
                    layout.phases, layout.sets, layout.ops, layout.tasks, layout.xoff,
                    layout.woff, layout.tap_e, dims, ystr, layout.tile_rows, tile, workers, ISA)
     return y
+
+
+def _run_gemm(xa, state, geom, plan, out=None):
+    layout, w_merged = state
+    with plan.workspace.borrow() as arena:
+        return run_gemm(xa, layout, geom, w_merged, plan.bias_compute, plan.threads(geom),
+                        arena, out)
+
+
+# Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
+# used (gemm_fits); the 14 bench workloads have 0.0-0.85.
+_MAX_GRID_GROWTH = 8
+# Batch-rows mode (M = batch, no halo work) needs this many images to make a GEMM.
+_MIN_BATCH_ROWS = 8
+# Mostly halo and a small batch: grid mode only when priced this far below the pixel kernel.
+_PIXEL_MARGIN = 1.5
+
+
+def gemm_fits(geom):
+    """The zero-haloed input grid stays within _MAX_GRID_GROWTH times the data (a large
+    dilation with heavy cropping can make the halo, not the data, the size of it: a 4x4
+    input at dilation 3000 needed an 8.6 GiB grid in batch-rows mode), and every size and
+    leading dimension passed to BLAS fits its 32-bit int (the largest: one image of the
+    grid, all channels, in batch-rows mode)."""
+    img = prod(grid_shape(geom)[2])
+    data = prod(geom.in_shape) + prod(geom.out_shape)
+    # a tile has at most _TILE_VALUES values or _MIN_TILE_ROWS rows of a set's columns
+    blas = max(img * geom.c_in, geom.batch, _MIN_TILE_ROWS * _MAX_SET * geom.c_out,
+               _TILE_VALUES)
+    return img <= _MAX_GRID_GROWTH * data and blas < 2**31
+
+
+class Gemm(Variant):
+    """BLAS GEMMs per set of phases and input offset over a zero-haloed grid (grid mode, halo
+    rows included), or per output position with M = batch (batch-rows mode)."""
+
+    name = "gemm"
+
+    def claim(self, geom, rule):
+        if not gemm_fits(geom):
+            return None
+        gemm, exact = rule.gemm, rule.exact
+        if rule.grid_ok:
+            return DirectKind("gemm", "grid", gemm, exact)
+        if geom.batch >= _MIN_BATCH_ROWS:
+            return DirectKind("gemm", "batch-rows", exact, exact)
+        grid = DirectKind("gemm", "grid", gemm, exact)
+        if gemm <= MAX_GEMM_WASTE * max(exact, 1):
+            return grid
+        pixel_kind = DirectKind("pixel", "", exact, exact)
+        return grid if _PIXEL_MARGIN * rule.seconds(grid) <= rule.seconds(pixel_kind) else None
+
+    def rate(self, geom, kind, c):
+        cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
+        h = c["gemm_channel_half"]
+        return c["gemm_macs_per_s"] * cg / (cg + h) * mg / (mg + h)
+
+    def layout(self, geom, batch_rows):
+        layout = gemm_layout(geom)
+        return batch_rows_layout(layout, geom.batch) if batch_rows else layout
+
+    def prepare(self, geom, plan, layout):
+        # The GEMMs also multiply each tap's weights by the halo's zeros: weights that are
+        # not finite run the pixel kernel (0 * NaN would reach outputs the tap misses).
+        if layout is None:
+            layout = gemm_layout(geom)
+        if not layout.batch_rows:
+            # the layout's weights merged per GEMM op, once per geometry; finiteness checked
+            # in the merging pass (one read)
+            merged, finite = merged_weights(layout, plan.w_iox_compute, plan.workers,
+                                            plan.pack_buffer("merged_gemm"))
+            plan.packed("finite", lambda p: finite)
+            state = (layout, merged)
+        else:   # batch rows: the direct kernels' packed weights
+            finite = plan.packed("finite", lambda p: bool(np.isfinite(p.w_iox).all()))
+            state = (layout, plan.w_packed.reshape(-1)) if finite else None
+        if not finite:
+            return PIXEL.prepare(geom, plan, None)
+        return self.name, _run_gemm, state
+
+
+VARIANT = Gemm()

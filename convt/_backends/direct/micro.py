@@ -17,13 +17,14 @@ from math import prod
 
 import numpy as np
 
-from .pixel import bias_filled, element_strides, new_output, pad3
+from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
 from ..._kernels._layout import to_padded_nxc
 from ..._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
-from .gemm import _axes3, _axis_phases, phase_combos
+from .base import MAX_GEMM_WASTE, DirectKind, Variant
+from .phases import axes, axes3 as _axes3, axis_phases as _axis_phases, phase_combos
 
-__all__ = ["MicroLayout", "micro_layout", "micro_nr", "packed_weights", "packing_arrays",
-           "run_micro", "ISA"]
+__all__ = ["VARIANT", "MicroLayout", "micro_layout", "micro_macs", "micro_nr", "micro_rate",
+           "packed_weights", "packing_arrays", "run_micro", "ISA"]
 
 # The micro-kernel the running CPU gets (1: AVX2 + FMA, 0: portable C), chosen once at import.
 ISA = isa()
@@ -221,3 +222,89 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1), layout.phases, layout.tap_e,
                layout.tasks, dims, ystr, tiles, pointers, ISA, workers)
     return y
+
+
+def micro_rate(geom, c):
+    """Multiply-adds per second of one float32 thread of the register tiles (the micro,
+    Winograd and upsample variants): half the rate at ``micro_channel_half`` input channels
+    per group."""
+    cg = geom.c_in // geom.groups
+    return c["micro_macs_per_s"] * cg / (cg + c["micro_channel_half"])
+
+
+def micro_macs(geom, nr=NR_F32, per_axis=None):
+    """Multiply-adds of the micro variant at tile width ``nr`` (phase output positions x
+    taps x input channels x output channels padded to ``nr``, per group): the ``macs`` of
+    ``micro_layout(geom, nr)``, computed per axis."""
+    per_axis = axes(geom) if per_axis is None else per_axis
+    g = geom.groups
+    mgp = -(-(geom.c_out // g) // nr) * nr
+    return geom.batch * prod(a[2] for a in per_axis) * g * (geom.c_in // g) * mgp
+
+
+def _run_micro(xa, state, geom, plan, out=None):
+    layout, wp = state
+    with plan.workspace.borrow() as arena:
+        return run_micro(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena,
+                         out)
+
+
+def run_instead(xa, fallback, geom, plan, out):
+    """The call on this variant, prepared once into the list ``fallback``: for the Winograd
+    kernels, on an input with a NaN, Inf or huge value, which their products would not
+    propagate as the taps do (docs/reliability.md)."""
+    if not fallback:
+        fallback.append(VARIANT.prepare(geom, plan, None))
+    _, runner, state = fallback[0]
+    return runner(xa, state, geom, plan, out)
+
+
+# The rule reads the ISA found at import: tests patch ISA to run the portable kernels on the
+# geometries an AVX2 machine gives these variants.
+_RULE_ISA = ISA
+# Output channels per group padded to the 16-wide tile by at most this factor (fcn32s_k64's
+# 21 -> 32 runs faster as grid-mode GEMMs).
+_MICRO_PAD_OK = 1.25
+
+
+class Micro(Variant):
+    """Register tiles (6 x 16 float32, 6 x 8 float64) over an indirection table of input
+    pixels, on CPUs with AVX2 + FMA. It does not take pure upsampling that grid-mode GEMMs
+    run as one GEMM (every phase at most one tap), nor layers whose tile padding or taps off
+    the data pass the waste bounds."""
+
+    name = "micro"
+
+    def claim(self, geom, rule):
+        if _RULE_ISA != 1:
+            return None
+        mg = geom.c_out // geom.groups
+        one_tap = all(a[4] <= 1 for a in rule.axes)
+        if -(-mg // NR_F32) * NR_F32 > _MICRO_PAD_OK * mg or (one_tap and rule.grid_ok):
+            return None
+        macs = micro_macs(geom, per_axis=rule.axes)
+        if macs > MAX_GEMM_WASTE * _MICRO_PAD_OK * max(rule.exact, 1):
+            return None
+        return DirectKind("micro", "", macs, rule.exact)
+
+    def rate(self, geom, kind, c):
+        return micro_rate(geom, c)
+
+    def extra_moved(self, geom, kind):
+        # x is made channels-last first
+        return prod(geom.array_shape("input")) if geom.data_format == "NCX" else 0
+
+    def prepare(self, geom, plan, layout):
+        # The tiles also multiply each tap's weights by zeros (rows off the data): 0 * NaN
+        # or 0 * Inf would reach outputs the tap does not touch, so weights that are not
+        # finite (checked in the packing pass) run the pixel kernel.
+        lay = micro_layout(geom, micro_nr(plan.compute_dtype))
+        weights, finite = packed_weights(lay, plan.w_iox_compute, geom.groups, plan.workers,
+                                         plan.pack_buffer("packed_micro"))
+        plan.packed("finite", lambda p: finite)
+        if not finite:
+            return PIXEL.prepare(geom, plan, None)
+        return self.name, _run_micro, (lay, weights)
+
+
+VARIANT = Micro()

@@ -10,10 +10,13 @@ from math import gcd, prod
 
 import numpy as np
 
+from .base import DirectKind, Variant
+from .phases import pad3
 from ..._kernels._direct import direct_nxc
 from ..._kernels._layout import iox_to_kio
 
-__all__ = ["axis_taps", "bias_filled", "element_strides", "pack_weights", "pad3", "run_direct"]
+__all__ = ["VARIANT", "axis_taps", "bias_filled", "element_strides", "pack_weights", "pad3",
+           "run_direct", "tables"]
 
 
 def axis_taps(s, d, k_len, i_len, pb, o_len):
@@ -65,11 +68,6 @@ def element_strides(y, geom):
     nxc = geom.data_format == "NXC"
     sp = st[1:-1] if nxc else st[2:]
     return np.array([st[0], *(0,) * (3 - geom.ndim), *sp, st[-1] if nxc else st[1]], np.int64)
-
-
-def pad3(values, fill):
-    """``values`` padded in front to 3 spatial axes with ``fill`` (unit axes for rank 1-2)."""
-    return (fill,) * (3 - len(values)) + tuple(values)
 
 
 def pack_weights(w_iox, groups, dtype, workers=1):
@@ -130,3 +128,36 @@ def run_direct(x_nxc, w_packed, bias, geom, taps, workers, out=None):
     tabs, steps = taps
     direct_nxc(x5, w_packed, bias, y5, tabs[0], tabs[1], tabs[2], steps, workers)
     return y
+
+
+def _run_pixel(xa, taps, geom, plan, out=None):
+    ct = plan.w_packed.dtype
+    nxc = geom.data_format == "NXC"
+    x_nxc = np.ascontiguousarray(xa if nxc else np.moveaxis(xa, 1, -1), dtype=ct)
+    # the kernel writes channels-last: into out only when that is the data layout
+    y = run_direct(x_nxc, plan.w_packed, plan.bias_compute, geom, taps, plan.threads(geom),
+                   out if nxc else None)
+    return y if nxc else np.moveaxis(y, -1, 1)
+
+
+class Pixel(Variant):
+    """The gather kernel: per output pixel, only the taps that hit real input. It runs every
+    geometry and, since it never multiplies a weight by a zero off the data, any weights
+    (a NaN or Inf reaches exactly the outputs its tap touches): the variants' fallback."""
+
+    name = "pixel"
+
+    def claim(self, geom, rule):
+        return DirectKind("pixel", "", rule.exact, rule.exact)
+
+    def rate(self, geom, kind, c):
+        return c["pixel_macs_per_s"]
+
+    def layout(self, geom, mode):
+        return tables(geom)
+
+    def prepare(self, geom, plan, layout):
+        return self.name, _run_pixel, tables(geom) if layout is None else layout
+
+
+VARIANT = Pixel()

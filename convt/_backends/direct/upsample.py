@@ -19,7 +19,8 @@ import numpy as np
 
 from .pixel import new_output, pad3
 from ..._kernels._upsample import upsample_conv
-from .micro import ISA
+from .base import DirectKind, Variant
+from .micro import ISA, micro_rate
 
 __all__ = ["UpLayout", "up_eligible", "up_macs", "up_layout", "packed_up", "run_up"]
 
@@ -120,3 +121,43 @@ def run_up(xa, layout, geom, packed, workers, arena, out=None):
     upsample_conv(x.reshape(-1), wp, pb, y.reshape(-1), dims, layout.poff,
                   layout.blocks.reshape(-1), scratch, workers)
     return y
+
+
+def _run_up(xa, state, geom, plan, out=None):
+    layout, packed = state
+    with plan.workspace.borrow() as arena:
+        return run_up(xa, layout, geom, packed, plan.threads(geom), arena, out)
+
+
+# Input channels per group it takes (beyond, the input block and a tile's weights leave L1
+# and float64 falls behind the GEMM variant: docs/performance.md).
+_UP_CHANNELS = (16, 512)
+
+
+class Upsample(Variant):
+    """K = s (one tap per output), channels-first: x read as it is, y stored interleaved from
+    the registers."""
+
+    name = "upsample"
+    fallback = "micro"   # the same sums, for a pinned block it cannot compute
+
+    def claim(self, geom, rule):
+        if _UP_CHANNELS[0] <= geom.c_in // geom.groups <= _UP_CHANNELS[1] and up_eligible(geom):
+            return DirectKind("upsample", "", up_macs(geom), rule.exact)
+        return None
+
+    def runs(self, geom):
+        return up_eligible(geom)
+
+    def rate(self, geom, kind, c):
+        return micro_rate(geom, c)
+
+    def prepare(self, geom, plan, layout):
+        # every output has its one tap and no halo: a weight that is not finite reaches
+        # exactly the outputs its tap touches, as in the reference
+        lay = up_layout(geom, plan.compute_dtype.itemsize)
+        return self.name, _run_up, (lay, packed_up(lay, geom, plan.w_iox_compute,
+                                                   plan.bias_compute))
+
+
+VARIANT = Upsample()

@@ -1,0 +1,85 @@
+"""The protocol of a direct variant: one code path of the direct backend.
+
+A variant is an object with a ``name`` in ``convt._backends.direct.VARIANTS`` (the registry,
+in rule order). The registry asks each, in turn:
+
+``claim(geom, rule)``
+    the ``DirectKind`` that runs ``geom`` (usually its own; it may return the kind the later
+    variants chose, ``rule.next()``), or None to leave ``geom`` to the later variants. The
+    last variant (pixel) claims every geometry;
+``rate(geom, kind, c)``, ``extra_moved(geom, kind)``, ``extra_seconds(geom, kind, c)``
+    its cost: multiply-adds per second of one float32 thread, values moved besides reading x
+    and writing y once, seconds of per-row set-up (``convt._backends.direct.seconds`` adds
+    the call cost and the threads);
+``layout(geom, mode)``
+    what it plans from the geometry alone (cached per geometry by the registry), or None;
+``prepare(geom, plan, layout)``
+    ``(name, runner, state)`` for the plan's weights (``convt._backends.base``); a variant
+    that cannot take the weights (a NaN or Inf where its sums would spread it) returns
+    another variant's preparation;
+``workspace_bytes(geom, itemsize)``
+    bytes a call holds besides x and y.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import NamedTuple
+
+__all__ = ["DirectKind", "Variant", "GRID_WASTE_OK", "MAX_GEMM_WASTE", "TABLE_BYTES"]
+
+# Grid-mode GEMM multiply-adds per useful one that the GEMM variant accepts (channels-last;
+# channels-first grid mode avoids transposes, so it may pay up to MAX_GEMM_WASTE), also the
+# bound on work spent on taps off the data for the register-tile variants.
+GRID_WASTE_OK = 1.25
+MAX_GEMM_WASTE = 1.5
+# Peak bytes per output position of one axis while its phase table is built (tracemalloc,
+# convt._backends.direct.pixel.axis_taps at 10**5 and 10**6 positions: 80.0).
+TABLE_BYTES = 80
+
+
+class DirectKind(NamedTuple):
+    """How the direct backend runs a geometry: ``variant`` (a registry name); ``mode``
+    "grid" or "batch-rows" (gemm), "channels-first" (winograd's channels-first kernel), else
+    ""; multiply-adds it performs and useful ones; ``rows``: the depthwise kernel's row
+    terms, 0 for the others."""
+    variant: str
+    mode: str
+    macs: int
+    useful: int
+    rows: int = 0
+
+
+class Variant:
+    """Defaults of the protocol; see the module docstring."""
+
+    name = ""
+    # the variant that computes a pinned geometry this one cannot (convt.dask's blocks)
+    fallback = None
+
+    def claim(self, geom, rule):
+        return None
+
+    def runs(self, geom):
+        """Whether this variant can compute ``geom`` at all (when pinned)."""
+        return True
+
+    def rate(self, geom, kind, c):
+        raise NotImplementedError
+
+    def extra_moved(self, geom, kind):
+        return 0
+
+    def extra_seconds(self, geom, kind, c):
+        return 0.0
+
+    def layout(self, geom, mode):
+        return None
+
+    def prepare(self, geom, plan, layout):
+        raise NotImplementedError
+
+    def workspace_bytes(self, geom, itemsize):
+        # the compute-dtype (padded) copy of the input, and the per-axis phase tables
+        # (pixel.tables): negligible in 2-D and 3-D, 20x a long 1-D output's float32 size
+        n_in = geom.batch * geom.c_in * prod(geom.in_shape)
+        return n_in * itemsize + TABLE_BYTES * sum(geom.out_shape)
