@@ -28,7 +28,7 @@ summed by one task: results are bit-identical for any thread count. The tiles pl
 are then written into y's own layout (element strides): channels-last row by row;
 channels-first per block of 8 channels, in 8 x 8 register transposes along runs of rows
 contiguous in y (float32 phases of a stride-1 last axis, and pairs of phases c2 = 0, 1 of a
-stride-2 one, interleaved into contiguous runs: _ukernel.h's convt_cf8_f32), the rest one value
+stride-2 one, interleaved into contiguous runs: _writeout.h's convt_cf8_f32), the rest one value
 per store. One store per value ran at about 3 cycles a value: grouped_g8's 8 MB of y took
 1.1-1.7 ms of a 3-4 ms call (2 threads, bench machine).
 
@@ -61,21 +61,29 @@ cdef extern from "_ukernel.h" nogil:
     void convt_ukernel_f32(int isa, int64_t ntaps, int64_t kc, const float* const* a,
                            int64_t astride, int64_t aoff, const float* b, int64_t bstride,
                            float* c, int64_t ldc, int acc)
-    void convt_cf8_f32(int isa, const float* ta, const float* tb, int64_t ldc,
-                       const float* bias, float* y, int64_t cs)
     void convt_ukernel_f64(int isa, int64_t ntaps, int64_t kc, const double* const* a,
                            int64_t astride, int64_t aoff, const double* b, int64_t bstride,
                            double* c, int64_t ldc, int acc)
+
+cdef extern from "_transpose.h" nogil:
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
+
+cdef extern from "_writeout.h" nogil:
+    void convt_cf8_f32(int isa, const float* ta, const float* tb, int64_t ldc,
+                       const float* bias, float* y, int64_t cs)
     void convt_g8_f32(int isa, const float* const* rows, int64_t coff, const float* bias,
                       float* y, int64_t cs)
     void convt_g8_f64(int isa, const double* const* rows, int64_t coff, const double* bias,
                       double* y, int64_t cs)
-    int CONVT_WSUM_MAX
+
+cdef extern from "_corners.h" nogil:
     void convt_corners_f32(int isa, const float* src, const int64_t* off, int n, int neg,
                            float* dst, int64_t C)
     void convt_corners_f64(int isa, const double* src, const int64_t* off, int n, int neg,
                            double* dst, int64_t C)
+
+cdef extern from "_packkernel.h" nogil:
+    int CONVT_WSUM_MAX
     int convt_wsum_f32(int isa, const float* tmp, int64_t Mgp, const int64_t* ck,
                        const float* cf, float* dst, int64_t us, int64_t NP, int64_t ls,
                        int stream)
@@ -193,7 +201,7 @@ cdef void _wino_build(int isa, const real* x, const real* zero, const int64_t* p
     # j2) and its tap t reads the pixel x + toff[tap] + n * d[22] + sum of m_a * j_a * d[19 + a]
     # (steps m_a in ph[3:6]) of the zero-haloed grid. A tap of kind 0 reads it in place; one
     # of another kind reads its input transform, built here into v (row t * mpad + i, C_in
-    # values): the signed sum of the pixel's corners along the kind's axes (_ukernel.h's
+    # values): the signed sum of the pixel's corners along the kind's axes (_corners.h's
     # convt_corners), 2 bits per axis a at bit 2a: 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] +
     # x[u+1] (convt._winograd's PLAIN, DIFF, DIFF2, SUM). The planner keeps every read inside
     # the grid. The rows' pixels first, then tap by tap (a tap's corners made once for all its
