@@ -19,7 +19,8 @@ import numpy as np
 
 from ._direct import bias_filled, element_strides, new_output, pad3
 from ._kernels._layout import to_padded_nxc
-from ._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
+from ._kernels._micro import MR, NR_F32, NR_F64, isa, micro_conv
+from ._kernels._pack import PACK_KB, pack_micro
 from ._phase_gemm import _axes3, _axis_phases, phase_combos
 
 __all__ = ["MicroLayout", "micro_layout", "micro_nr", "packed_weights", "packing_arrays",

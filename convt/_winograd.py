@@ -35,8 +35,9 @@ import numpy as np
 
 from ._direct import bias_filled, element_strides, new_output, pad3
 from ._kernels._layout import to_padded_nxc
-from ._kernels._micro import (MR, PACK_KB, SET_MAX, WSUM_MAX, pack_taps, pack_wino, wino_conv,
-                              wino_ready)
+from ._kernels._micro import MR
+from ._kernels._pack import PACK_KB, WSUM_MAX, pack_taps, pack_wino
+from ._kernels._wino import SET_MAX, wino_conv, wino_ready
 from ._micro import _KC, _MAX_MB, _MAX_TB, _PARALLEL_PACK_VALUES, packing_arrays
 from ._phase_gemm import _axes3, _axis_phases
 
