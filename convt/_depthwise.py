@@ -20,7 +20,8 @@ import numpy as np
 
 from ._direct import bias_filled, new_output, pad3, tables
 from ._kernels._depthwise import ISA as KERNEL_ISA
-from ._kernels._depthwise import depthwise_ncx, depthwise_nxc
+from ._kernels._depthwise import depthwise_ncx
+from ._kernels._depthwise_nxc import depthwise_nxc
 
 __all__ = ["DepthwiseLayout", "depthwise_layout", "inner_phases", "run_depthwise"]
 
