@@ -16,7 +16,8 @@ from convt._backends.direct import micro as _micro
 from convt._dispatch import plan as _plan
 from convt._backends.direct import winograd as _winograd
 from convt._backends.direct import cfwino as _cfwino
-from convt._kernels import _micro as _kmicro
+from convt._kernels import _pack as _kpack
+from convt._kernels import _wino as _kwino
 
 from conftest import (assert_close, assert_same_for_any_thread_count,
                       assert_weight_fallback, random_cases)
@@ -320,7 +321,7 @@ def test_corner_transforms_sum_in_corner_order(n, neg, isa, dtype):
     off = np.array([0, 37, 90, 127, 150, 187, 240, 277][:n], np.int64)
     for c in (1, 7, 8, 9, 16, 37, 100):
         dst = np.full(c, np.nan, dtype)
-        _kmicro.wino_corners(src, off, dst, isa, neg)
+        _kwino.wino_corners(src, off, dst, isa, neg)
         want = src[off[0]:off[0] + c].copy()
         for j in range(1, n):
             part = src[off[j]:off[j] + c]
@@ -334,9 +335,9 @@ def test_wino_corners_refuses_reads_past_its_source():
     with pytest.raises(ValueError, match=r"wino_corners: 2, 4 or 8 corners within src "
                                          r"\(10 values\) for 4 values each; got offsets "
                                          r"\[0, 7\]"):
-        _kmicro.wino_corners(src, np.array([0, 7], np.int64), dst)
+        _kwino.wino_corners(src, np.array([0, 7], np.int64), dst)
     with pytest.raises(ValueError, match=r"got offsets \[0, 1, 2\]"):
-        _kmicro.wino_corners(src, np.array([0, 1, 2], np.int64), dst)
+        _kwino.wino_corners(src, np.array([0, 1, 2], np.int64), dst)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -491,7 +492,7 @@ def test_wino_conv_refuses_late_sums_it_cannot_hold(bad, monkeypatch):
 def test_pack_taps_refuses_what_it_cannot_hold():
     """The transposing packer takes whole 16-channel panels, into an output that holds every
     tap's lines; anything else is refused before a store."""
-    from convt._kernels._micro import pack_taps
+    from convt._kernels._pack import pack_taps
     w = np.zeros((4, 32, 16), np.float32)
     with pytest.raises(ValueError, match=r"pack_taps: Mg must be a multiple of 16; got 20"):
         pack_taps(np.zeros((4, 20, 16), np.float32), np.zeros(4096, np.float32), 1, 128, 1)
@@ -517,7 +518,7 @@ def test_pack_taps_streams_only_into_aligned_lines(isa, shift, line):
     """Streamed stores fault on an address that is not 32-byte aligned; the packer takes the
     stream flag as a hint and stores any other destination normally, with the same values
     (it crashed before; convt's own callers always pass aligned packs)."""
-    from convt._kernels._micro import pack_taps
+    from convt._kernels._pack import pack_taps
     w = np.random.default_rng(3).standard_normal((4, 32, 16)).astype(np.float32)
     n = 15 * line + 128
     want = _misaligned(n, np.float32, 0)
@@ -537,9 +538,9 @@ def test_pack_wino_streams_only_into_aligned_lines(isa, dtype, shift, pad):
     w = np.random.default_rng(4).standard_normal((2, 16, 9)).astype(dtype)
     nr = 64 // np.dtype(dtype).itemsize
     panels = -(-16 // nr)
-    ck = np.zeros((9, _kmicro.WSUM_MAX), np.int64)
+    ck = np.zeros((9, _kpack.WSUM_MAX), np.int64)
     ck[:, 0] = np.arange(9)
-    cf = np.zeros((9, _kmicro.WSUM_MAX), dtype)
+    cf = np.zeros((9, _kpack.WSUM_MAX), dtype)
     cf[:, 0] = 1
     line = panels * 2 * nr + pad                 # one tap's lines, [panel][C_in][NR]
     udst = np.arange(9, dtype=np.int64) * line
@@ -547,8 +548,8 @@ def test_pack_wino_streams_only_into_aligned_lines(isa, dtype, shift, pad):
     n = 9 * line
     outs = []
     for out, stream in ((_misaligned(n, dtype, 0), False), (_misaligned(n, dtype, shift), True)):
-        scratch = np.zeros(2 * _kmicro.PACK_KB * panels * nr, dtype)
-        assert _kmicro.pack_wino(w, out, ck, cf, udst, ustride, scratch, 1, nr, 2, isa, stream)
+        scratch = np.zeros(2 * _kpack.PACK_KB * panels * nr, dtype)
+        assert _kpack.pack_wino(w, out, ck, cf, udst, ustride, scratch, 1, nr, 2, isa, stream)
         outs.append(out)
     np.testing.assert_array_equal(outs[1], outs[0])
     assert np.count_nonzero(outs[0]) == w.size
@@ -811,8 +812,8 @@ def test_pack_wino_refuses_tables_it_cannot_read():
     w = np.zeros((2, 16, 9), np.float32)
     out = np.zeros(4096, np.float32)
     scratch = np.zeros(64 * 16, np.float32)
-    ck = np.zeros((3, _kmicro.WSUM_MAX), np.int64)
-    cf = np.zeros((3, _kmicro.WSUM_MAX), np.float32)
+    ck = np.zeros((3, _kpack.WSUM_MAX), np.int64)
+    cf = np.zeros((3, _kpack.WSUM_MAX), np.float32)
     one = np.zeros(3, np.int64)
     msg = (r"pack_wino: ck and cf need 27 entries per product tap \(kernel taps below 9\) "
            r"and udst, ustride one per product tap")
@@ -820,6 +821,6 @@ def test_pack_wino_refuses_tables_it_cannot_read():
                     dict(ck=ck - 1), dict(cf=cf[:2]), dict(udst=one[:2])):
         args = {**dict(ck=ck, cf=cf, udst=one, ustride=one), **spoiled}
         with pytest.raises(ValueError, match=msg):
-            _kmicro.pack_wino(w, out, args["ck"], args["cf"], args["udst"], args["ustride"],
-                              scratch, 1, 16, 1)
-    assert _kmicro.pack_wino(w, out, ck, cf, one, one, scratch, 1, 16, 1)
+            _kpack.pack_wino(w, out, args["ck"], args["cf"], args["udst"], args["ustride"],
+                             scratch, 1, 16, 1)
+    assert _kpack.pack_wino(w, out, ck, cf, one, one, scratch, 1, 16, 1)

@@ -4,8 +4,17 @@
 #                                                                          │   └► _kernels._direct
 #                                                                          ├► _phase_gemm.run_gemm
 #                                                                          │   └► _kernels._gemm
-#                                                                          └► _depthwise.run_depthwise
-#                                                                              └► _kernels._depthwise
+#                                                                          ├► _depthwise.run_depthwise
+#                                                                          │   └► _kernels._depthwise,
+#                                                                          │      _depthwise_nxc
+#                                                                          ├► _micro.run_micro
+#                                                                          │   └► _kernels._micro
+#                                                                          ├► _winograd.run_wino
+#                                                                          │   └► _kernels._wino
+#                                                                          ├► _cfwino.run_cf
+#                                                                          │   └► _kernels._cfwino
+#                                                                          └► _upsample.run_up
+#                                                                              └► _kernels._upsample
 #
 # _direct.direct_nxc   y[n, o, :] = bias + sum over the taps (k, i) of o's phase, listed in
 #                      per-axis tables (only taps that hit real input: no inserted zeros) of
@@ -24,15 +33,46 @@
 # _layout              blocked, parallel layout changes: NCX -> zero-haloed NXC input grid
 #                      (batch-rows mode), IOX -> (K, C_in, C_out) weight packing, and the
 #                      merging of the GEMM ops' weights.
-# _depthwise.depthwise_ncx / depthwise_nxc
+# _depthwise.depthwise_ncx
 #                      the same sum when min(C_in, C_out) per group is 1-3 (depthwise,
 #                      channel multipliers): memory-bound, so x is read and y written once
 #                      with a unit-stride vectorised innermost loop. Channels-first: per output
 #                      row (n, channel, o0, o1), per phase c of the innermost axis,
 #                      d[q] = bias + sum_t w_t * x_t[q + e_t] over the q where every tap is in
 #                      range, in chunks of 4 taps, then the phases interleaved into y's row;
-#                      borders check each tap. Channels-last (1 channel per group): per output
-#                      pixel, the taps' channel rows. Threads: OpenMP prange over blocks of rows
-#                      (pixels), each output written by one thread in a fixed order:
-#                      bit-identical for any thread count.
+#                      borders check each tap (AVX2: _dwkernel.h's row kernel). Threads: OpenMP
+#                      prange over blocks of rows, each output written by one thread in a
+#                      fixed order: bit-identical for any thread count.
+# _depthwise_nxc.depthwise_nxc
+#                      the same, channels-last with 1 channel per group: per output pixel, the
+#                      taps' channel rows.
+# _micro.micro_conv    the direct sum on register tiles (the "micro" variant): per task, rows
+#                      of a set of phases x all output channels, MR x NR sub-tiles held in
+#                      registers across blocks of taps and channels (_ukernel.h), inputs read
+#                      through per-row pointers (no halo copy), then written into y.
+# _wino.wino_conv      the "winograd" variant: F(2, 2) / F(2, 3) products along axes of two or
+#                      three adjacent taps, each run as a micro phase on transformed inputs,
+#                      then combined (output transform) and written; wino_ready checks x.
+# _cfwino.cfwino_conv  Winograd F(2, 2) for 1-D channels-first layers of stride S (2S taps),
+#                      on x as it is (_cwkernel.h); cf_pack packs its weights.
+# _upsample            pure upsampling (K == s, stride 2 last), channels-first, one register
+#                      tile per pair of output rows (_upkernel.h).
+# _pack                weight packing: pack_micro (micro panels), pack_wino (Winograd
+#                      products' weights as sums of taps), pack_taps (taps for late sums).
 # _openmp_helpers      whether OpenMP was compiled in, and omp_get_max_threads().
+#
+# Shared by several modules (cimported: cdef inline, so each module compiles its own copy):
+# _tile.pxd            the micro and Winograd variants' tile loop: row pointers, input
+#                      transforms, tap masks, micro-kernel calls.
+# _tilewrite.pxd       their tiles written into y (channels-last rows, channels-first blocks).
+# _packkernel.pxd      _packkernel.h's declarations and the product-weight sums' dispatch.
+# _finite.pxd          finiteness and exponent-bound checks.  _types.pxd: the fused dtype.
+# Headers (AVX2 bodies selected at run time, portable C otherwise):
+# _isa.h               CPU detection (convt_ukernel_isa).
+# _ukernel.h           the MR x NR micro-kernels (6 x 16 float32, 6 x 8 float64).
+# _transpose.h         register transposes and zips; 8 x 8 block transposes.
+# _writeout.h          tile write-outs with the bias into channels-first y.
+# _corners.h           the Winograd input transforms (signed sums of corners).
+# _packkernel.h        tap transposes for late sums, product-weight sums, store fence.
+# _dwkernel.h, _cwkernel.h, _upkernel.h   the depthwise, channels-first Winograd and upsample
+#                      kernels' AVX2 bodies.

@@ -3,7 +3,7 @@ each have two taps one input apart (2S taps: HiFi-GAN's and MelGAN's up-sampling
 
 Each phase c of such a layer (o = S q + c) has two taps one input apart, W_lo reading
 x[q + e_c] and W_hi reading x[q + e_c + 1], and its outputs q = 2j, 2j + 1 come from three
-products per tile j (u = 2j + e_c; convt/_kernels/_micro.pyx, "Winograd variant"):
+products per tile j (u = 2j + e_c; convt/_kernels/_wino.pyx):
 
     m0 = (x[u] - x[u+1]) W_lo,  m1 = x[u+1] (W_lo + W_hi),  m2 = (x[u+1] - x[u+2]) (-W_hi)
     y[2j] = m0 + m1,  y[2j+1] = m2 + m1.

@@ -28,7 +28,7 @@
 #define CONVT_CWKERNEL_H
 
 #include <stdint.h>
-#include "_ukernel.h"
+#include "_transpose.h"
 
 #if CONVT_HAVE_AVX2_PATH
 

@@ -46,7 +46,7 @@
 
 #include <stdint.h>
 
-#include "_ukernel.h"
+#include "_transpose.h"
 
 #if CONVT_HAVE_AVX2_PATH
 

@@ -1,5 +1,5 @@
 # Finiteness checks shared by the kernels that read every weight anyway (the micro and
-# Winograd packs in _micro.pyx, the GEMM merge in _layout.pyx): checked in that pass, not in
+# Winograd packs in _pack.pyx, the GEMM merge in _layout.pyx): checked in that pass, not in
 # a separate np.isfinite pass (0.2-0.9 ms a call on 8 MB of weights, one-shot).
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 

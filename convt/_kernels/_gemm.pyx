@@ -37,7 +37,7 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 from ._types cimport real
 
-cdef extern from "_ukernel.h" nogil:
+cdef extern from "_writeout.h" nogil:
     int convt_ukernel_isa()
     void convt_zip2_f32(int isa, const float* a, const float* b, float bias, float* y,
                         int64_t n)

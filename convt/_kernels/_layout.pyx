@@ -5,7 +5,7 @@ xp (N, P0, P1, P2, C) at offset (H0, H1, H2); the halo of xp is left untouched. 
 NumPy's strided copy runs it at a fraction of the copy bandwidth (3.5 ms for 4 MB, measured
 on the bench machine), so it is blocked here: per input row (n, i0, i1), blocks of 16
 positions (one 64-byte line of each channel's row, read whole) x 8 channels, float32 ones as
-two 8 x 8 register transposes (_ukernel.h's convt_t8_f32, AVX2 when the CPU has it). Stores
+two 8 x 8 register transposes (_transpose.h's convt_t8_f32, AVX2 when the CPU has it). Stores
 of one value at a time, ordered so that a line of xp is filled while in L1, ran at 7 GB/s a
 thread with the channels inner (16 rows of x read in turn, all in one L1 set when a plane
 is a multiple of 4 KiB), 16 GB/s with them outer, 19-31 GB/s transposed in registers
@@ -21,7 +21,7 @@ from libc.stdint cimport int64_t
 from ._finite cimport _exponent_at_least
 from ._types cimport real
 
-cdef extern from "_ukernel.h" nogil:
+cdef extern from "_transpose.h" nogil:
     int convt_ukernel_isa()
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
     int convt_t8c_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd,
@@ -98,7 +98,7 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
                   int num_threads, int isa=-1,      # isa: 1 AVX2, 0 portable, -1 this CPU's
                   int64_t spare_bits=-1):           # >= 0: also wino_ready's test, on x
     """Copy x into xp's interior; releases the GIL. Returns True, or with spare_bits >= 0
-    whether every value of x passes _micro.wino_ready's bound for spare_bits, tested as the
+    whether every value of x passes _wino.wino_ready's bound for spare_bits, tested as the
     transpose reads it (8 x 8 blocks in registers, the rest right after their copy): the
     Winograd variant's separate pass over the grid and its parallel region go (transpose +
     test of hifigan_up3's 2 MB: median 0.177-0.183 -> 0.152-0.153 ms; of dcgan_g3's 4 MB

@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#include "_ukernel.h"
+#include "_transpose.h"
 
 #if CONVT_HAVE_AVX2_PATH
 

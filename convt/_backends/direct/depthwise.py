@@ -23,7 +23,8 @@ from .base import TABLE_BYTES, DirectKind, Variant
 from .phases import axes, gemm_counts
 from .pixel import bias_filled, new_output, pad3, tables
 from ..._kernels._depthwise import ISA as KERNEL_ISA
-from ..._kernels._depthwise import depthwise_ncx, depthwise_nxc
+from ..._kernels._depthwise import depthwise_ncx
+from ..._kernels._depthwise_nxc import depthwise_nxc
 
 __all__ = ["VARIANT", "DepthwiseLayout", "depthwise_kind", "depthwise_layout", "inner_phases",
            "run_depthwise"]

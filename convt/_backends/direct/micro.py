@@ -19,7 +19,8 @@ import numpy as np
 
 from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
 from ..._kernels._layout import to_padded_nxc
-from ..._kernels._micro import MR, NR_F32, NR_F64, PACK_KB, isa, micro_conv, pack_micro
+from ..._kernels._micro import MR, NR_F32, NR_F64, isa, micro_conv
+from ..._kernels._pack import PACK_KB, pack_micro
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .phases import axes, axes3 as _axes3, axis_phases as _axis_phases, phase_combos
 

@@ -26,7 +26,9 @@ from .pixel import bias_filled, element_strides, new_output, pad3
 from .winograd_layout import (WinoLayout, _sets, wino_alignment, wino_axes,  # noqa: F401
                               wino_layout)
 from ..._kernels._layout import to_padded_nxc
-from ..._kernels._micro import MR, PACK_KB, WSUM_MAX, pack_taps, pack_wino, wino_conv, wino_ready
+from ..._kernels._micro import MR
+from ..._kernels._pack import PACK_KB, WSUM_MAX, pack_taps, pack_wino
+from ..._kernels._wino import wino_conv, wino_ready
 
 __all__ = ["VARIANT", "WinoLayout", "late_sums", "run_wino", "wino_alignment", "wino_axes",
            "wino_layout", "wino_taps", "wino_weights"]

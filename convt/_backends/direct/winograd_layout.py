@@ -23,7 +23,9 @@ import numpy as np
 from .micro import _KC, _MAX_MB, _MAX_TB
 from .phases import axes3 as _axes3, axis_phases as _axis_phases
 from .pixel import pad3
-from ..._kernels._micro import MR, PACK_KB, SET_MAX, WSUM_MAX
+from ..._kernels._micro import MR
+from ..._kernels._pack import PACK_KB, WSUM_MAX
+from ..._kernels._wino import SET_MAX
 
 __all__ = ["WinoLayout", "wino_alignment", "wino_axes", "wino_layout"]
 

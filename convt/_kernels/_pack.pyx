@@ -1,0 +1,217 @@
+"""Weight packing for the micro and Winograd variants.
+
+pack_micro: IOX weights -> the micro variant's panels, per phase [G][NP][tap][Cg][NR] (NR
+output channels a line, read by _micro.pyx's micro_conv); pack_wino: the Winograd products'
+weights, each a signed sum of kernel taps (wino_conv); pack_taps: the float32 taps in the
+lines wino_conv's late sums read (convt._winograd.wino_taps). An OpenMP prange over the input
+channels: each channel's (Mg, K) block is transposed (float32 in 8 x 8 register blocks) and
+each line stored once. Each returns whether the weights are finite (or small enough for the
+Winograd sums), checked while they are read.
+"""
+import numpy as np
+from cython.parallel cimport prange, threadid
+from libc.stdint cimport int64_t, uintptr_t
+
+from ._finite cimport _exponent_at_least, _nonfinite
+from ._packkernel cimport CONVT_WSUM_MAX, _wsum, convt_store_fence, convt_taps_f32
+from ._types cimport real
+
+cdef extern from "_transpose.h" nogil:
+    int convt_ukernel_isa()
+    void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
+
+WSUM_MAX = CONVT_WSUM_MAX   # kernel taps a product tap's weights sum at most (ck, cf columns)
+
+cdef enum:
+    _PACK_KB = 64    # kernel taps per transposed block in pack_micro
+
+
+cdef void _transpose_taps(int isa, const real* src, real* tmp, int64_t Mg, int64_t KT,
+                          int64_t k0, int64_t kb, int64_t Mgp) noexcept nogil:
+    # taps k0..k0+kb of one input channel's (Mg, KT) weights -> tmp rows (kb, Mgp)
+    cdef int64_t mm, k, m8 = 0, k8 = 0
+    if real is float:   # 8 x 8 register transposes (the scalar loop was 2/3 of the pack)
+        m8 = Mg - Mg % 8
+        k8 = kb - kb % 8
+        for mm in range(0, m8, 8):
+            for k in range(0, k8, 8):
+                convt_t8_f32(isa, src + mm * KT + k0 + k, KT, tmp + k * Mgp + mm, Mgp)
+    for mm in range(Mg):
+        for k in range(k8 if mm < m8 else 0, kb):
+            tmp[k * Mgp + mm] = src[mm * KT + k0 + k]
+
+
+cdef void _pack_channel(int isa, const real* src, real* out, real* tmp, const int64_t* kd,
+                        const int64_t* ks, int64_t g, int64_t c, int64_t Mg, int64_t KT,
+                        int64_t NP, int64_t NR) noexcept nogil:
+    # one input channel's (Mg, KT) weights -> its NR-value line in every (tap, panel)
+    cdef int64_t Mgp = NP * NR, k0 = 0, kb, k, jp, j
+    cdef real* dst
+    while k0 < KT:
+        kb = min(<int64_t> _PACK_KB, KT - k0)
+        _transpose_taps(isa, src, tmp, Mg, KT, k0, kb, Mgp)
+        for k in range(kb):
+            if kd[k0 + k] < 0:
+                continue
+            dst = out + kd[k0 + k] + g * NP * ks[k0 + k] + c * NR
+            for jp in range(NP):
+                for j in range(NR):
+                    dst[jp * ks[k0 + k] + j] = tmp[k * Mgp + jp * NR + j]
+        k0 += kb
+
+
+PACK_KB = _PACK_KB
+
+
+def pack_micro(const real[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, prod(K))
+               real[::1] out,                  # OUT packed, per phase [G][NP][tap][Cg][NR]
+               const int64_t[::1] kdst,        # IN  per kernel tap: offset of its (group 0,
+                                               #     panel 0, channel 0) line, -1 if unused
+               const int64_t[::1] kstride,     # IN  per kernel tap: panel stride (T*Cg*NR)
+               real[::1] scratch,              # IN  zeros, num_threads * PACK_KB * Mg padded
+                                               #     to NR (the padding stays zero)
+               int64_t groups, int64_t NR, int num_threads, int isa=-1):
+    """Pack the weights for micro_conv; releases the GIL. Per input channel (parallel), its
+    (Mg, K) block is transposed in blocks of PACK_KB taps into the thread's (tap, Mg padded
+    to NR) slice of the scratch, then each tap's NR-value lines are copied to their panels.
+    Returns whether every weight is finite (no NaN, no Inf), checked while they are read."""
+    cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
+    cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR
+    cdef int64_t ci, bad = 0
+    if C_in == 0 or Mg == 0 or KT == 0:
+        return True
+    if isa < 0:
+        isa = convt_ukernel_isa()
+    cdef const real* wptr = &w[0, 0, 0]
+    cdef real* optr = &out[0]
+    cdef real* tmp = &scratch[0]
+    cdef const int64_t* kd = &kdst[0]
+    cdef const int64_t* ks = &kstride[0]
+    with nogil:
+        for ci in prange(C_in, schedule="static", num_threads=num_threads):
+            _pack_channel(isa, wptr + ci * Mg * KT, optr, tmp + threadid() * _PACK_KB * Mgp, kd,
+                          ks, ci // Cg, ci % Cg, Mg, KT, NP, NR)
+            bad += _nonfinite(wptr + ci * Mg * KT, Mg * KT)
+    return bad == 0
+
+
+def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT), Mg % 16 == 0
+               float[::1] out,                 # OUT tap k's lines at k * line, per tap
+                                               #     [G][NP][Cg][16]
+               int64_t groups, int64_t line, int num_threads, int isa=-1,
+               bint stream=False, int64_t spare_bits=0):
+    """The float32 taps for wino_conv's late sums (convt._winograd.wino_taps), as pack_wino
+    with one single-tap product per tap makes them, by 8 x 8 transposes straight into their
+    lines (convt_taps_f32); releases the GIL. Returns whether every weight is below
+    2^(emax + 1 - spare_bits) in magnitude. stream: store past the caches, when out and line
+    keep every line 32-byte aligned (otherwise stored normally)."""
+    cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
+    cdef int64_t Cg = C_in // groups, NP = Mg // 16, ci, bad = 0
+    if Mg % 16:
+        raise ValueError(f"pack_taps: Mg must be a multiple of 16; got {Mg}")
+    if C_in == 0 or Mg == 0 or KT == 0:
+        return True
+    if line < NP * C_in * 16 or out.shape[0] < (KT - 1) * line + NP * C_in * 16:
+        raise ValueError(f"pack_taps: line {line} and out ({out.shape[0]} values) do not hold "
+                         f"{KT} taps of {NP * C_in * 16} values")
+    if isa < 0:
+        isa = convt_ukernel_isa()
+    cdef const float* wptr = &w[0, 0, 0]
+    cdef float* optr = &out[0]
+    # streamed stores need 32-byte aligned lines: tap k's lines start at k * line, each
+    # channel's 16 values at a multiple of 16 (a hint, so any other out is stored normally)
+    stream = stream and _aligned32(optr, sizeof(float), &line, 1)
+    with nogil:
+        for ci in prange(C_in, schedule="static", num_threads=num_threads):
+            bad += convt_taps_f32(isa, wptr + ci * Mg * KT, Mg, KT,
+                                  optr + ((ci // Cg) * NP * Cg + ci % Cg) * 16, line, Cg * 16,
+                                  <int> spare_bits, stream)
+            if stream:
+                convt_store_fence()
+    return bad == 0
+
+
+cdef bint _aligned32(const void* base, size_t itemsize, const int64_t* offsets,
+                     int64_t n) noexcept nogil:
+    # whether base and base + k * itemsize for each of the n offsets k are 32-byte aligned
+    # (_mm256_stream_ps / _pd fault on any other address)
+    cdef int64_t i
+    if (<uintptr_t> base) % 32:
+        return False
+    for i in range(n):
+        if (offsets[i] * <int64_t> itemsize) % 32:
+            return False
+    return True
+
+
+cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
+                                const int64_t* ck, const real* cf, const int64_t* ud,
+                                const int64_t* us, int64_t U, int64_t g, int64_t c, int64_t Mg,
+                                int64_t KT, int64_t NP, int64_t NR, int stream) noexcept nogil:
+    # one input channel: its taps transposed (KT <= PACK_KB), then per product tap u the sum
+    # of cf[u, e] * tap ck[u, e] over its WSUM_MAX entries (cf = 0: unused), in entry order,
+    # straight into its NR-value line of every panel (convt_wsum: the sums in registers, one
+    # 64-byte store per line; a row buffer summed in C then copied took 7.7 ms for dcgan_g1's
+    # 18.9 MB on one thread; stream: past the caches); returns 1 when a sum is not finite
+    cdef int64_t Mgp = NP * NR, u, bad = 0
+    cdef real* dst
+    _transpose_taps(isa, src, tmp, Mg, KT, 0, KT, Mgp)
+    for u in range(U):
+        dst = out + ud[u] + g * NP * us[u] + c * NR
+        bad |= _wsum(isa, tmp, Mgp, ck + CONVT_WSUM_MAX * u, cf + CONVT_WSUM_MAX * u, dst,
+                     us[u], NP, NR, stream)
+    if stream:
+        convt_store_fence()
+    return bad
+
+
+def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod(K)), K <= PACK_KB
+              real[::1] out,                   # OUT packed, per product [G][NP][tap][Cg][NR]
+              const int64_t[:, ::1] ck,        # IN  per product tap, WSUM_MAX kernel taps ...
+              const real[:, ::1] cf,           # IN  ... and their coefficients (0: unused)
+              const int64_t[::1] udst,         # IN  per product tap: offset of its (group 0,
+                                               #     panel 0, channel 0) line
+              const int64_t[::1] ustride,      # IN  per product tap: panel stride
+              real[::1] scratch,               # IN  zeros, num_threads * PACK_KB * Mg padded
+                                               #     to NR (the padding stays zero)
+              int64_t groups, int64_t NR, int num_threads, int isa=-1, bint stream=False,
+              int64_t spare_bits=0):
+    """Pack the Winograd products' weights for wino_conv (each product tap's weights are a
+    signed sum of kernel taps, summed here in the compute dtype); releases the GIL. Returns
+    whether every weight and every sum is finite; with spare_bits, also whether every weight
+    is below 2^(emax + 1 - spare_bits) in magnitude (so that a signed sum of 2^spare_bits of
+    them is finite: convt._winograd.wino_taps, whose sums wino_conv makes). stream: store
+    the packed lines past the caches (convt_wsum; for packs too large to stay there,
+    convt._winograd), when out, NR, udst and ustride keep every line 32-byte aligned
+    (otherwise stored normally)."""
+    cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2], U = ck.shape[0]
+    cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR
+    cdef int64_t ci, bad = 0
+    if (ck.shape[1] != CONVT_WSUM_MAX or cf.shape[1] != CONVT_WSUM_MAX
+            or cf.shape[0] != U or udst.shape[0] < U or ustride.shape[0] < U
+            or (U and (np.min(ck) < 0 or np.max(ck) >= KT))):
+        raise ValueError(f"pack_wino: ck and cf need {CONVT_WSUM_MAX} entries per product tap "
+                         f"(kernel taps below {KT}) and udst, ustride one per product tap")
+    if C_in == 0 or Mg == 0 or KT == 0 or U == 0:
+        return True
+    if isa < 0:
+        isa = convt_ukernel_isa()
+    cdef const real* wptr = &w[0, 0, 0]
+    cdef real* optr = &out[0]
+    cdef real* tmp = &scratch[0]
+    cdef const int64_t* kp = &ck[0, 0]
+    cdef const real* fp = &cf[0, 0]
+    cdef const int64_t* ud = &udst[0]
+    cdef const int64_t* us = &ustride[0]
+    # streamed stores need 32-byte aligned lines: every line starts at udst[u] + (g * NP + jp)
+    # * ustride[u] + c * NR (a hint, so any other layout is stored normally)
+    stream = stream and (_aligned32(optr, sizeof(real), &NR, 1)
+                         and _aligned32(optr, sizeof(real), ud, U)
+                         and _aligned32(optr, sizeof(real), us, U))
+    with nogil:
+        for ci in prange(C_in, schedule="static", num_threads=num_threads):
+            bad += _pack_wino_channel(isa, wptr + ci * Mg * KT, optr,
+                                      tmp + threadid() * _PACK_KB * Mgp, kp, fp, ud, us,
+                                      U, ci // Cg, ci % Cg, Mg, KT, NP, NR, stream)
+            bad += _exponent_at_least(wptr + ci * Mg * KT, Mg * KT, spare_bits)
+    return bad == 0

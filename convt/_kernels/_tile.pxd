@@ -1,0 +1,258 @@
+# The register tiles of the micro and Winograd variants (_micro.pyx, _wino.pyx; the algorithm
+# in _micro.pyx's docstring): the rows' input pointers (or a Winograd product's input
+# transforms), the sub-tiles' tap masks, and the micro-kernel calls over blocks of taps and
+# channels. cdef inline in a .pxd, so that each module compiles its own copy: no call
+# crosses modules.
+from libc.stdint cimport int64_t, uint64_t
+
+from ._packkernel cimport CONVT_WSUM_MAX, _wsum
+from ._types cimport real
+
+cdef extern from *:
+    """
+    #define convt_ctz64(v) ((int64_t) __builtin_ctzll(v))
+    """
+    int64_t convt_ctz64(uint64_t v) nogil
+
+cdef extern from "_ukernel.h" nogil:
+    int CONVT_MR
+    int CONVT_NR_F32
+    int CONVT_NR_F64
+    int convt_ukernel_isa()
+    void convt_ukernel_f32(int isa, int64_t ntaps, int64_t kc, const float* const* a,
+                           int64_t astride, int64_t aoff, const float* b, int64_t bstride,
+                           float* c, int64_t ldc, int acc)
+    void convt_ukernel_f64(int isa, int64_t ntaps, int64_t kc, const double* const* a,
+                           int64_t astride, int64_t aoff, const double* b, int64_t bstride,
+                           double* c, int64_t ldc, int acc)
+
+cdef extern from "_corners.h" nogil:
+    void convt_corners_f32(int isa, const float* src, const int64_t* off, int n, int neg,
+                           float* dst, int64_t C)
+    void convt_corners_f64(int isa, const double* src, const int64_t* off, int n, int neg,
+                           double* dst, int64_t C)
+
+cdef enum:
+    PHASE_COLS = 9     # phase table columns: Q0, Q1, Q2, c0, c1, c2, first tap, taps,
+                       # packed-weight offset (convt._micro writes the same)
+    _WINO_ROWS = 192   # most rows of a Winograd task (convt._micro._MAX_MB): _wino_build's stack
+
+
+cdef inline void _ukernel(int isa, int64_t ntaps, int64_t kc, const real** a, int64_t astride,
+                          int64_t aoff, const real* b, int64_t bstride, real* c, int64_t ldc,
+                          int acc) noexcept nogil:
+    if real is float:
+        convt_ukernel_f32(isa, ntaps, kc, <const float* const*> a, astride, aoff, b, bstride,
+                          c, ldc, acc)
+    else:
+        convt_ukernel_f64(isa, ntaps, kc, <const double* const*> a, astride, aoff, b,
+                          bstride, c, ldc, acc)
+
+
+cdef inline void _row_pos(int64_t r, const int64_t* ph, const int64_t* d,
+                          int64_t* q) noexcept nogil:
+    # row r of a phase -> (n, q0, q1, q2); rows run over (n, q0, q1, q2), or with d[18]
+    # (batch innermost) over (q0, q1, q2, n)
+    if d[18]:
+        q[0] = r % d[0]
+        r = r // d[0]
+    q[3] = r % ph[2]
+    q[2] = (r // ph[2]) % ph[1]
+    q[1] = (r // (ph[2] * ph[1])) % ph[0]
+    if not d[18]:
+        q[0] = r // (ph[2] * ph[1] * ph[0])
+
+
+cdef inline void _next_pos(const int64_t* ph, const int64_t* d, int64_t* q) noexcept nogil:
+    # (n, q0, q1, q2) of the next row (no division: rows are walked in order)
+    if d[18]:
+        q[0] += 1
+        if q[0] < d[0]:
+            return
+        q[0] = 0
+    q[3] += 1
+    if q[3] == ph[2]:
+        q[3] = 0
+        q[2] += 1
+        if q[2] == ph[1]:
+            q[2] = 0
+            q[1] += 1
+            if q[1] == ph[0]:
+                q[1] = 0
+                q[0] += 1
+
+
+cdef inline void _pointers(const real* x, const real* zero, const int64_t* ph,
+                           const int64_t* tap_e, int64_t t0, int64_t nt, int64_t r0, int64_t m,
+                           int64_t mpad, const int64_t* d, const real** ptr) noexcept nogil:
+    # ptr[t * mpad + i]: the input pixel row r0 + i reads for tap t0 + t of the phase, or zero
+    cdef int64_t I0 = d[1], I1 = d[2], I2 = d[3], C_in = d[11]
+    cdef int64_t i, t, i0, i1, i2
+    cdef int64_t q[4]
+    cdef const int64_t* e
+    _row_pos(r0, ph, d, q)
+    for i in range(mpad):
+        if i >= m:
+            for t in range(nt):
+                ptr[t * mpad + i] = zero
+            continue
+        if i:
+            _next_pos(ph, d, q)
+        for t in range(nt):
+            e = tap_e + 3 * (ph[6] + t0 + t)
+            i0 = q[1] + e[0]
+            i1 = q[2] + e[1]
+            i2 = q[3] + e[2]
+            if 0 <= i0 < I0 and 0 <= i1 < I1 and 0 <= i2 < I2:
+                ptr[t * mpad + i] = x + (((q[0] * I0 + i0) * I1 + i1) * I2 + i2) * C_in
+            else:
+                ptr[t * mpad + i] = zero
+
+
+cdef inline void _wino_build(int isa, const real* x, const real* zero, const int64_t* ph,
+                             const int64_t* toff, const int64_t* tkind, int64_t t0, int64_t nt,
+                             int64_t r0, int64_t m, int64_t mpad, const int64_t* d, real* v,
+                             const real** ptr) noexcept nogil:
+    # As _pointers, for a Winograd product (wino_conv): row r0 + i is the tile (n, j0, j1,
+    # j2) and its tap t reads the pixel x + toff[tap] + n * d[22] + sum of m_a * j_a * d[19 + a]
+    # (steps m_a in ph[3:6]) of the zero-haloed grid. A tap of kind 0 reads it in place; one
+    # of another kind reads its input transform, built here into v (row t * mpad + i, C_in
+    # values): the signed sum of the pixel's corners along the kind's axes (_corners.h's
+    # convt_corners), 2 bits per axis a at bit 2a: 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] +
+    # x[u+1] (convt._winograd's PLAIN, DIFF, DIFF2, SUM). The planner keeps every read inside
+    # the grid. The rows' pixels first, then tap by tap (a tap's corners made once for all its
+    # rows).
+    cdef int64_t C = d[11], i, t, tap, kind, a, j, n, at, code
+    cdef int neg
+    cdef int64_t q[4]
+    cdef int64_t off[8]
+    cdef int64_t base[_WINO_ROWS]
+    cdef real* dst
+    _row_pos(r0, ph, d, q)
+    for i in range(m):
+        if i:
+            _next_pos(ph, d, q)
+        base[i] = (q[0] * d[22] + ph[3] * q[1] * d[19] + ph[4] * q[2] * d[20]
+                   + ph[5] * q[3] * d[21])
+    for t in range(nt):
+        tap = ph[6] + t0 + t
+        kind = tkind[tap]
+        at = toff[tap]
+        for i in range(m, mpad):
+            ptr[t * mpad + i] = zero
+        if kind == 0:
+            for i in range(m):
+                ptr[t * mpad + i] = x + at + base[i]
+            continue
+        # corner j's offset: bit b of j steps along the kind's b-th axis (two steps for a
+        # difference two apart); bit b of neg: that axis subtracts
+        off[0] = 0
+        n = 1
+        neg = 0
+        for a in range(3):
+            code = kind >> (2 * a) & 3
+            if code:
+                for j in range(n):
+                    off[n + j] = off[j] + (2 if code == 2 else 1) * d[19 + a]
+                if code != 3:
+                    neg |= <int> n
+                n *= 2
+        for i in range(m):
+            dst = v + (t * mpad + i) * C
+            if real is float:
+                convt_corners_f32(isa, x + at + base[i], off, <int> n, neg, dst, C)
+            else:
+                convt_corners_f64(isa, x + at + base[i], off, <int> n, neg, dst, C)
+            ptr[t * mpad + i] = dst
+
+
+cdef inline void _tap_masks(const real* zero, const real** ptr, int64_t nt, int64_t mpad,
+                            uint64_t* masks) noexcept nogil:
+    # masks[ir]: bit k set when tap k of the block reads data for a row of sub-tile ir
+    cdef int64_t ir, k, i
+    cdef uint64_t mask
+    for ir in range(mpad // CONVT_MR):
+        mask = 0
+        for k in range(nt):
+            for i in range(CONVT_MR):
+                if ptr[k * mpad + ir * CONVT_MR + i] != zero:
+                    mask |= (<uint64_t> 1) << k
+                    break
+        masks[ir] = mask
+
+
+cdef inline void _masked_ukernel(int isa, uint64_t mask, int64_t nt, int64_t kc,
+                                 const real** a, int64_t astride, int64_t aoff, const real* b,
+                                 int64_t bstride, real* c, int64_t ldc,
+                                 bint first) noexcept nogil:
+    # One sub-tile over the taps of a block set in mask (runs of consecutive taps, one kernel
+    # call each); first: the tile's first block and chunk (initialise, not accumulate).
+    cdef uint64_t full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
+    cdef int64_t ts, run
+    cdef int acc = not first
+    if mask == full:
+        _ukernel(isa, nt, kc, a, astride, aoff, b, bstride, c, ldc, acc)
+        return
+    if mask == 0 and first:   # no data at all: the sub-tile is zeros
+        _ukernel(isa, 0, kc, a, astride, aoff, b, bstride, c, ldc, 0)
+    while mask:
+        ts = convt_ctz64(mask)
+        run = convt_ctz64(~(mask >> ts))
+        _ukernel(isa, run, kc, a + ts * astride, astride, aoff, b + ts * bstride, bstride, c,
+                 ldc, acc)
+        acc = 1
+        mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
+
+
+cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
+                       const int64_t* ph, const int64_t* tap_e, int64_t r0, int64_t m,
+                       const int64_t* d, real* t, const real** ptr, uint64_t* masks,
+                       const int64_t* tkind=NULL, real* v=NULL, const int64_t* ck=NULL,
+                       const real* cf=NULL, int64_t rstride=0, real* wb=NULL) noexcept nogil:
+    # The tile of rows r0..r0+m of the phase ph (which has taps): blocks of TB taps (pointers
+    # looked up once per block), chunks of CC channels, then per group and panel the MR-row
+    # sub-tiles. A sub-tile runs only the taps that read data for at least one of its rows
+    # (masks: a bit per tap of the block), in runs of consecutive taps: the taps of a phase's
+    # border rows that fall off the data are skipped when the sub-tile's rows share them.
+    # ck != NULL (wino_conv's late sums): wp holds the kernel taps, tap k's lines at
+    # wp + k * rstride laid out [G][NP][Cg][NR] (convt._winograd.wino_taps), and each block's
+    # panel of product weights is summed here (convt_wsum, as pack_wino sums them: the same
+    # bits) into wb, once per chunk, group and panel, for all the panel's sub-tiles.
+    cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
+    cdef int64_t NR = d[17], T = ph[7]
+    cdef int64_t mpad = (m + CONVT_MR - 1) // CONVT_MR * CONVT_MR
+    cdef int64_t t0, nt, c0, kc, g, jp, ir, u, bstride
+    cdef const real* panel
+    cdef bint first = True
+    t0 = 0
+    while t0 < T:
+        nt = min(TB, T - t0)
+        if tkind != NULL:   # a Winograd product (wino_conv): tap_e holds flat offsets
+            _wino_build(isa, x, zero, ph, tap_e, tkind, t0, nt, r0, m, mpad, d, v, ptr)
+        else:
+            _pointers(x, zero, ph, tap_e, t0, nt, r0, m, mpad, d, ptr)
+        _tap_masks(zero, ptr, nt, mpad, masks)
+        c0 = 0
+        while c0 < Cg:
+            kc = min(CC, Cg - c0)
+            # between a panel's taps: the panel's [tap][c][NR] (wb: kc channels of each)
+            bstride = kc * NR if ck != NULL else Cg * NR
+            for g in range(G):
+                for jp in range(NP):
+                    if ck != NULL:
+                        for u in range(nt):
+                            _wsum(isa, wp + ((g * NP + jp) * Cg + c0) * NR, rstride,
+                                  ck + CONVT_WSUM_MAX * (ph[6] + t0 + u),
+                                  cf + CONVT_WSUM_MAX * (ph[6] + t0 + u),
+                                  wb + u * bstride, NR, kc, NR)
+                        panel = wb
+                    else:   # packed weights of the phase: [g][jp][tap][c][NR]
+                        panel = wp + ph[8] + (((g * NP + jp) * T + t0) * Cg + c0) * NR
+                    for ir in range(mpad // CONVT_MR):
+                        _masked_ukernel(isa, masks[ir], nt, kc, ptr + ir * CONVT_MR, mpad,
+                                        g * Cg + c0, panel, bstride,
+                                        t + ir * CONVT_MR * ldc + (g * NP + jp) * NR, ldc,
+                                        first)
+            first = False
+            c0 += kc
+        t0 += nt

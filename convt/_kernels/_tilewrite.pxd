@@ -1,0 +1,86 @@
+# Tiles of the micro and Winograd variants (_micro.pyx, _wino.pyx) written into y with the
+# bias: channels-last row by row, channels-first in 8 x 8 transposed blocks along runs of rows
+# contiguous in y (_writeout.h's convt_cf8_f32), the rest one value per store. cdef inline in
+# a .pxd, as _tile.pxd, so that each module compiles its own copy.
+from libc.stdint cimport int64_t
+
+from ._types cimport real
+
+cdef extern from "_writeout.h" nogil:
+    void convt_cf8_f32(int isa, const float* ta, const float* tb, int64_t ldc,
+                       const float* bias, float* y, int64_t cs)
+
+cdef enum:
+    _WRITE_ROWS = 16  # tile rows per block of the scalar channels-first write-out
+
+
+cdef inline void _write_nxc(const real* t, int64_t ldc, const real* bias, real* y, int64_t m,
+                            const int64_t* d, const int64_t* off) noexcept nogil:
+    # Channels-last: tile rows (or only the bias when t is NULL) -> y, row by row.
+    cdef int64_t G = d[7], Mg = d[9], gw = d[10] * d[17], i, g, mm, co
+    cdef real* dd
+    cdef const real* tr
+    for i in range(m):
+        dd = y + off[i]
+        if t == NULL:
+            for co in range(G * Mg):
+                dd[co] = bias[co]
+            continue
+        tr = t + i * ldc
+        for g in range(G):
+            for mm in range(Mg):
+                dd[g * Mg + mm] = tr[g * gw + mm] + bias[g * Mg + mm]
+
+
+cdef inline void _cols(const real* ta, const real* tb, int64_t ldc, const real* bias, real* y,
+                       int64_t cs, const int64_t* op, int64_t i0, int64_t i1,
+                       int64_t nch) noexcept nogil:
+    # Channels-first, one value per store: channel j < nch of rows i0..i1 of the tile ta
+    # (NULL: a tap-less phase, only the bias) to y[j * cs + op[i]], and when tb is given, its
+    # rows to the next position (the pair of phases of _write_blocks).
+    cdef int64_t j, i
+    cdef real bc
+    for j in range(nch):
+        bc = bias[j]
+        for i in range(i0, i1):
+            y[j * cs + op[i]] = (ta[i * ldc + j] + bc) if ta != NULL else bc
+            if tb != NULL:
+                y[j * cs + op[i] + 1] = tb[i * ldc + j] + bc
+
+
+cdef inline void _write_blocks(int isa, const real* ta, const real* tb, const real* bias,
+                               real* y, int64_t mp, const int64_t* d, int64_t cs,
+                               const int64_t* op, int64_t step) noexcept nogil:
+    # Channels-first write-out of one phase's tile ta (step 1: its rows are contiguous in y
+    # along runs of the last axis), or of a pair (ta, tb) of phases c2 = 0, 1 of stride 2
+    # (step 2: the two interleave into contiguous runs). Per block of 8 channels (8 streams
+    # of y), the runs of rows are written in 8 x 8 transposed blocks (convt_cf8_f32), their
+    # remainders and the channels past the last block of 8 one value at a time.
+    cdef int64_t G = d[7], Mg = d[9], ldc = d[15], gw = d[10] * d[17]
+    cdef int64_t g, mm0, co, i, j, k
+    cdef const real* a
+    cdef const real* b
+    for g in range(G):
+        mm0 = 0
+        while True:
+            # the tiles' columns of channels mm0.. of group g
+            a = ta + g * gw + mm0
+            b = tb + g * gw + mm0 if tb != NULL else NULL
+            co = g * Mg + mm0
+            if mm0 + 8 > Mg:
+                _cols(a, b, ldc, bias + co, y + co * cs, cs, op, 0, mp, Mg - mm0)
+                break
+            i = 0
+            while i < mp:
+                j = i + 1
+                while j < mp and op[j] - op[j - 1] == step:
+                    j += 1
+                k = i
+                while k + 8 <= j:
+                    if real is float:
+                        convt_cf8_f32(isa, a + k * ldc, b + k * ldc if b != NULL else NULL,
+                                      ldc, bias + co, y + co * cs + op[k], cs)
+                    k += 8
+                _cols(a, b, ldc, bias + co, y + co * cs, cs, op, k, j, 8)
+                i = j
+            mm0 += 8

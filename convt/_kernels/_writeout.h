@@ -1,0 +1,221 @@
+/* Write-outs of computed tiles into channels-first y, with the bias: a tile holds a row per
+ * output position and a column per channel, y a row per channel, so the values go out
+ * through register transposes (_transpose.h) in whole vectors of each channel's row.
+ *
+ * convt_cf8_f32: the micro variant's rows contiguous in y (_tilewrite.pxd); convt_g8_*: the
+ * Winograd variant's sets, a tile row per output (_wino.pyx); convt_zip2_*: the GEMM
+ * variant's stride-2 phase pairs from a channel-major tile (_gemm.pyx). Each value takes one
+ * rounding (the bias addition), as in the scalar loops they replace: identical results.
+ */
+#ifndef CONVT_WRITEOUT_H
+#define CONVT_WRITEOUT_H
+
+#include <stdint.h>
+
+#include "_isa.h"
+#include "_transpose.h"
+
+/* The channels-first write-out of 8 tile rows x 8 channels (float32), with the bias:
+ *
+ *     tb == NULL: y[j*cs + k]       = ta[k*ldc + j] + bias[j]           (rows contiguous in y)
+ *     otherwise:  y[j*cs + 2k]      = ta[k*ldc + j] + bias[j],
+ *                 y[j*cs + 2k + 1]  = tb[k*ldc + j] + bias[j]           (two phases interleaved)
+ *
+ * for j, k < 8: a transpose of the tile block, so each channel's outputs go out in whole
+ * vectors (the scalar loop stored one value per indexed store, 3 cycles a value). One
+ * rounding per value (the addition), as in the scalar loop: the results are identical. */
+static void convt_cf8_f32_generic(const float* ta, const float* tb, int64_t ldc,
+                                  const float* bias, float* y, int64_t cs)
+{
+    int64_t j, k;
+    for (j = 0; j < 8; j++)
+        for (k = 0; k < 8; k++) {
+            if (tb == NULL) {
+                y[j * cs + k] = ta[k * ldc + j] + bias[j];
+            } else {
+                y[j * cs + 2 * k] = ta[k * ldc + j] + bias[j];
+                y[j * cs + 2 * k + 1] = tb[k * ldc + j] + bias[j];
+            }
+        }
+}
+
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2")))
+static void convt_cf8_f32_avx2(const float* ta, const float* tb, int64_t ldc,
+                               const float* bias, float* y, int64_t cs)
+{
+    __m256 a[8], b[8];
+    int j;
+    convt_transpose8_f32(ta, ldc, a);
+    for (j = 0; j < 8; j++)
+        a[j] = _mm256_add_ps(a[j], _mm256_broadcast_ss(bias + j));
+    if (tb == NULL) {
+        for (j = 0; j < 8; j++)
+            _mm256_storeu_ps(y + j * cs, a[j]);
+        return;
+    }
+    convt_transpose8_f32(tb, ldc, b);
+    for (j = 0; j < 8; j++) {
+        b[j] = _mm256_add_ps(b[j], _mm256_broadcast_ss(bias + j));
+        __m256 lo = _mm256_unpacklo_ps(a[j], b[j]), hi = _mm256_unpackhi_ps(a[j], b[j]);
+        _mm256_storeu_ps(y + j * cs, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(y + j * cs + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+}
+#endif
+
+static inline void convt_cf8_f32(int isa, const float* ta, const float* tb, int64_t ldc,
+                                 const float* bias, float* y, int64_t cs)
+{
+#if CONVT_HAVE_AVX2_PATH
+    if (isa == 1) {
+        convt_cf8_f32_avx2(ta, tb, ldc, bias, y, cs);
+        return;
+    }
+#endif
+    convt_cf8_f32_generic(ta, tb, ldc, bias, y, cs);
+}
+
+/* The channels-first write-out of 8 consecutive outputs of a line of y, each a tile row of
+ * its own (the Winograd variant's sets: phases and sub-phases interleave along the last
+ * axis), 8 channels from channel coff of each row, with the bias:
+ *
+ *     y[j*cs + k] = rows[k][coff + j] + bias[j]        for j, k < 8
+ *
+ * as convt_cf8_f32 (one rounding per value: the scalar loop's results). */
+#define CONVT_G8_GENERIC(NAME, T)                                                        \
+static void NAME(const T* const* rows, int64_t coff, const T* bias, T* y, int64_t cs)    \
+{                                                                                        \
+    int64_t j, k;                                                                        \
+    for (j = 0; j < 8; j++)                                                              \
+        for (k = 0; k < 8; k++)                                                          \
+            y[j * cs + k] = rows[k][coff + j] + bias[j];                                 \
+}
+/* ... and its dispatch on the ISA */
+#if CONVT_HAVE_AVX2_PATH
+#define CONVT_G8_DISPATCH(NAME, T)                                                       \
+static inline void NAME(int isa, const T* const* rows, int64_t coff, const T* bias,      \
+                        T* y, int64_t cs)                                                \
+{                                                                                        \
+    if (isa == 1) {                                                                      \
+        NAME##_avx2(rows, coff, bias, y, cs);                                            \
+        return;                                                                          \
+    }                                                                                    \
+    NAME##_generic(rows, coff, bias, y, cs);                                             \
+}
+#else
+#define CONVT_G8_DISPATCH(NAME, T)                                                       \
+static inline void NAME(int isa, const T* const* rows, int64_t coff, const T* bias,      \
+                        T* y, int64_t cs)                                                \
+{                                                                                        \
+    (void) isa;                                                                          \
+    NAME##_generic(rows, coff, bias, y, cs);                                             \
+}
+#endif
+
+CONVT_G8_GENERIC(convt_g8_f32_generic, float)
+
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2")))
+static void convt_g8_f32_avx2(const float* const* rows, int64_t coff, const float* bias,
+                              float* y, int64_t cs)
+{
+    __m256 c[8];
+    int j;
+    convt_tr8_f32(_mm256_loadu_ps(rows[0] + coff), _mm256_loadu_ps(rows[1] + coff),
+                  _mm256_loadu_ps(rows[2] + coff), _mm256_loadu_ps(rows[3] + coff),
+                  _mm256_loadu_ps(rows[4] + coff), _mm256_loadu_ps(rows[5] + coff),
+                  _mm256_loadu_ps(rows[6] + coff), _mm256_loadu_ps(rows[7] + coff), c);
+    for (j = 0; j < 8; j++)
+        _mm256_storeu_ps(y + j * cs, _mm256_add_ps(c[j], _mm256_broadcast_ss(bias + j)));
+}
+#endif
+
+CONVT_G8_DISPATCH(convt_g8_f32, float)
+
+/* convt_g8_f32 in float64 (the AVX2 body: four 4 x 4 register transposes). */
+CONVT_G8_GENERIC(convt_g8_f64_generic, double)
+
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2")))
+static void convt_g8_f64_avx2(const double* const* rows, int64_t coff, const double* bias,
+                              double* y, int64_t cs)
+{
+    __m256d r[4], c[4];
+    int bj, bk, k;
+    for (bj = 0; bj < 8; bj += 4)          /* channels bj..bj+3 */
+        for (bk = 0; bk < 8; bk += 4) {    /* outputs bk..bk+3 */
+            for (k = 0; k < 4; k++)
+                r[k] = _mm256_loadu_pd(rows[bk + k] + coff + bj);
+            convt_tr4_f64(r, c);
+            for (k = 0; k < 4; k++)
+                _mm256_storeu_pd(y + (bj + k) * cs + bk,
+                                 _mm256_add_pd(c[k], _mm256_broadcast_sd(bias + bj + k)));
+        }
+}
+#endif
+
+CONVT_G8_DISPATCH(convt_g8_f64, double)
+
+/* Two phases of one channel interleaved into a channels-first output row, with the bias:
+ *
+ *     y[2i] = a[i] + bias,  y[2i + 1] = b[i] + bias,   i < n
+ *
+ * (the GEMM variant's write-out of stride-2 phase pairs from a channel-major tile; the scalar
+ * loop stored one value per strided store). One rounding per value, as the scalar loop. */
+#define CONVT_ZIP2_GENERIC                                                               \
+    for (; i < n; i++) {                                                                 \
+        y[2 * i] = a[i] + bias;                                                          \
+        y[2 * i + 1] = b[i] + bias;                                                      \
+    }
+
+#if CONVT_HAVE_AVX2_PATH
+#define CONVT_ZIP2_AVX2(NAME, T, V, LANES, SET1, LOADU, STOREU, ADD, UNPLO, UNPHI, PERM)  \
+__attribute__((target("avx2")))                                                          \
+static void NAME(const T* a, const T* b, T bias, T* y, int64_t n)                        \
+{                                                                                        \
+    int64_t i = 0;                                                                       \
+    V bv = SET1(bias);                                                                   \
+    for (; i + LANES <= n; i += LANES) {                                                 \
+        V va = ADD(LOADU(a + i), bv), vb = ADD(LOADU(b + i), bv);                        \
+        V lo = UNPLO(va, vb), hi = UNPHI(va, vb);                                        \
+        STOREU(y + 2 * i, PERM(lo, hi, 0x20));                                           \
+        STOREU(y + 2 * i + LANES, PERM(lo, hi, 0x31));                                   \
+    }                                                                                    \
+    CONVT_ZIP2_GENERIC                                                                   \
+}
+CONVT_ZIP2_AVX2(convt_zip2_f32_avx2, float, __m256, 8, _mm256_set1_ps, _mm256_loadu_ps,
+                _mm256_storeu_ps, _mm256_add_ps, _mm256_unpacklo_ps, _mm256_unpackhi_ps,
+                _mm256_permute2f128_ps)
+CONVT_ZIP2_AVX2(convt_zip2_f64_avx2, double, __m256d, 4, _mm256_set1_pd, _mm256_loadu_pd,
+                _mm256_storeu_pd, _mm256_add_pd, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
+                _mm256_permute2f128_pd)
+#endif
+
+static inline void convt_zip2_f32(int isa, const float* a, const float* b, float bias, float* y,
+                                  int64_t n)
+{
+    int64_t i = 0;
+#if CONVT_HAVE_AVX2_PATH
+    if (isa == 1) {
+        convt_zip2_f32_avx2(a, b, bias, y, n);
+        return;
+    }
+#endif
+    CONVT_ZIP2_GENERIC
+}
+
+static inline void convt_zip2_f64(int isa, const double* a, const double* b, double bias,
+                                  double* y, int64_t n)
+{
+    int64_t i = 0;
+#if CONVT_HAVE_AVX2_PATH
+    if (isa == 1) {
+        convt_zip2_f64_avx2(a, b, bias, y, n);
+        return;
+    }
+#endif
+    CONVT_ZIP2_GENERIC
+}
+
+#endif /* CONVT_WRITEOUT_H */
