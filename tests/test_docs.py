@@ -45,3 +45,44 @@ def test_block_pattern_sees_the_quick_start():
     # Guards the regular expression: a pattern that matched nothing would pass every page.
     blocks = BLOCK.findall(open(os.path.join(ROOT, "docs", "quickstart.md")).read())
     assert len(blocks) >= 4 and all("convt" in b or "np." in b for b in blocks)
+
+
+README = os.path.join(ROOT, "README.md")
+
+
+def test_readme_gives_the_commands_ci_runs():
+    # .ci/run runs the README's test command verbatim; a user copies both lines as they stand.
+    text = open(README).read()
+    for command in ('pip install -e . && python -m convt demo',
+                    'pip install -e ".[test]" && python -m pytest -q'):
+        assert f"\n    {command}\n" in text, f"README lacks the command line {command!r}"
+    assert 'pip install -e ".[test]" && python -m pytest -q' in open(
+        os.path.join(ROOT, ".ci", "run")).read()
+
+
+def test_readme_peer_table_is_the_committed_data():
+    # Every figure of the README's performance table, its date and commit, and the geometric
+    # means quoted under it come from docs/data/peers.json (none typed in by hand).
+    import json
+    import math
+
+    text = open(README).read()
+    data = json.load(open(os.path.join(ROOT, "docs", "data", "peers.json")))
+    assert data["meta"]["date"] in text and data["meta"]["commit"] in text
+    rows = dict(re.findall(r"^\| (\w+) \| ([\d.]+ \(\w+\) \| [\d.]+ \| [\d.]+) \|$", text, re.M))
+    ratios = []
+    for row in data["rows"]:
+        ms = row["ms"]
+        peers = {k: v for k, v in ms.items() if not k.startswith("convt")}
+        peer = min(peers, key=peers.get)
+        ratio = peers[peer] / ms["convt_prepared"]
+        ratios.append(ratio)
+        expected = f"{peers[peer]:.1f} ({peer}) | {ms['convt_prepared']:.1f} | {ratio:.2f}"
+        assert rows.get(row["name"]) == expected, (row["name"], rows.get(row["name"]), expected)
+    assert sorted(rows) == sorted(row["name"] for row in data["rows"]) and len(rows) == 14
+
+    def gmean(values):
+        return math.exp(sum(map(math.log, values)) / len(values))
+
+    assert f"Geometric mean {gmean(ratios[:12]):.2f} over the first 12 layers" in text
+    assert f"{gmean(ratios):.2f} over all 14" in text
