@@ -23,7 +23,7 @@ from ._config import show_config
 from ._dispatch.explain import Explanation
 from ._dispatch.tune import export_tuning, forget_tuning, import_tuning, use_tuning_store
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 __all__ = ["conv_transpose", "ConvTranspose", "show_config", "onnx", "openvino", "onednn",
            "__version__", "explain", "Explanation", "calibrate", "export_tuning",
            "import_tuning", "forget_tuning", "use_tuning_store"]

@@ -2,7 +2,7 @@
 
 ``conv_transpose`` plans with the same front ends and the same padding resolution as the
 in-memory functions, then cuts the canonical geometry into independent output blocks
-(convt/_chunking.py): each block is one convt call on its input slice plus a halo, with local
+(convt/_geometry/chunking.py): each block is one convt call on its input slice plus a halo, with local
 pads, so no block ever needs another's output. The graph has one task per output block; the
 weights and bias are one more key that every task depends on, so a distributed scheduler ships
 them once per worker, and each process keeps its prepared plans in a small cache keyed by a

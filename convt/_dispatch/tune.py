@@ -63,7 +63,7 @@ def cpu_model():
 
 def stamp():
     """What a stored tuning or calibration is valid for: this convt version and CPU."""
-    from .. import __version__
+    from .._version import __version__
 
     return {"convt": __version__, "cpu": cpu_model()}
 

@@ -1,6 +1,6 @@
 """Cutting one transposed convolution into independent output blocks (for convt.dask).
 
-Per spatial axis, in the canonical geometry (convt/_geometry.py: stride s, dilation d, kernel
+Per spatial axis, in the canonical geometry (convt/_geometry/geometry.py: stride s, dilation d, kernel
 K, extent E = (K-1)*d + 1, input length I, pads pb / pe, output length L),
 
     y[o] = bias + sum of x[i] * w[k] over all i*s + k*d - pb == o.

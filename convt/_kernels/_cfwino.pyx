@@ -8,7 +8,7 @@ products per tile j (u = 2j + e_c; convt/_kernels/_wino.pyx):
     m0 = (x[u] - x[u+1]) W_lo,  m1 = x[u+1] (W_lo + W_hi),  m2 = (x[u+1] - x[u+2]) (-W_hi)
     y[2j] = m0 + m1,  y[2j+1] = m2 + m1.
 
-The phases' offsets e_c take at most two values, e and e + 1 (convt._cfwino.cf_layout), so
+The phases' offsets e_c take at most two values, e and e + 1 (convt._backends.direct.cfwino.cf_layout), so
 the input transforms of a tile are two sets of three rows, each phase reading one set.
 
 The NXC kernel (wino_conv) reads x channels-last: channels-first x is transposed into its
@@ -33,7 +33,7 @@ next block's, all of them over the blocks of an image) against wino_ready's boun
 bits): the call returns False if a value is past it, and the caller then runs the micro
 variant, which overwrites all of y.
 
-Assumes: x channels-first contiguous (N, C_in, W); wp packed by convt._cfwino.cf_weights,
+Assumes: x channels-first contiguous (N, C_in, W); wp packed by convt._backends.direct.cfwino.cf_weights,
 (G, QD, S, 3, Cg, 4); bias per output channel; the AVX2 + FMA path (isa 1).
 """
 from cython.parallel cimport prange, threadid
@@ -161,7 +161,7 @@ def cf_pack(const real[:, :, ::1] w3,      # IN  the IOX filter (C_in, Mg, K)
             real[::1] out,                 # OUT (G, QD, S, 3, Cg, 4)
             const int64_t[::1] taps,       # IN  per phase c < S: W_lo's tap, W_hi's tap
             int64_t groups):
-    """The products' weights as cfwino_conv reads them (convt._cfwino.cf_weights): per
+    """The products' weights as cfwino_conv reads them (convt._backends.direct.cfwino.cf_weights): per
     phase W_lo, W_lo + W_hi and -W_hi, rows past Mg zero. Returns whether every one is
     finite. Releases the GIL."""
     cdef int64_t C = w3.shape[0], Mg = w3.shape[1], K = w3.shape[2]

@@ -25,7 +25,7 @@ on 1 (processes alternating, best of 8 and 5 rounds). The two kernels agree to r
 each is bit-identical across thread counts.
 
 Channels-last layers with 2-3 channels per group run here on transposed data
-(convt._depthwise); with one channel per group, _depthwise_nxc.pyx's kernel runs them.
+(convt._backends.direct.depthwise); with one channel per group, _depthwise_nxc.pyx's kernel runs them.
 
 Every output is written by exactly one task and its sum is always taken in the same order
 (bias, then input channel, tap of axis 0, axis 1, axis 2), so the result is bit-identical for

@@ -7,7 +7,7 @@ gcc -O3 vectorises (SSE2 baseline). A task is an output pixel; its taps come fro
 per-axis tables (as in convt._kernels._direct) and
 y[c] = bias[c] + w_0[c] * x_0[c] + ... in chunks of up to 4 taps (weights packed (K0, K1, K2,
 G, 1, 1)). Channels-last layers with 2-3 channels per group are run by _depthwise.pyx's
-depthwise_ncx on transposed data (convt._depthwise): strided channel loops do not vectorise.
+depthwise_ncx on transposed data (convt._backends.direct.depthwise): strided channel loops do not vectorise.
 
 Every output is written by exactly one task and its sum is always taken in the same order
 (bias, then tap of axis 0, axis 1, axis 2), so the result is bit-identical for any thread

@@ -3,7 +3,7 @@
 For output position o of an axis (stride s, dilation d, g = gcd(s, d)), the taps that reach it
 are one arithmetic progression of the phase (o + pb) mod s (DESIGN.md, "phase decomposition"):
     k = k_first[o] + j * (s/g),   i = i_first[o] - j * (d/g),   j = 0 .. count[o]-1.
-The tables (built by convt._direct.axis_taps) list only taps with 0 <= k < K and 0 <= i < I, so
+The tables (built by convt._backends.direct.pixel.axis_taps) list only taps with 0 <= k < K and 0 <= i < I, so
 no multiply touches an inserted zero or an out-of-range input, and phases with no tap get just
 the bias. Every output pixel (all of its C_out channels) is computed by exactly one OpenMP
 iteration, and its sum is always taken in the same order (taps, then input channels), so the

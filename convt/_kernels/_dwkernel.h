@@ -2,7 +2,7 @@
  * channels first, innermost stride s2 = 1 or 2.
  *
  * One call computes one block of nrows output rows, row r at y + r*ystep reading x + r*xstep
- * (rows whose taps are the first row's, one input row further per row: convt._depthwise's
+ * (rows whose taps are the first row's, one input row further per row: convt._backends.direct.depthwise's
  * row runs):
  *
  *     y[q*s2 + c] = b + sum over the taps t of phase c in range at q of  w[t] * x[off[t] + q]

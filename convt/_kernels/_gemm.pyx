@@ -11,7 +11,7 @@ computed and never read; the planner bounds that waste.
 
 A grid task covers a set of consecutive phases (all of them, or those sharing (c0, c1)) and
 runs "ops": one GEMM per group over the run of phases j1..j1+nj-1 whose taps read the same
-input offset, their weights side by side (merged per geometry by convt._phase_gemm), so a
+input offset, their weights side by side (merged per geometry by convt._backends.direct.gemm), so a
 K = s upsampling layer is ONE GEMM with N = phases x C_out. Channels-last data: xp is
 (N, P0, P1, P2, C_in) and the tile pixel-major; channels-first data: xp is (N, C_in, P0, P1,
 P2), tasks stay within one image and the tile is channel-major, so neither layout is ever
@@ -46,7 +46,7 @@ cdef extern from "_writeout.h" nogil:
 
 cdef int _ISA = convt_ukernel_isa()
 
-# Task kinds (column 3 of the task table; convt._phase_gemm writes the same values).
+# Task kinds (column 3 of the task table; convt._backends.direct.gemm writes the same values).
 cdef enum:
     _GRID = 0    # grid rows of a set of consecutive phases (column 0: the set)
     _BIAS = 1    # output rows of one phase that no tap reaches

@@ -171,7 +171,7 @@ def merge_iox(const real[::1] w,             # IN  IOX weights, flat (G*Cg, Mg, 
               int isa=-1):                   # 1 AVX2, 0 portable, -1 this CPU's
     """The GEMM ops' weights straight from the user's IOX filter: each op's taps side by
     side along the output channels, so one GEMM covers several phases reading the same input
-    (convt._phase_gemm). Per input channel (row r of w), its (Mg, Kt) block is transposed
+    (convt._backends.direct.gemm). Per input channel (row r of w), its (Mg, Kt) block is transposed
     _MERGE_TAPS taps at a time into the thread's scratch (``_row``: 8 x 8 register transposes
     for float32), then each tap's Mg weights are copied to their place in one run. Stores
     of one value at a time, 16 taps per pass, ran fcn32s_k64's 7.2 MB (4096 taps, Mg 21) in

@@ -2,7 +2,7 @@
 
 Phase decomposition, gather form (DESIGN.md): output o = q*s + c; phase c's taps read input
 i = q + e (e per tap and axis). A task owns MB consecutive output positions (rows, flattened
-over (n, q0, q1, q2)) of each phase of a set (convt._micro: channels-first all the phases,
+over (n, q0, q1, q2)) of each phase of a set (convt._backends.direct.micro: channels-first all the phases,
 channels-last those sharing (c0, c1), while their weights stay in L2), one phase after the
 other, and all output channels; per phase, an MB x (G * NP * NR) tile (NP panels of NR
 channels per group, the last padded with zero weights; rows ldc >= G * NP * NR apart, an odd
@@ -16,7 +16,7 @@ and a chunk of CC input channels. So there is no halo copy, no column buffer, no
 a tap is never multiplied by an inserted zero. A sub-tile runs only the taps that read data
 for at least one of its MR rows, so the wasted work is the taps off the data of border rows
 that share a sub-tile with rows where those taps read data, and the NR padding of each
-group's last panel. When a phase has few positions per image (convt._micro), rows run batch
+group's last panel. When a phase has few positions per image (convt._backends.direct.micro), rows run batch
 innermost, so a sub-tile's rows are the same position of MR images and share their border taps:
 dcgan_g1 (16 images of 4 x 4 positions per phase, 1.31x the useful multiply-adds with every
 tap) ran 1.19x faster (2 threads) and 1.20x (1 thread) than in (n, q0, q1, q2) order.

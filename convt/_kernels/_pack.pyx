@@ -3,7 +3,7 @@
 pack_micro: IOX weights -> the micro variant's panels, per phase [G][NP][tap][Cg][NR] (NR
 output channels a line, read by _micro.pyx's micro_conv); pack_wino: the Winograd products'
 weights, each a signed sum of kernel taps (wino_conv); pack_taps: the float32 taps in the
-lines wino_conv's late sums read (convt._winograd.wino_taps). An OpenMP prange over the input
+lines wino_conv's late sums read (convt._backends.direct.winograd.wino_taps). An OpenMP prange over the input
 channels: each channel's (Mg, K) block is transposed (float32 in 8 x 8 register blocks) and
 each line stored once. Each returns whether the weights are finite (or small enough for the
 Winograd sums), checked while they are read.
@@ -100,7 +100,7 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
                                                #     [G][NP][Cg][16]
                int64_t groups, int64_t line, int num_threads, int isa=-1,
                bint stream=False, int64_t spare_bits=0):
-    """The float32 taps for wino_conv's late sums (convt._winograd.wino_taps), as pack_wino
+    """The float32 taps for wino_conv's late sums (convt._backends.direct.winograd.wino_taps), as pack_wino
     with one single-tap product per tap makes them, by 8 x 8 transposes straight into their
     lines (convt_taps_f32); releases the GIL. Returns whether every weight is below
     2^(emax + 1 - spare_bits) in magnitude. stream: store past the caches, when out and line
@@ -180,9 +180,9 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
     signed sum of kernel taps, summed here in the compute dtype); releases the GIL. Returns
     whether every weight and every sum is finite; with spare_bits, also whether every weight
     is below 2^(emax + 1 - spare_bits) in magnitude (so that a signed sum of 2^spare_bits of
-    them is finite: convt._winograd.wino_taps, whose sums wino_conv makes). stream: store
+    them is finite: convt._backends.direct.winograd.wino_taps, whose sums wino_conv makes). stream: store
     the packed lines past the caches (convt_wsum; for packs too large to stay there,
-    convt._winograd), when out, NR, udst and ustride keep every line 32-byte aligned
+    convt._backends.direct.winograd), when out, NR, udst and ustride keep every line 32-byte aligned
     (otherwise stored normally)."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2], U = ck.shape[0]
     cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, Mgp = NP * NR

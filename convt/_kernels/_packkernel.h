@@ -13,7 +13,7 @@
 #include "_transpose.h"
 #include "_ukernel.h"
 
-/* One input channel's taps in the layout of wino_conv's late sums (convt._winograd.wino_taps),
+/* One input channel's taps in the layout of wino_conv's late sums (convt._backends.direct.winograd.wino_taps),
  * float32, for Mg % 16 == 0: tap k of output channel m, src[m * KT + k], to
  *
  *     dst[k * line + (m / 16) * ps + m % 16]
@@ -103,7 +103,7 @@ static inline int convt_taps_f32(int isa, const float* src, int64_t Mg, int64_t 
  *
  * with t_e = tmp + ck[e] * Mgp, over the entries e < CONVT_WSUM_MAX whose cf[e] is not 0, in
  * entry order, each step a fused multiply-add in both bodies (the portable one through fma):
- * identical results. The coefficients are +-1, +-1/2, +-1/4 or +-1/8 (convt._winograd:
+ * identical results. The coefficients are +-1, +-1/2, +-1/4 or +-1/8 (convt._backends.direct.winograd:
  * F(2, 2)'s and F(2, 3)'s weight transforms), so a product is exact unless it is subnormal,
  * where an unfused body would round it once more. Returns 1 when a sum is NaN or +-Inf,
  * else 0. stream (AVX2 only): store each line past the caches (no read of the line before
@@ -163,7 +163,7 @@ static int NAME(const T* tmp, int64_t Mgp, const int64_t* ck, const T* cf, T* ds
             a0 = FMA(fv[e], LOADU(t[e] + jp * ls), a0);                                  \
             a1 = FMA(fv[e], LOADU(t[e] + jp * ls + LANES), a1);                          \
         }                                                                                \
-        if (stream) {   /* dst lines are 64-byte aligned (convt._micro.packing_arrays) */ \
+        if (stream) {   /* dst lines are 64-byte aligned (convt._backends.direct.micro.packing_arrays) */ \
             STREAM(dst + jp * us, a0);                                                   \
             STREAM(dst + jp * us + LANES, a1);                                           \
         } else {                                                                         \

@@ -34,8 +34,8 @@ cdef extern from "_corners.h" nogil:
 
 cdef enum:
     PHASE_COLS = 9     # phase table columns: Q0, Q1, Q2, c0, c1, c2, first tap, taps,
-                       # packed-weight offset (convt._micro writes the same)
-    _WINO_ROWS = 192   # most rows of a Winograd task (convt._micro._MAX_MB): _wino_build's stack
+                       # packed-weight offset (convt._backends.direct.micro writes the same)
+    _WINO_ROWS = 192   # most rows of a Winograd task (convt._backends.direct.micro._MAX_MB): _wino_build's stack
 
 
 cdef inline void _ukernel(int isa, int64_t ntaps, int64_t kc, const real** a, int64_t astride,
@@ -119,7 +119,7 @@ cdef inline void _wino_build(int isa, const real* x, const real* zero, const int
     # of another kind reads its input transform, built here into v (row t * mpad + i, C_in
     # values): the signed sum of the pixel's corners along the kind's axes (_corners.h's
     # convt_corners), 2 bits per axis a at bit 2a: 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] +
-    # x[u+1] (convt._winograd's PLAIN, DIFF, DIFF2, SUM). The planner keeps every read inside
+    # x[u+1] (convt._backends.direct.winograd's PLAIN, DIFF, DIFF2, SUM). The planner keeps every read inside
     # the grid. The rows' pixels first, then tap by tap (a tap's corners made once for all its
     # rows).
     cdef int64_t C = d[11], i, t, tap, kind, a, j, n, at, code
@@ -215,7 +215,7 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
     # (masks: a bit per tap of the block), in runs of consecutive taps: the taps of a phase's
     # border rows that fall off the data are skipped when the sub-tile's rows share them.
     # ck != NULL (wino_conv's late sums): wp holds the kernel taps, tap k's lines at
-    # wp + k * rstride laid out [G][NP][Cg][NR] (convt._winograd.wino_taps), and each block's
+    # wp + k * rstride laid out [G][NP][Cg][NR] (convt._backends.direct.winograd.wino_taps), and each block's
     # panel of product weights is summed here (convt_wsum, as pack_wino sums them: the same
     # bits) into wb, once per chunk, group and panel, for all the panel's sub-tiles.
     cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]

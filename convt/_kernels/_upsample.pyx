@@ -15,7 +15,7 @@ channels-first write-out of the micro variant are gone, and no BLAS call packs t
 Each output is one tile's sum over the channels in order: bit-identical for any thread count,
 and equal to the micro variant's bits (same order, FMA, bias added last).
 
-Assumes: x channels-first contiguous, wp packed by convt._upsample.packed_up, dims and tables
+Assumes: x channels-first contiguous, wp packed by convt._backends.direct.upsample.packed_up, dims and tables
 as built there, scratch of nthreads * C_in * 3 vectors, the AVX2 + FMA path (isa 1).
 """
 from cython.parallel cimport prange, threadid

@@ -1,6 +1,6 @@
 """Direct transposed convolution by Winograd products (the "winograd" variant): wino_conv.
 
-convt._winograd plans it: per phase, along each axis whose phase has two taps one input apart
+convt._backends.direct.winograd plans it: per phase, along each axis whose phase has two taps one input apart
 (y[q] = W_lo x[q + e] + W_hi x[q + e + 1]), outputs q = 2j, 2j + 1 come from three products
 (Winograd's F(2, 2), interpolation points 0, 1, infinity), each a GEMM over the channels:
     m0 = (x[u] - x[u+1]) W_lo,  m1 = x[u+1] (W_lo + W_hi),  m2 = (x[u+1] - x[u+2]) (-W_hi)
@@ -11,7 +11,7 @@ taps W0, W1, W2 one input apart, four (F(2, 3), points 0, 1, -1, infinity):
     m2 = (x[u+1] - x[u+2]) (W0 - W1 + W2) / 2,  m3 = (x[u+1] - x[u+3]) (-W2)
     y[2j] = (m0 + m1) - m2,  y[2j+1] = (m3 + m1) + m2
 (16 for 4 in 2-D instead of 36). The weights' sums are made once per plan (_pack.pyx's
-pack_wino), or, for one-shot calls with large products (convt._winograd.late_sums), per task,
+pack_wino), or, for one-shot calls with large products (convt._backends.direct.winograd.late_sums), per task,
 chunk and panel from the packed taps, in cache (_tile.pxd's late sums). A product is run as a
 phase of the micro variant (_tile.pxd's register tiles, blocking and packing as there) whose
 taps read the input on a zero-haloed grid with a step of 2 tiles along Winograd axes; a tap
@@ -87,7 +87,7 @@ cdef void _wino_phase(int isa, const real* x, const real* zero, const real* wp,
               t + p * MB * ldc, ptr, masks, tkind, v, ck, cf, rstride, wb)
     # slots count the Winograd axes' digits in C order (the last axis's varies fastest), R
     # digits on an axis of R products (rp[17 + a]): F(2, 2)'s 3, y0 = m0 + m1, y1 = m2 + m1;
-    # F(2, 3)'s 4, y0 = (m0 + m1) - m2, y1 = (m3 + m1) + m2 (convt._winograd). Outputs go to
+    # F(2, 3)'s 4, y0 = (m0 + m1) - m2, y1 = (m3 + m1) + m2 (convt._backends.direct.winograd). Outputs go to
     # the axis's first and last digit (_wino_slot); slots with another digit on an axis
     # already combined are dead.
     for a in range(2, -1, -1):
@@ -228,7 +228,7 @@ cdef void _wino_set_write(int isa, const real* t, const real* bias, real* y,
                           const int64_t* rp, int64_t nph, int64_t r0, int64_t m,
                           const int64_t* d, const int64_t* ystr) noexcept nogil:
     # Channels-first y written straight from the combined tiles of a set's nph real phases
-    # (the residues of the last axis, equal in tiles and Winograd axes: convt._winograd;
+    # (the residues of the last axis, equal in tiles and Winograd axes: convt._backends.direct.winograd;
     # phase p's products from t + (products before p) * MB * ldc): per sub-phase of the other
     # axes, along each line of y, a tile's outputs (its sub-phases along the last axis, each
     # phase's in turn) are consecutive, so 8 of them go out per 8 channels in one transposed

@@ -4,7 +4,7 @@
 
 For 1-D channels-first layers of stride S and 2S taps (HiFi-GAN's and MelGAN's up-sampling
 layers, x (1, C_in, W), pads S/2), a ``convt.ConvTranspose`` as planned (the channels-first
-kernel of convt/_cfwino.py where it takes the layer) and one planned with that kernel turned
+kernel of convt/_backends/direct/cfwino.py where it takes the layer) and one planned with that kernel turned
 off (the channels-last Winograd kernel, with its transposes of x and y), taking turns call by
 call in one process on 2 threads; prints the median of each and their ratio, and whether the
 two gave the same bits. A layer whose products' weights pass ``_MAX_WEIGHT_BYTES`` runs the
