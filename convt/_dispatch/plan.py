@@ -34,15 +34,11 @@ MAX_WORKERS = 1024
 _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
 
 
-# What a one-shot plan (convt._api._OneShot and the front ends' functions: a plan per call)
-# decides before it binds the weights: the geometry, its range and memory checks, and the
-# method, by the spec, the input shape, the dtype, the method asked for, the workers, the
-# memory limit and the FFT's memory budget (which sizes its buffers: convt._dispatch.guard's
-# estimate_bytes), not for "tune" (whose store may change). Kept for the last _DECISIONS_SIZE
-# of them, like scipy.fft's plan cache, and forgotten with the cost model's constants
-# (convt._dispatch.cost.set_constants, which also moves the generation in the key, so that a decision
-# made with the old constants while they changed is never found): dilated_s1's one-shot call
-# skipped about 50 us of Python (100 for dcgan_g1, run cold, right after a kernel call).
+# What a one-shot plan (a plan per call) decides before it binds the weights (geometry, range
+# and memory checks, method), keyed by everything that decision reads: spec, input shape,
+# dtype, method, workers, memory limit, the FFT's memory budget and the constants'
+# generation (so a decision made while they changed is never found). Not for "tune", whose
+# store may change. Like scipy.fft's plan cache: saves 50-100 us of Python a call.
 _DECISIONS = {}
 _DECISIONS_SIZE = 64
 _DECISIONS_LOCK = threading.Lock()

@@ -34,35 +34,16 @@ __all__ = ["VARIANT", "WinoLayout", "late_sums", "run_wino", "wino_alignment", "
            "wino_layout", "wino_taps", "wino_weights"]
 
 # Packed weights of at least this size are stored past the caches (pack_wino's stream): a
-# one-shot call reads them back from memory anyway. dcgan_g1's 18.9 MB pack: 1.47-1.56 ->
-# 1.29-1.37 ms, its one-shot call 1.45 -> 1.38-1.40x the prepared one; hifigan_up1's
-# 12.6 MB: 1.30-1.33 -> 1.24-1.25x (2 workers, best of 30, two runs each). A one-shot call's
-# products stream whatever their size (wino_weights' one_shot): right after a kernel call,
-# through the caches / past them, 25th percentiles of 150 calls taking turns, 2 workers,
-# pack and pack + kernel call (us): dilated_s1 199 / 123, 1620 / 1555; dcgan_g3 365 / 321,
-# 4811 / 4723; unet_up3x3_op 270 / 238, 3973 / 3913; hifigan_up3 199 / 199, 1934 / 1907.
+# one-shot call reads them back from memory anyway (A/B: docs/performance.md, "Measurements behind the constants").
 _STREAM_PACK_BYTES = 8 << 20
 # One-shot calls whose products would take this much sum them in the kernel (late_sums):
-# products made for one call are written to memory and read back once. dcgan_g1 (18.9 MB of
-# products, 8.4 MB of taps): one-shot / prepared 1.37-1.39 -> 1.16-1.23 (medians of 30, 2
-# workers, three alternating runs), the taps' pack 0.44-0.51 ms against 1.1-1.4 for the
-# products; hifigan_up1 (12.6 MB): 1.22-1.26 -> 1.16-1.18. The kernel's sums cost nothing
-# measurable (dcgan_g1's call from either: 4.09 / 4.24 ms best). On Winograd layers with
-# small products, products against late sums (one-shot / prepared, medians of 40 calls, each
-# one-shot call right after a prepared one, one process, 2 workers, two runs; products / taps
-# in room): dilated_s1 (F(2, 3) on 2 x 2 folded residues, 7.1) 1.46, 1.45 -> 1.30, 1.34;
-# dcgan_g3 (2.25) 1.16, 1.16 -> 1.16, 1.13; unet_up3x3_op (1.78) 1.12, 1.13 -> 1.19, 1.14;
-# hifigan_up3 (1.5) 1.30, 1.22 -> 1.36, 1.28;
-# so from 3fde965 late sums also ran on products of 4 times the taps' room (dilated_s1). With
-# _LIGHT_TILE_BYTES' smaller tasks, each summing its panels' weights, that rule went:
-# dilated_s1 (22 tasks), the same A/B, four runs: late sums 1.45-1.65, products 1.35-1.48.
+# products made for one call would be written to memory and read back once (dcgan_g1,
+# hifigan_up1; A/B of 2026-11-22: docs/performance.md, "Measurements behind the constants").
 _LATE_SUM_BYTES = 8 << 20
 # Products' weights of at least this many values are summed by all the workers (each value
-# sums up to 27 taps: more work a value than the micro variant's pack, _PARALLEL_PACK_VALUES).
-# 1 -> 2 workers, medians of 100 packs, two runs: dilated_s1 (262,144 values) 177-179 ->
-# 103-104 us, dcgan_g3 (294,912) 190 -> 107-110, unet_up3x3_op (131,072) 104 -> 64,
-# hifigan_up3 (49,152) 66-67 -> 45.
+# sums up to 27 taps: more work than the micro variant's pack; docs/performance.md).
 _PARALLEL_WINO_PACK_VALUES = 1 << 15
+
 
 def wino_weights(layout, w_iox, groups, workers, isa, buffer=None, one_shot=False):
     """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX

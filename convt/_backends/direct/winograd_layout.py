@@ -32,29 +32,17 @@ __all__ = ["WinoLayout", "wino_alignment", "wino_axes", "wino_layout"]
 # The grid may hold at most this many pixels per input + output pixel: the halo of a heavily
 # cropped or padded layer would otherwise make it, not the data, the size of the call.
 _MAX_GRID_GROWTH = 8
-# A task's product tiles, all held until combined: 1 MiB (dcgan_g1, 512 KiB of weights per
-# product: 4.4 ms with one task per phase, 5.1 with two at 512 KiB; 2 workers, float32).
+# A task's product tiles, all held until combined: 1 MiB (dcgan_g1, 2 workers, float32: one
+# task per phase 4.4 ms, two at 512 KiB 5.1).
 _TILE_BYTES = 1 << 20
 # ... 256 KiB when the weights it streams take at most 1 MiB: more, smaller tasks, whose tiles
-# stay in L2 beside the weights. Light / 1 MiB, in-process A/B (medians of 40-50 calls taking
-# turns, 2 workers, the two built in either order: the op built first ran up to 5% faster),
-# float32, six runs: dilated_s1 (24 rows a task against 102) 0.99-1.18, geometric mean 1.07;
-# dcgan_g3 (42 against 180) 0.99-1.09, 1.03; hifigan_up3 (132 against 192) 0.97-1.05, 1.02;
-# unet_up3x3_op (90 against 192) 0.97-1.05, 1.00. float64, two runs: hifigan_up3 1.10, 1.11;
-# dilated_s1 1.05, 1.11; unet_up3x3_op 1.03, 1.03. dcgan_g1 and hifigan_up1 (heavy) keep
-# 1 MiB: at 256 KiB they ran 0.94 and 0.98.
+# stay in L2 beside the weights (A/B on the light and heavy layers: docs/performance.md).
 _LIGHT_TILE_BYTES = 1 << 18
 _LIGHT_WEIGHT_BYTES = 1 << 20
 # Sets of real phases (the residues of the last axis, run by one task) write channels-first y
-# from their tiles, in 8 x 8 transposed blocks of consecutive outputs, instead of staging it
-# channels-last and transposing it (a pass over y and its 4 MB workspace for hifigan_up3),
-# when a set's tiles fit _SET_RULE_BYTES at this many rows a task.
-# Sets / staged (before _LIGHT_TILE_BYTES), in-process A/B, medians of 60-150 calls taking
-# turns, 2 workers, float32 NCX, same bits (three to five runs): hifigan_up3 (MB 192) 1.048,
-# 1.077, 1.089, 1.039, 1.060; dcgan_g3 (180 rows, 192 staged) 1.018, 1.054, 1.043;
-# dilated_s1 (102 rows, 192 staged) 0.985, 0.936, 1.061, 1.001, 1.028. Forced past the
-# bound: hifigan_up1 (36 rows, 8 phases of 272-value rows) 0.861, dcgan_g1 (48 rows) 0.809.
-# float64 (two runs): hifigan_up3 1.102, 1.206; dcgan_g3 (96 rows) 1.133, 1.065.
+# from their tiles in 8 x 8 transposed blocks, instead of staging it channels-last and
+# transposing it, when a set's tiles fit _SET_RULE_BYTES at this many rows a task (below it,
+# hifigan_up1 and dcgan_g1 ran 0.81-0.86x; docs/performance.md).
 _MIN_SET_MB = 96
 _SET_RULE_BYTES = 1 << 20   # (the tile budget this rule was measured with)
 
