@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402,F401  (puts this checkout's convt first)
 
 import convt  # noqa: E402
-from convt._dispatch import plan as _plan
+from convt._backends.direct import cfwino as _cfwino
 
 # (C_in, C_out, W, S): the output is S W long
 LAYERS = [(128, 64, 4096, 2), (512, 256, 1024, 2), (256, 128, 2048, 4), (512, 256, 512, 4),
@@ -42,15 +42,15 @@ def main():
         w = rng.standard_normal((ci, co, 2 * s)).astype(a.dtype)
         kw = dict(strides=(s,), pads=(s // 2, s // 2), workers=2)
         cf = convt.ConvTranspose(w, **kw)
-        kept = _plan.cf_layout
-        _plan.cf_layout = lambda *args: None
+        kept = _cfwino.cf_layout
+        _cfwino.cf_layout = lambda *args: None
         try:
             nxc = convt.ConvTranspose(w, **kw)
             y_nxc = nxc(x)
         finally:
-            _plan.cf_layout = kept
+            _cfwino.cf_layout = kept
         y_cf = cf(x)
-        runs = cf._plan.geometry(x.shape).runner is _plan._run_cf
+        runs = cf._plan.geometry(x.shape).runner is _cfwino._run_cf
         times = {cf: [], nxc: []}
         for i in range(a.calls):
             for op in (cf, nxc) if i % 2 else (nxc, cf):

@@ -33,10 +33,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "asv_bench"))
 sys.path.insert(0, HERE)
 
+from _common import best_interleaved  # noqa: E402  (puts this checkout's convt first)
 import convt  # noqa: E402
-from convt._dispatch import cost as _cost
-from convt._dispatch import tune as _tune
-from _common import best_interleaved  # noqa: E402
+from convt._dispatch import cost as _cost  # noqa: E402
+from convt._dispatch import tune as _tune  # noqa: E402
 from benchmarks.dispatch_cases import CASES  # noqa: E402
 
 METHODS = ("direct", "fft")

@@ -19,7 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402,F401  (puts this checkout's convt first)
 
 import convt  # noqa: E402
-from convt._dispatch import cost as _cost
+from convt._backends.direct import registry as _direct  # noqa: E402
+from convt._dispatch import cost as _cost  # noqa: E402
 
 P1 = (1, 1, 1, 1)
 LAYERS = {  # name: (x shape NCX, w shape IOX, keywords)
@@ -43,11 +44,12 @@ VARIANTS = ("depthwise", "gemm", "micro")
 
 
 def _kinds(geom):
-    axes = _cost._axes(geom)
-    gemm, exact = _cost.gemm_counts(geom, axes)
-    return {"depthwise": _cost.depthwise_kind(geom, axes, exact),
-            "gemm": _cost.DirectKind("gemm", "grid", gemm, exact),
-            "micro": _cost.DirectKind("micro", "", _cost.micro_macs(geom, axes=axes), exact)}
+    axes = _direct.axes(geom)
+    gemm, exact = _direct.gemm_counts(geom, axes)
+    return {"depthwise": _direct.depthwise.depthwise_kind(geom, axes, exact),
+            "gemm": _direct.DirectKind("gemm", "grid", gemm, exact),
+            "micro": _direct.DirectKind("micro", "", _direct.micro.micro_macs(geom, per_axis=axes),
+                                        exact)}
 
 
 def main(argv=None):
@@ -70,7 +72,7 @@ def main(argv=None):
             ops[v](x)
         geom = ops["gemm"].geometry(x.shape)
         threads = _cost.direct_threads(geom, args.workers)
-        est = {v: _cost._direct_seconds(geom, k, False, threads, _cost.CONSTANTS)
+        est = {v: _direct.seconds(geom, k, False, threads, _cost.CONSTANTS)
                for v, k in _kinds(geom).items()}
         best = {v: np.inf for v in VARIANTS}
         for _ in range(args.reps):
