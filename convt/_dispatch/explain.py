@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import tune as _tune
+from .._backends.direct.registry import describe
 from .._geometry.dtypes import compute_dtype
 from .._geometry.geometry import resolve
 from .guard import check_range
@@ -100,14 +101,7 @@ def explain_plan(plan, x_shape):
     geom = resolve(plan.spec, tuple(x_shape))
     check_range(plan.spec.convention, geom, plan.spec.input_name)
     est = plan.estimate(geom)
-    kind = est.direct
-    direct = kind.variant + (f", {kind.mode} mode" if kind.mode else "")
-    if kind.variant in ("gemm", "micro") and kind.macs > kind.useful:
-        work = "GEMM work" if kind.variant == "gemm" else "work (border taps, tile padding)"
-        direct += f", {work} {kind.macs / max(kind.useful, 1):.2f}x the useful"
-    if kind.variant == "winograd":
-        direct += (f", Winograd products: {kind.macs / max(kind.useful, 1):.2f}x the taps' "
-                   "multiply-adds")
+    direct = describe(est.direct)
     measured = None
     if plan.method in ("direct", "fft", "reference"):
         choice, reason = plan.method, "forced by the caller"

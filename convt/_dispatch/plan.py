@@ -314,8 +314,9 @@ _TUNE_WITHIN = 8.0
 
 def pick(est):
     """The backend "auto" runs for a ``convt._dispatch.cost.Estimate``: the lower estimate."""
-    fft, direct = est.seconds["fft"], est.seconds["direct"]
-    return "fft" if fft is not None and fft < direct else "direct"
+    # the lowest estimate; on a tie the direct backend (exact sums, no transforms)
+    known = [(t, name != "direct", name) for name, t in est.seconds.items() if t is not None]
+    return min(known)[2]
 
 
 def tune_candidates(est):

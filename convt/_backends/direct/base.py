@@ -18,7 +18,9 @@ in rule order). The registry asks each, in turn:
     that cannot take the weights (a NaN or Inf where its sums would spread it) returns
     another variant's preparation;
 ``workspace_bytes(geom, itemsize)``
-    bytes a call holds besides x and y.
+    bytes a call holds besides x and y;
+``describe(kind)``
+    one line for ``convt.explain``.
 """
 from __future__ import annotations
 
@@ -77,6 +79,10 @@ class Variant:
 
     def prepare(self, geom, plan, layout):
         raise NotImplementedError
+
+    def describe(self, kind):
+        """One line on ``kind`` for ``convt.explain``."""
+        return kind.variant + (f", {kind.mode} mode" if kind.mode else "")
 
     def workspace_bytes(self, geom, itemsize):
         # the compute-dtype (padded) copy of the input, and the per-axis phase tables

@@ -362,6 +362,12 @@ class Gemm(Variant):
         h = c["gemm_channel_half"]
         return c["gemm_macs_per_s"] * cg / (cg + h) * mg / (mg + h)
 
+    def describe(self, kind):
+        text = super().describe(kind)
+        if kind.macs > kind.useful:
+            text += f", GEMM work {kind.macs / max(kind.useful, 1):.2f}x the useful"
+        return text
+
     def layout(self, geom, batch_rows):
         layout = gemm_layout(geom)
         return batch_rows_layout(layout, geom.batch) if batch_rows else layout

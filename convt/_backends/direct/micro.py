@@ -291,6 +291,13 @@ class Micro(Variant):
     def rate(self, geom, kind, c):
         return micro_rate(geom, c)
 
+    def describe(self, kind):
+        text = super().describe(kind)
+        if kind.macs > kind.useful:
+            text += (f", work (border taps, tile padding) {kind.macs / max(kind.useful, 1):.2f}x "
+                     "the useful")
+        return text
+
     def extra_moved(self, geom, kind):
         # x is made channels-last first
         return prod(geom.array_shape("input")) if geom.data_format == "NCX" else 0

@@ -82,6 +82,11 @@ def seconds(geom, kind, f64, threads, c):
     return c["call_s"] + work / parallel(threads, c)
 
 
+def describe(kind):
+    """What ``kind`` runs, in one line (``convt.explain``)."""
+    return BY_NAME[kind.variant].describe(kind)
+
+
 def pin_of(kind):
     """(name, second) of a kind, as ``variant_layout`` takes it: the GEMM variant's second
     item says batch-rows mode."""

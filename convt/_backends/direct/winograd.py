@@ -219,6 +219,10 @@ class Winograd(Variant):
     def rate(self, geom, kind, c):
         return micro.micro_rate(geom, c)
 
+    def describe(self, kind):
+        return (super().describe(kind) + f", Winograd products: "
+                f"{kind.macs / max(kind.useful, 1):.2f}x the taps' multiply-adds")
+
     def extra_moved(self, geom, kind):
         # x made channels-last, y written channels-last then transposed
         if geom.data_format == "NCX" and kind.mode != "channels-first":
