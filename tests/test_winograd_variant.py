@@ -577,7 +577,7 @@ def test_late_sums_take_weights_whose_sums_cannot_overflow(k, m, mg, nd, isa, mo
     for big, variant in ((np.float32(2.0 ** (128 - bits)), "micro"),
                          (np.nextafter(np.float32(2.0 ** (128 - bits)), np.float32(0)),
                           "winograd")):
-        w[3, m, *(1,) * nd] = big
+        w[(3, m) + (1,) * nd] = big   # not w[3, m, *...]: a SyntaxError before Python 3.11
         one = convt._api._OneShot(w, method="direct", **kw)
         assert one._plan.geometry(x.shape).variant == variant
         y = one(x)
