@@ -37,8 +37,8 @@ from ._geometry.dtypes import as_array, cast_hint, dtype_name
 from ._geometry.geometry import PadRule, resolve
 from ._dispatch.guard import check_range
 from ._dispatch.plan import Plan, pick, variant_choice
+from ._dispatch.plan import block_pin as block_pin_of
 from ._geometry.validate import bad_type, choice, fail
-from ._backends.direct.winograd import wino_alignment
 
 __all__ = ["conv_transpose", "CONVENTIONS"]
 
@@ -263,10 +263,9 @@ def _graph(x, plan, geom, method, pin):
         rule = PadRule(kind="explicit", output_padding=(0,) * nd,
                        pads_begin=tuple(p.pads_begin for p in pieces),
                        pads_end=tuple(p.pads_end for p in pieces))
-        # Winograd tiles pair outputs from the block's start: the block takes the whole
-        # array's pairs and Winograd axes, so its outputs are the same sums
-        block_pin = pin if pin is None or pin[0] != "winograd" else (
-            "winograd", wino_alignment(geom, tuple(p.out_start for p in pieces)))
+        # each block runs the whole array's variant, summing as the whole array does
+        block_pin = pin if pin is None else block_pin_of(
+            geom, pin, tuple(p.out_start for p in pieces))
         block = _Block(cuts=tuple(p.cuts for p in pieces), spec=replace(spec, rule=rule),
                        method=method, pin=block_pin, workers=plan.workers,
                        spatial_axes=spatial_axes)

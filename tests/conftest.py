@@ -142,6 +142,6 @@ def _parallel_even_when_small(monkeypatch):
     monkeypatch.setattr(_backend, "_PARALLEL_MIN_MACS", 0)
     monkeypatch.setattr(_backend, "_PARALLEL_MIN_OUTPUTS", 0)
     monkeypatch.setattr(_direct, "_PARALLEL_PACK_VALUES", 0)
-    monkeypatch.setattr(_micro, "_PARALLEL_PACK_VALUES", 0)
+    monkeypatch.setattr(_micro, "PARALLEL_PACK_VALUES", 0)
     monkeypatch.setattr(_winograd, "_PARALLEL_PACK_VALUES", 0)
     monkeypatch.setattr(_winograd, "_PARALLEL_WINO_PACK_VALUES", 0)

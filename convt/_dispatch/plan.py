@@ -86,6 +86,12 @@ def variant_choice(geom):
     return direct.pin_of(direct_kind(geom))
 
 
+def block_pin(geom, pin, out_starts):
+    """The direct variant's pin for a block of ``geom``'s output starting at ``out_starts``
+    when the whole array runs ``pin`` (convt.dask)."""
+    return direct.block_pin(geom, pin, out_starts)
+
+
 # Layouts and phase tables depend on the geometry only (never on array contents), so they are
 # shared by every plan, like scipy.fft's plan cache: a one-shot call on a shape seen before
 # plans in microseconds (fcn32s_k64's 4096-tap layout takes ~13 ms to build).

@@ -80,6 +80,11 @@ class Variant:
     def prepare(self, geom, plan, layout):
         raise NotImplementedError
 
+    def block_pin(self, geom, second, out_starts):
+        """The pin of a block of ``geom``'s output starting at ``out_starts`` when the whole
+        array runs (name, second) (convt.dask: every block sums as the whole array does)."""
+        return self.name, second
+
     def describe(self, kind):
         """One line on ``kind`` for ``convt.explain``."""
         return kind.variant + (f", {kind.mode} mode" if kind.mode else "")

@@ -30,16 +30,17 @@ __all__ = ["VARIANT", "MicroLayout", "micro_layout", "micro_macs", "micro_nr", "
 # The micro-kernel the running CPU gets (1: AVX2 + FMA, 0: portable C), chosen once at import.
 ISA = isa()
 
+# The tile blocking (public: the Winograd variant runs on the same tiles).
 # Weights of one (tap block x channel chunk) panel: KC rows of NR values, 16 KiB in float32
 # and float64, half of a 32 KiB L1 (the task's input rows stream through the other half).
-_KC = 256
-_MAX_TB = 64          # taps per block: bounds the pointer table (MB x TB per thread)
+KC = 256
+MAX_TB = 64          # taps per block: bounds the pointer table (MB x TB per thread)
 _TILE_VALUES = 1 << 15  # tile (MB x ldc) values: 128 KiB of float32, L2-resident
 # The tiles of a task's set of phases, all held until written: 512 KiB (in either dtype:
 # NR values are 64 bytes). grouped_g8 (4 phases of 272-value rows) at 256 KiB had 60-row
 # tasks and ran no faster than with sets of 2 phases.
 _SET_TILE_BYTES = 1 << 19
-_MIN_MB, _MAX_MB = 4 * MR, 32 * MR
+MIN_MB, MAX_MB = 4 * MR, 32 * MR
 # Phases sharing (c0, c1) run in one task only while their packed weights stay in L2 (values,
 # 512 KiB of float32): hifigan_up1 (8 phases of 1 MiB) ran 7.3-9.3 ms phase by phase, 10.7
 # ms grouped (2 workers, float32, NCX).
@@ -49,7 +50,7 @@ _SET_WEIGHTS = 1 << 17
 # image than this; past it, borders are a small share and (n, q) order keeps runs of rows
 # contiguous in y for the channels-first write-out.
 _BATCH_INNER_ROWS = 64
-_PARALLEL_PACK_VALUES = 1 << 19  # smaller weights pack faster than a thread team starts
+PARALLEL_PACK_VALUES = 1 << 19  # smaller weights pack faster than a thread team starts
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def micro_layout(geom, nr):
     # (c0, c1): those interleave along the last axis of y.
     per_tap = g * panels * cg * nr
     set_values = _SET_TILE_BYTES // (64 // nr)
-    max_set = max(1, set_values // (max(ldc, 1) * _MIN_MB))
+    max_set = max(1, set_values // (max(ldc, 1) * MIN_MB))
     keys = [lambda p: tuple(phases[p][3:5]), lambda p: p]   # by (c0, c1), then one each
     if geom.data_format == "NCX":
         keys.insert(0, lambda p: ())                         # first all the phases
@@ -118,19 +119,19 @@ def micro_layout(geom, nr):
                  lambda ps: sum(phases[p][7] for p in ps) * per_tap <= _SET_WEIGHTS, max_set)
     set_max = max((len(s) for s in sets), default=1)
     mb = min(_TILE_VALUES, set_values // set_max) // max(ldc, 1) // MR * MR
-    mb = max(_MIN_MB, min(_MAX_MB, mb))
+    mb = max(MIN_MB, min(MAX_MB, mb))
     # Tasks: blocks of a set's rows of equal size (at most mb, multiples of MR), with no
     # short last block that streams a whole panel of weights for a few rows.
     for group in sets:
         rows = max(n * prod(phases[p][:3]) for p in group)
         size = -(-rows // -(-rows // mb) // MR) * MR
         tasks += [(group[0], len(group), r, size) for r in range(0, rows, size)]
-    cc = max(1, min(cg, _KC))
+    cc = max(1, min(cg, KC))
     batch_inner = n >= MR and max((prod(p[:3]) for p in phases), default=0) <= _BATCH_INNER_ROWS
     return MicroLayout(phases=np.array(phases, np.int64).reshape(-1, 9),
                        tap_e=np.array(tap_e, np.int64), tap_k=np.array(tap_k, np.int64),
                        tasks=np.array(tasks, np.int64).reshape(-1, 4), nr=nr, panels=panels,
-                       cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb,
+                       cc=cc, tb=max(1, min(MAX_TB, KC // cc)), mb=mb,
                        set_max=set_max, batch_inner=batch_inner, ldc=ldc, packed=woff,
                        macs=macs)
 
@@ -182,7 +183,7 @@ def packed_weights(layout, w_iox, groups, workers, buffer=None):
     out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
-    threads = workers if layout.packed >= _PARALLEL_PACK_VALUES else 1
+    threads = workers if layout.packed >= PARALLEL_PACK_VALUES else 1
     kdst, kstride = _pack_tables(layout, w3.shape[0] // groups, w3.shape[2])
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
     finite = pack_micro(w3, out, kdst, kstride, scratch, groups, layout.nr, threads, ISA)

@@ -93,6 +93,12 @@ def pin_of(kind):
     return kind.variant, kind.mode == "batch-rows"
 
 
+def block_pin(geom, pin, out_starts):
+    """The pin of a block of ``geom``'s output starting at ``out_starts``, for the whole
+    array's ``pin`` (``Variant.block_pin``)."""
+    return BY_NAME[pin[0]].block_pin(geom, pin[1], out_starts)
+
+
 def variant_layout(geom, pin):
     """(name, layout) of the variant ``pin`` = (name, second) names on ``geom``: its
     geometry-only planning (``second`` is the GEMM variant's batch-rows flag, or the Winograd

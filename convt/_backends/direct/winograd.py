@@ -21,7 +21,7 @@ import numpy as np
 from . import cfwino, micro
 from .cfwino import cf_layout as _cf_rule_layout   # (tests patch cfwino.cf_layout)
 from .base import DirectKind, Variant
-from .micro import _PARALLEL_PACK_VALUES, packing_arrays
+from .micro import packing_arrays
 from .pixel import bias_filled, element_strides, new_output, pad3
 from .winograd_layout import (WinoLayout, _sets, wino_alignment, wino_axes,  # noqa: F401
                               wino_layout)
@@ -43,6 +43,8 @@ _LATE_SUM_BYTES = 8 << 20
 # Products' weights of at least this many values are summed by all the workers (each value
 # sums up to 27 taps: more work than the micro variant's pack; docs/performance.md).
 _PARALLEL_WINO_PACK_VALUES = 1 << 15
+# Kernel taps (wino_taps) pack like the micro variant's weights: threaded from as many values.
+_PARALLEL_PACK_VALUES = micro.PARALLEL_PACK_VALUES
 
 
 def wino_weights(layout, w_iox, groups, workers, isa, buffer=None, one_shot=False):
@@ -222,6 +224,11 @@ class Winograd(Variant):
     def describe(self, kind):
         return (super().describe(kind) + f", Winograd products: "
                 f"{kind.macs / max(kind.useful, 1):.2f}x the taps' multiply-adds")
+
+    def block_pin(self, geom, second, out_starts):
+        # tiles pair outputs from the block's start: a block takes the whole array's pairs
+        # and Winograd axes, so its outputs are the same sums
+        return self.name, wino_alignment(geom, out_starts)
 
     def extra_moved(self, geom, kind):
         # x made channels-last, y written channels-last then transposed

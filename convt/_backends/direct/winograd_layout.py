@@ -20,7 +20,7 @@ from math import prod
 
 import numpy as np
 
-from .micro import _KC, _MAX_MB, _MAX_TB
+from .micro import KC, MAX_MB, MAX_TB
 from .phases import axes3 as _axes3, axis_phases as _axis_phases
 from .pixel import pad3
 from ..._kernels._micro import MR
@@ -288,14 +288,14 @@ def wino_layout(geom, nr, align=None, sets=None):
     light = weights * (64 // nr) <= _LIGHT_WEIGHT_BYTES
     set_values = (_LIGHT_TILE_BYTES if light else _TILE_BYTES) // (64 // nr)
     mb = set_values // (prod_max * ldc) // MR * MR
-    mb = max(MR, min(_MAX_MB, mb))
+    mb = max(MR, min(MAX_MB, mb))
     tasks = []
     for ps in groups:
         r = real[ps[0]]
         rows = n * r[0] * r[1] * r[2]
         size = -(-rows // -(-rows // mb) // MR) * MR
         tasks += [(ps[0], r0, min(size, rows - r0), len(ps)) for r0 in range(0, rows, size)]
-    cc = max(1, min(cg, _KC))
+    cc = max(1, min(cg, KC))
     return WinoLayout(real=np.array(real, np.int64).reshape(-1, 20),
                       prods=np.array(prods, np.int64).reshape(-1, 9),
                       owners=np.array(owners, np.int64),
@@ -308,7 +308,7 @@ def wino_layout(geom, nr, align=None, sets=None):
                       gstep=tuple(u * st for u, st in zip(units, zstr)),
                       diff_axes=max((sum(k >> (2 * a) & 3 != 0 for a in range(3))
                                      for k in tkind), default=0), nr=nr,
-                      panels=panels, cc=cc, tb=max(1, min(_MAX_TB, _KC // cc)), mb=mb,
+                      panels=panels, cc=cc, tb=max(1, min(MAX_TB, KC // cc)), mb=mb,
                       prod_max=prod_max, ldc=ldc, packed=woff, macs=macs)
 
 
