@@ -15,6 +15,7 @@ import convt
 from convt._backends.direct import micro as _micro
 from convt._dispatch import plan as _plan
 from convt._backends.direct import winograd as _winograd
+from convt._backends.direct import winograd_layout as _winograd_layout
 from convt._backends.direct import cfwino as _cfwino
 from convt._kernels import _pack as _kpack
 from convt._kernels import _wino as _kwino
@@ -179,7 +180,7 @@ def test_sets_write_the_staged_bits(xs, ws, kw, dtype, isa, monkeypatch):
     for workers in (1, 2):
         y, lay = _sets_or_staged(w, b, kw, x, dtype, True, monkeypatch, workers)
         np.testing.assert_array_equal(y, staged)
-        assert lay.sets == (_winograd._sets(lay.real.tolist()) is not None)
+        assert lay.sets == (_winograd_layout._sets(lay.real.tolist()) is not None)
 
 
 def test_sets_reach_what_they_name():
@@ -201,11 +202,11 @@ def test_sets_reach_what_they_name():
     assert e[19].sets and (e[19].tasks[:, 3] == 8).all() and e[19].real[7, 10] == 0
     # residues that differ in Winograd axes (or tiles, or tile pairs) are not a set
     row = [1, 1, 4, 0, 0, 0, 1, 1, 2, 0, 3, 1, 1, 8, 0, 0, 0, 1, 1, 3]
-    assert _winograd._sets([row, row[:5] + [1] + row[6:]]) == [[0, 1]]
+    assert _winograd_layout._sets([row, row[:5] + [1] + row[6:]]) == [[0, 1]]
     for col, v in [(8, 1), (2, 5), (16, 1)]:
         other = row[:5] + [1] + row[6:]
         other[col] = v
-        assert _winograd._sets([row, other]) is None, col
+        assert _winograd_layout._sets([row, other]) is None, col
     assert e[14].sets and (e[14].tasks[:, 3] == 2).all()               # folded residues
     assert not e[3].sets                                               # 2- and 1-tap tiles
     hifigan_up3 = ((1, 128, 4096), (128, 64, 4), dict(strides=(2,), pads=(1, 1)))

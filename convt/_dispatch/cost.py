@@ -11,8 +11,6 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-import numpy as np
-
 from .constants import (CONSTANTS, DEFAULTS, calibration_path, load_calibration,  # noqa: F401
                         on_change, save_calibration, set_constants)
 from .._backends import BACKENDS
@@ -53,12 +51,10 @@ def seconds(geom, compute_dtype, workers, method, constants=None):
     depthwise kernel even where the direct backend would run another variant) on ``geom``,
     always computed (``estimate`` skips hopeless ones); for fitting the constants."""
     c = CONSTANTS if constants is None else constants
-    if method == "depthwise":
-        f64 = np.dtype(compute_dtype) == np.float64
-        kind = direct.depthwise.depthwise_kind(geom)
-        return direct.seconds(geom, kind, f64, direct_threads(geom, workers), c)
-    if method == "direct":
-        return direct.BACKEND.estimate(geom, compute_dtype, workers, c, direct_kind(geom))
+    if method in ("direct", "depthwise"):
+        kind = (direct.depthwise.depthwise_kind(geom) if method == "depthwise"
+                else direct_kind(geom))
+        return direct.BACKEND.estimate(geom, compute_dtype, workers, c, kind)
     return BACKENDS[method].estimate(geom, compute_dtype, workers, c)
 
 

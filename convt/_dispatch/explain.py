@@ -9,9 +9,8 @@ from .._geometry.dtypes import compute_dtype
 from .._geometry.geometry import resolve
 from .guard import check_range
 from .plan import pick, tune_candidates
-from .._geometry.validate import shape_tuple
 
-__all__ = ["Explanation", "explain", "explain_plan"]
+__all__ = ["Explanation", "explain_plan"]
 
 
 @dataclass(frozen=True)

@@ -89,8 +89,12 @@ class Variant:
         """One line on ``kind`` for ``convt.explain``."""
         return kind.variant + (f", {kind.mode} mode" if kind.mode else "")
 
+    def table_axes(self, geom):
+        """Output lengths of the axes whose phase tables a call builds (pixel.tables)."""
+        return geom.out_shape
+
     def workspace_bytes(self, geom, itemsize):
         # the compute-dtype (padded) copy of the input, and the per-axis phase tables
         # (pixel.tables): negligible in 2-D and 3-D, 20x a long 1-D output's float32 size
         n_in = geom.batch * geom.c_in * prod(geom.in_shape)
-        return n_in * itemsize + TABLE_BYTES * sum(geom.out_shape)
+        return n_in * itemsize + TABLE_BYTES * sum(self.table_axes(geom))

@@ -15,11 +15,10 @@ channels-last loop (e.g. 128 channels, 2 per group in and out, 32x32: 3.0 ms vs 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
 
 import numpy as np
 
-from .base import TABLE_BYTES, DirectKind, Variant
+from .base import DirectKind, Variant
 from .phases import axes, gemm_counts
 from .pixel import bias_filled, new_output, pad3, tables
 from ..._kernels._depthwise import ISA as KERNEL_ISA
@@ -196,11 +195,9 @@ class Depthwise(Variant):
     def prepare(self, geom, plan, layout):
         return self.name, run_depthwise, depthwise_layout(geom) if layout is None else layout
 
-    def workspace_bytes(self, geom, itemsize):
+    def table_axes(self, geom):
         # the channels-first kernel never builds the innermost axis's phase table
-        n_in = geom.batch * geom.c_in * prod(geom.in_shape)
-        out_axes = geom.out_shape[:-1] if geom.data_format == "NCX" else geom.out_shape
-        return n_in * itemsize + TABLE_BYTES * sum(out_axes)
+        return geom.out_shape[:-1] if geom.data_format == "NCX" else geom.out_shape
 
 
 VARIANT = Depthwise()

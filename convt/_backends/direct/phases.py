@@ -9,7 +9,6 @@ the cost model and the variants' rules use them.
 from __future__ import annotations
 
 import itertools
-from math import prod
 
 __all__ = ["axes3", "axis_phases", "phase_combos", "axis_sums", "axes", "gemm_counts",
            "pad3"]

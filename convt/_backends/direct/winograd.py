@@ -23,8 +23,7 @@ from .cfwino import cf_layout as _cf_rule_layout   # (tests patch cfwino.cf_layo
 from .base import DirectKind, Variant
 from .micro import packing_arrays
 from .pixel import bias_filled, element_strides, new_output, pad3
-from .winograd_layout import (WinoLayout, _sets, wino_alignment, wino_axes,  # noqa: F401
-                              wino_layout)
+from .winograd_layout import WinoLayout, wino_alignment, wino_axes, wino_layout
 from ..._kernels._layout import to_padded_nxc
 from ..._kernels._micro import MR
 from ..._kernels._pack import PACK_KB, WSUM_MAX, pack_taps, pack_wino
