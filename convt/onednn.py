@@ -5,6 +5,7 @@ data NXC (channels last), filter XOI (*kernel, C_out/G, C_in), auto_pad "none".
 """
 from __future__ import annotations
 
+from ._geometry.canonical import dummy, from_spec
 from ._geometry.frontend import common_attrs, explicit_pads, intake, make_spec, require
 from ._geometry.geometry import TOTAL_FROM_OUTPUT_SHAPE, TOTAL_KERNEL_MINUS_STRIDE, PadRule
 from ._dispatch.plan import Plan
@@ -112,8 +113,20 @@ def _prepare(src, weights, bias, *, strides, pads_begin, pads_end, dilations, au
              one_shot=False):
     """(validated src, Plan) of `conv_transpose`'s arguments; convt.dask plans with it too.
     ``one_shot``: a plan for this call only (convt._api._OneShot)."""
+    xa, w_iox, ba, dt, spec, _ = _spec(
+        src, weights, bias, strides=strides, pads_begin=pads_begin, pads_end=pads_end,
+        dilations=dilations, auto_pad=auto_pad, output_padding=output_padding, groups=groups,
+        data_format=data_format, filter_format=filter_format, output_shape=output_shape)
+    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES, method=method, workers=workers,
+                    one_shot=one_shot)
+
+
+def _spec(src, weights, bias, *, strides, pads_begin, pads_end, dilations, auto_pad,
+          output_padding, groups, data_format, filter_format, output_shape):
+    """(src, IOX weights, bias, dtype, OpSpec, filter_format) of `conv_transpose`'s arguments,
+    validated."""
     conv = "onednn"
-    xa, w_iox, ba, dt, data_format, _ = intake(
+    xa, w_iox, ba, dt, data_format, filter_format = intake(
         conv, src, weights, bias, allowed=TYPES, names=("src", "weights", "bias"),
         data_format=data_format, filter_format=filter_format)
     require(conv, strides=strides, dilations=dilations)  # 000: "Required: yes"
@@ -122,6 +135,18 @@ def _prepare(src, weights, bias, *, strides, pads_begin, pads_end, dilations, au
     rule = onednn_rule(conv, w_iox.ndim - 2, auto_pad=auto_pad, pads_begin=pads_begin,
                        pads_end=pads_end, output_padding=output_padding,
                        output_shape=output_shape)
-    spec = make_spec(conv, attrs, rule, data_format, "src")
-    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES, method=method, workers=workers,
-                    one_shot=one_shot)
+    return xa, w_iox, ba, dt, make_spec(conv, attrs, rule, data_format, "src"), filter_format
+
+
+def _canonical(x_shape, w_shape, bias_shape=None, *, strides=None, pads_begin=None,
+               pads_end=None, dilations=None, auto_pad="none", output_padding=None, groups=1,
+               data_format="NXC", filter_format="XOI", output_shape=None):
+    """The `Canonical` of ``conv_transpose(src, weights, bias, ...)`` on arrays of these
+    shapes, validated as `conv_transpose` validates them (convt.translate's source side)."""
+    xa, _, ba, _, spec, fmt = _spec(
+        dummy("onednn", "src", x_shape), dummy("onednn", "weights", w_shape),
+        dummy("onednn", "bias", bias_shape), strides=strides, pads_begin=pads_begin,
+        pads_end=pads_end, dilations=dilations, auto_pad=auto_pad,
+        output_padding=output_padding, groups=groups, data_format=data_format,
+        filter_format=filter_format, output_shape=output_shape)
+    return from_spec(spec, xa.shape, fmt, ba is not None)

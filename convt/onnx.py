@@ -7,6 +7,7 @@ does the arithmetic shared by every convention.
 """
 from __future__ import annotations
 
+from ._geometry.canonical import dummy, from_spec
 from ._geometry.frontend import check_pads_ignored, common_attrs, intake, make_spec
 from ._geometry.geometry import (TOTAL_FROM_INPUT, TOTAL_FROM_INPUT_TIMES_STRIDE,
                         TOTAL_FROM_OUTPUT_SHAPE, PadRule)
@@ -158,17 +159,39 @@ def _prepare(X, W, B, *, opset, auto_pad, dilations, group, kernel_shape, output
              one_shot=False):
     """(validated X, Plan) of `conv_transpose`'s arguments; convt.dask plans with it too.
     ``one_shot``: a plan for this call only (convt._api._OneShot)."""
+    xa, w_iox, ba, dt, spec, _ = _spec(X, W, B, opset=opset, auto_pad=auto_pad,
+                                       dilations=dilations, group=group,
+                                       kernel_shape=kernel_shape, output_padding=output_padding,
+                                       output_shape=output_shape, pads=pads, strides=strides,
+                                       data_format=data_format, filter_format=filter_format)
+    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES[operator_version("onnx", opset)],
+                    method=method, workers=workers, one_shot=one_shot)
+
+
+def _spec(X, W, B, *, opset, data_format, filter_format, **attrs):
+    """(X, IOX W, B, dtype, OpSpec, filter_format) of `conv_transpose`'s arguments, validated."""
     conv = f"onnx (opset {opset})"
     version = operator_version("onnx", opset)
-    xa, w_iox, ba, dt, data_format, _ = intake(conv, X, W, B, allowed=TYPES[version],
-                                               data_format=data_format,
-                                               filter_format=filter_format)
-    spec = onnx_spec(conv, version, w_iox, ba, auto_pad=auto_pad, dilations=dilations,
-                     group=group, kernel_shape=kernel_shape, output_padding=output_padding,
-                     output_shape=output_shape, pads=pads, strides=strides,
-                     data_format=data_format)
-    return xa, Plan(spec, w_iox, ba, dt, allowed=TYPES[version], method=method, workers=workers,
-                    one_shot=one_shot)
+    xa, w_iox, ba, dt, data_format, filter_format = intake(
+        conv, X, W, B, allowed=TYPES[version], data_format=data_format,
+        filter_format=filter_format)
+    spec = onnx_spec(conv, version, w_iox, ba, data_format=data_format, **attrs)
+    return xa, w_iox, ba, dt, spec, filter_format
+
+
+def _canonical(x_shape, w_shape, bias_shape=None, *, opset=11, auto_pad="NOTSET",
+               dilations=None, group=1, kernel_shape=None, output_padding=None,
+               output_shape=None, pads=None, strides=None, data_format="NCX",
+               filter_format="IOX"):
+    """The `Canonical` of ``conv_transpose(X, W, B, ...)`` for arrays of these shapes, validated
+    as `conv_transpose` validates them (convt.translate's source side)."""
+    conv = f"onnx (opset {opset})"
+    xa, _, ba, _, spec, filter_format = _spec(
+        dummy(conv, "X", x_shape), dummy(conv, "W", w_shape), dummy(conv, "B", bias_shape),
+        opset=opset, auto_pad=auto_pad, dilations=dilations, group=group,
+        kernel_shape=kernel_shape, output_padding=output_padding, output_shape=output_shape,
+        pads=pads, strides=strides, data_format=data_format, filter_format=filter_format)
+    return from_spec(spec, xa.shape, filter_format, ba is not None)
 
 
 # Running ONNX models (needs the ``onnx`` package, ``pip install convt[onnx]``): loaded on

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._geometry.canonical import dummy, from_spec
 from ._geometry.dtypes import ALL_FLOATS, as_array
 from ._geometry.frontend import FILTER_FORMATS, common_attrs, explicit_pads, intake, make_spec, require
 from ._geometry.geometry import TOTAL_FROM_OUTPUT_SHAPE, PadRule
@@ -68,12 +69,20 @@ def _ungroup(conv, filt, filter_format):
     return f.reshape(f.shape[0] * f.shape[1], *f.shape[2:]), int(f.shape[0])
 
 
-def _backprop(conv, data, filt, groups, *, output_shape, strides, pads_begin, pads_end,
-              dilations, auto_pad, output_padding, data_format, filter_format, method,
-              workers, one_shot=False):
-    xa, w_iox, _, dt, data_format, _ = intake(
-        conv, data, filt, None, allowed=ALL_FLOATS, names=("data", "filter", "bias"),
-        data_format=data_format, filter_format=filter_format)
+def _spec(data, filter, output_shape, *, grouped, strides, pads_begin, pads_end, dilations,
+          auto_pad, output_padding, data_format, filter_format):
+    """(data, IOX filter, dtype, OpSpec, filter_format) of either public function's arguments,
+    validated (``grouped``: the GroupConvolutionBackpropData filter layout)."""
+    if grouped:
+        conv = "openvino (grouped)"
+        filter, groups = _ungroup(conv, filter, filter_format)
+        filter_format = choice(conv, "filter_format", filter_format, FILTER_FORMATS)
+        iox = "IOX"
+    else:
+        conv, groups, iox = "openvino", 1, filter_format
+    xa, w_iox, _, dt, data_format, fmt = intake(
+        conv, data, filter, None, allowed=ALL_FLOATS, names=("data", "filter", "bias"),
+        data_format=data_format, filter_format=iox)
     require(conv, strides=strides, dilations=dilations)  # 003: "Required: yes"
     attrs = common_attrs(conv, w_iox, None, strides=strides, dilations=dilations,
                          group=groups, group_name="filter groups", names=("filter", "bias"))
@@ -81,21 +90,36 @@ def _backprop(conv, data, filt, groups, *, output_shape, strides, pads_begin, pa
                          pads_end=pads_end, output_padding=output_padding,
                          output_shape=output_shape)
     spec = make_spec(conv, attrs, rule, data_format, "data")
+    return xa, w_iox, dt, spec, filter_format if grouped else fmt
+
+
+def _prepare(data, filter, output_shape, *, grouped, method, workers, one_shot=False,
+             **attrs):
+    """(validated data, Plan) of either public function's arguments (``grouped``: the
+    GroupConvolutionBackpropData filter layout; ``one_shot``: a plan for this call only,
+    convt._api._OneShot); convt.dask plans with it too."""
+    xa, w_iox, dt, spec, _ = _spec(data, filter, output_shape, grouped=grouped, **attrs)
     return xa, Plan(spec, w_iox, None, dt, allowed=ALL_FLOATS, method=method, workers=workers,
                     one_shot=one_shot)
 
 
-def _prepare(data, filter, output_shape, *, grouped, filter_format, **attrs):
-    """(validated data, Plan) of either public function's arguments (``grouped``: the
-    GroupConvolutionBackpropData filter layout; ``one_shot``, in attrs: a plan for this call
-    only, convt._api._OneShot); convt.dask plans with it too."""
-    if not grouped:
-        return _backprop("openvino", data, filter, 1, output_shape=output_shape,
-                         filter_format=filter_format, **attrs)
-    conv = "openvino (grouped)"
-    w_iox, groups = _ungroup(conv, filter, filter_format)
-    return _backprop(conv, data, w_iox, groups, output_shape=output_shape,
-                     filter_format="IOX", **attrs)
+def _canonical(x_shape, w_shape, bias_shape=None, output_shape=None, *, grouped=False,
+               strides=None, pads_begin=None, pads_end=None, dilations=None,
+               auto_pad="explicit", output_padding=None, data_format="NCX",
+               filter_format="IOX"):
+    """The `Canonical` of ``convolution_backprop_data`` (``grouped=True``:
+    ``group_convolution_backprop_data``) on arrays of these shapes, validated as those
+    functions validate them (convt.translate's source side). The op has no bias input."""
+    conv = "openvino (grouped)" if grouped else "openvino"
+    if bias_shape is not None:
+        raise fail(conv, "bias", "does not exist: ConvolutionBackpropData has no bias input",
+                   bias_shape)
+    xa, _, _, spec, fmt = _spec(
+        dummy(conv, "data", x_shape), dummy(conv, "filter", w_shape), output_shape,
+        grouped=grouped, strides=strides, pads_begin=pads_begin, pads_end=pads_end,
+        dilations=dilations, auto_pad=auto_pad, output_padding=output_padding,
+        data_format=data_format, filter_format=filter_format)
+    return from_spec(spec, xa.shape, fmt, False, w_grouped=grouped)
 
 
 _PARAMS_DOC = """

@@ -1,0 +1,168 @@
+"""convt.translate: one convention's ConvTranspose call written in another's terms.
+
+The source side is each front end's ``_canonical`` (its public function's keywords, validated
+as that function validates them, resolved to a ``convt._geometry.canonical.Canonical``). The
+destination side, one module per family (to_spec: ONNX / OpenVINO / oneDNN, to_torch, to_tf:
+TensorFlow / Keras, to_jax), states the call that produces a window covering the source's output
+(convt._translate.window); convt._translate.emit writes it out with the crop or zero pad, the
+bias and the layout changes.
+
+Layer: front-end level. It imports the front ends and convt._geometry; only convt's facade and
+convt.__main__ import it.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field, replace
+
+from .._geometry.validate import choice, fail
+from . import to_jax, to_spec, to_tf, to_torch
+from .emit import render
+from .window import axes_of
+
+__all__ = ["translate", "Translation", "CONVENTIONS"]
+
+CONVENTIONS = ("onnx", "openvino", "onednn", "torch", "tensorflow", "keras", "jax")
+
+_DESTINATIONS = {"onnx": to_spec.onnx, "openvino": to_spec.openvino, "onednn": to_spec.onednn,
+                 "torch": to_torch.build, "tensorflow": to_tf.tensorflow, "keras": to_tf.keras,
+                 "jax": to_jax.build}
+# destination options, popped from the keywords before the source sees them
+_OPTIONS = {"dst_opset": "onnx", "dst_grouped": "openvino"}
+
+
+def _source(name):
+    """The ``_canonical`` of front end convt.<name>."""
+    try:
+        module = importlib.import_module(f"convt.{name}")
+    except ModuleNotFoundError as e:   # a front end this build does not have yet
+        raise fail("translate", "src", f"needs convt.{name}, which this convt does not "
+                   "have", name) from e
+    return module._canonical
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One source call written for a destination convention; `translate` makes it.
+
+    Attributes
+    ----------
+    source, destination : str
+        The two conventions.
+    canonical : Canonical
+        What the source call computes, by shapes alone.
+    kwargs : dict
+        The destination function's keyword arguments.
+    code : str
+        A Python expression in ``x``, ``w`` and ``b`` (the source's arrays, as the destination
+        framework's tensors) computing the source's output with the destination framework:
+        ``torch``, ``tf`` (tensorflow), ``keras``, ``jax``, ``np`` (numpy) and ``convt`` are
+        the module names it uses. It mentions ``b`` only when the source call has a bias.
+    notes : tuple of str
+        Caveats of the destination's runtimes (e.g. a CPU kernel that refuses the call).
+    """
+
+    source: str
+    destination: str
+    canonical: object
+    kwargs: dict
+    code: str
+    notes: tuple = ()
+    _call: object = field(default=None, repr=False, compare=False)
+    _w_shape: tuple = field(default=(), repr=False, compare=False)
+
+    def __str__(self):
+        return self.code
+
+    def convt_code(self, bias=None):
+        """The same expression with NumPy for the framework's tensor operations and convt's
+        front end for the destination function (what calling the translation evaluates)."""
+        has_bias = self.canonical.has_bias if bias is None else bias
+        return render(replace(self.canonical, has_bias=has_bias), self._w_shape, self._call,
+                      "numpy")
+
+    def __call__(self, x, w, b=None):
+        """Compute the source's output through convt's own destination front end.
+
+        Parameters
+        ----------
+        x, w : ndarray
+            The source call's input and filter, in the source's layouts.
+        b : ndarray, optional
+            The source's bias; None for none.
+
+        Returns
+        -------
+        ndarray
+            The source call's output.
+        """
+        import numpy as np
+
+        import convt
+
+        importlib.import_module(self._call.convt_function.rsplit(".", 1)[0])
+        return eval(self.convt_code(b is not None),   # noqa: S307 -- our own expression
+                    {"np": np, "convt": convt, "x": x, "w": w, "b": b})
+
+
+def translate(src, dst, x_shape, w_shape, bias_shape=None, **src_attrs):
+    """Write one convention's transposed convolution in another convention's terms.
+
+    Parameters
+    ----------
+    src, dst : {"onnx", "openvino", "onednn", "torch", "tensorflow", "keras", "jax"}
+        The source and the destination convention.
+    x_shape, w_shape : tuple of int
+        Shapes of the source's input and filter (``input`` / ``weight``, ``X`` / ``W``, ...),
+        in the source's layouts.
+    bias_shape : tuple of int, optional
+        Shape of the source's bias; None for a call without one.
+    **src_attrs
+        The source function's keywords, validated as it validates them: e.g. ``opset``,
+        ``strides``, ``pads``, ``auto_pad`` for "onnx"; ``stride``, ``padding``,
+        ``output_padding``, ``groups``, ``dilation`` for "torch"; ``grouped=True`` for
+        OpenVINO's GroupConvolutionBackpropData. Two keywords configure the destination:
+        ``dst_opset`` (the ONNX opset written, default 11) and ``dst_grouped`` (OpenVINO: the
+        grouped op; default: when the call has groups > 1).
+
+    Returns
+    -------
+    Translation
+        ``.kwargs``, ``.code`` (an expression for the destination framework), and calling it,
+        ``t(x, w, b)``, computes the source's output through convt's own destination front end.
+
+    Raises
+    ------
+    ValueError
+        An unknown convention, a source call its front end refuses, or an attribute the
+        destination cannot express at all (groups in Keras, tf.nn and jax).
+    TypeError
+        Source keywords of the wrong type.
+
+    Examples
+    --------
+    >>> import convt
+    >>> t = convt.translate("onnx", "torch", (1, 16, 32, 32), (16, 8, 4, 4), strides=(2, 2),
+    ...                     auto_pad="SAME_UPPER")
+    >>> print(t.code)
+    torch.nn.functional.conv_transpose2d(x, w, stride=(2, 2), padding=(1, 1))[..., 0:64, 0:64]
+    """
+    src = choice("translate", "src", src, CONVENTIONS)
+    dst = choice("translate", "dst", dst, CONVENTIONS)
+    options = {}
+    for key, owner in _OPTIONS.items():
+        if key in src_attrs:
+            if dst != owner:
+                raise fail("translate", key, f"applies to dst={owner!r} only (dst={dst!r})",
+                           src_attrs[key])
+            options[key] = src_attrs.pop(key)
+    canon = _source(src)(x_shape, w_shape, bias_shape, **src_attrs)
+    if "dst_opset" in options:
+        from ..onnx import operator_version
+
+        options["dst_opset"] = operator_version("translate", options["dst_opset"])
+    call = _DESTINATIONS[dst](canon, axes_of(canon.geometry), options)
+    w_shape = tuple(int(n) for n in w_shape)
+    return Translation(source=src, destination=dst, canonical=canon, kwargs=dict(call.kwargs),
+                       code=render(canon, w_shape, call), notes=call.notes, _call=call,
+                       _w_shape=w_shape)
