@@ -13,6 +13,9 @@ convt.onednn.conv_transpose
     oneDNN Graph ConvTranspose-1.
 show_config
     Build and runtime configuration (OpenMP, threads, compiler flags, versions).
+translate, Translation
+    One convention's call written in another's terms: keyword arguments, code for the
+    destination framework, and the same computation through convt (docs/translate.md).
 explain, calibrate, export_tuning, import_tuning, forget_tuning, use_tuning_store
     The dispatcher: why a backend runs, refitting its cost model, tuned winners
     (docs/dispatch.md).
@@ -22,11 +25,12 @@ from ._api import ConvTranspose, calibrate, conv_transpose, explain
 from ._config import show_config
 from ._dispatch.explain import Explanation
 from ._dispatch.tune import export_tuning, forget_tuning, import_tuning, use_tuning_store
+from ._translate import Translation, translate
 
 from ._version import __version__  # noqa: E402
 __all__ = ["conv_transpose", "ConvTranspose", "show_config", "onnx", "openvino", "onednn",
            "__version__", "explain", "Explanation", "calibrate", "export_tuning",
-           "import_tuning", "forget_tuning", "use_tuning_store"]
+           "import_tuning", "forget_tuning", "use_tuning_store", "translate", "Translation"]
 
 
 def _load_calibration():

@@ -1,4 +1,5 @@
-"""``python -m convt info`` | ``demo`` | ``explain LAYER`` | ``tune LAYER [LAYER ...]``.
+"""``python -m convt info`` | ``demo`` | ``explain LAYER`` | ``tune LAYER [LAYER ...]`` |
+``translate --from SRC --to DST CALL``.
 
 A LAYER is one quoted string of key=value pairs: x (input shape, NCX unless
 data_format=NXC), w (filter shape, IOX), and optionally strides, pads, dilations,
@@ -118,6 +119,48 @@ def _tune(args):
     return 0
 
 
+def _translate(args):
+    """Print the translation's code, its keyword arguments and notes; a call the source
+    refuses or the destination cannot express exits with status 2 and the message."""
+    import convt
+
+    kv = {}
+    for item in args.call.split():
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"python -m convt translate: bad CALL item {item!r} (expected key=value)",
+                  file=sys.stderr)
+            return 2
+        kv[key] = _value(value)
+    shapes = [kv.pop(k, None) for k in ("x", "w", "b")]
+    if shapes[0] is None or shapes[1] is None:
+        print(f"python -m convt translate: CALL {args.call!r} needs x=... and w=...",
+              file=sys.stderr)
+        return 2
+    shapes = [s if s is None or isinstance(s, tuple) else (s,) for s in shapes]
+    try:
+        t = convt.translate(args.src, args.dst, shapes[0], shapes[1], shapes[2], **kv)
+    except (ValueError, TypeError) as e:
+        print(f"python -m convt translate: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    print(t.code)
+    print(f"kwargs: {t.kwargs}")
+    for note in t.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def _value(text):
+    """A CALL value: integers (comma-separated: a tuple), True / False / None, or a string."""
+    if text in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[text]
+    try:
+        ints = tuple(int(v) for v in text.rstrip(",").split(","))
+    except ValueError:
+        return text
+    return ints if "," in text else ints[0]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m convt", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -136,7 +179,16 @@ def main(argv=None):
                    help="tuning store directory (default: $CONVT_TUNING_DIR or the user cache)")
     t.add_argument("--no-store", action="store_true", help="keep the winners in memory only")
     t.add_argument("--export", default=None, help="also write the winners to this JSON file")
+    tr = sub.add_parser("translate", help="write one convention's call in another's terms",
+                        description="CALL: x=SHAPE w=SHAPE [b=SHAPE] and the source's "
+                        "keywords, e.g. \"x=1,16,32,32 w=16,8,4,4 strides=2,2 "
+                        "auto_pad=SAME_UPPER\" (comma-separated integers are tuples)")
+    tr.add_argument("--from", dest="src", required=True, help="source convention")
+    tr.add_argument("--to", dest="dst", required=True, help="destination convention")
+    tr.add_argument("call", help='e.g. "x=1,16,32,32 w=16,8,4,4 strides=2,2"')
     args = p.parse_args(argv)
+    if args.cmd == "translate":
+        return _translate(args)
     try:
         if args.cmd == "explain":
             return _explain(args)

@@ -50,7 +50,7 @@ GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
 
 def _layer(module):
     for prefix in ("convt._geometry", "convt._dispatch", "convt._backends", "convt._kernels",
-                   "convt._onnx"):
+                   "convt._onnx", "convt._translate"):
         if module == prefix or module.startswith(prefix + "."):
             return prefix
     return "front end" if module in FRONT_ENDS else module
@@ -62,7 +62,14 @@ ALLOWED = {
     "convt._backends": {"convt._kernels"},
     "convt._kernels": set(),
     "convt._dispatch": {"convt._geometry", "convt._backends", "convt._kernels"},
+    "convt._translate": {"convt._geometry", "front end"},   # front-end level, above them
 }
+
+
+def test_only_the_facade_and_the_cli_import_the_translator():
+    users = {m for m, deps in GRAPH.items() if any(_layer(d) == "convt._translate" for d in deps)
+             and _layer(m) != "convt._translate"}
+    assert users <= {"convt", "convt.__main__"}, users
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -145,7 +145,13 @@ def translate(src, dst, x_shape, w_shape, bias_shape=None, **src_attrs):
     >>> t = convt.translate("onnx", "torch", (1, 16, 32, 32), (16, 8, 4, 4), strides=(2, 2),
     ...                     auto_pad="SAME_UPPER")
     >>> print(t.code)
-    torch.nn.functional.conv_transpose2d(x, w, stride=(2, 2), padding=(1, 1))[..., 0:64, 0:64]
+    torch.nn.functional.conv_transpose2d(x, w, stride=(2, 2), padding=(1, 1))
+    >>> t = convt.translate("torch", "tensorflow", (1, 16, 32, 32), (16, 8, 4, 4), (8,),
+    ...                     stride=2, padding=1)   # doctest: +SKIP
+    >>> t = convt.translate("onnx", "onednn", (1, 16, 32, 32), (16, 8, 4, 4), (8,),
+    ...                     strides=(2, 2), pads=(1, 2, 1, 0))
+    >>> print(t.code)
+    convt.onednn.conv_transpose(x, w, b, strides=(2, 2), pads_begin=(1, 2), pads_end=(1, 0), dilations=(1, 1), data_format='NCX', filter_format='IOX')
     """
     src = choice("translate", "src", src, CONVENTIONS)
     dst = choice("translate", "dst", dst, CONVENTIONS)

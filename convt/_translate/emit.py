@@ -10,10 +10,9 @@ padded: convt adds the bias to every output position), and the source's output l
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from math import prod
+from dataclasses import dataclass, field
 
-from .window import window
+from .window import axes_of, window
 
 __all__ = ["Dialect", "DIALECTS", "Call", "render", "inverse", "identity"]
 
@@ -91,6 +90,7 @@ class Call:
     pads: tuple
     w_ops: tuple = ()
     takes_bias: bool = False
+    unbatched_ok: bool = False   # the function takes an unbatched (C, *spatial) input as is
     notes: tuple = field(default=())
 
 
@@ -138,10 +138,10 @@ def _apply(d, e, op, arg):
     return d.flip.format(e=e, a=_tup(arg))
 
 
-def _index(parts):
+def _index(parts, ellipsis=False):
     """``[...]`` text of per-axis slices: '...' for the leading full slices when the last axis
-    is sliced, else the trailing full slices dropped."""
-    if parts[-1] != ":":
+    is sliced (or ``ellipsis``: always), else the trailing full slices dropped."""
+    if parts[-1] != ":" or ellipsis:
         lead = 0
         while parts[lead] == ":":
             lead += 1
@@ -157,8 +157,13 @@ def render(canon, w_shape, call, dialect=None):
     d = DIALECTS[dialect or call.dialect]
     fn = call.convt_function if d.name == "numpy" else call.function
     geom, nd = canon.geometry, canon.geometry.ndim
-    x = "x[None]" if canon.unbatched else "x"
     perm = tuple(canon.x_axes[a] for a in call.x_layout)
+    pos = {call.y_layout[m]: m for m in range(nd + 2)}   # canonical axis -> output axis
+    back = tuple(pos[a] for a in canon.y_axes)
+    # an unbatched input stays so where the function takes it and no axis moves
+    add_batch = canon.unbatched and not (call.unbatched_ok and perm == back
+                                         == identity(nd + 2))
+    x = "x[None]" if add_batch else "x"
     if perm != identity(nd + 2):
         x = d.transpose.format(e=x, p=_tup(perm))
     flips, ops = _filter_ops(canon, w_shape, call)
@@ -167,19 +172,18 @@ def render(canon, w_shape, call, dialect=None):
         w = d.flip.format(e=w, a=_tup(flips))
     for op, arg in ops:
         w = _apply(d, w, op, arg)
-    wins = [window(ax, pb, pe) for ax, (pb, pe) in zip(_axes(geom), call.pads)]
+    wins = [window(ax, pb, pe) for ax, (pb, pe) in zip(axes_of(geom), call.pads)]
     padded = any(win.pads for win in wins)
     bias_in_call = canon.has_bias and call.takes_bias and not padded
     args = [x, w] + (["b"] if bias_in_call else [])
     args += [f"{k}={v!r}" for k, v in call.kwargs.items()]
     y = f"{fn}({', '.join(args)})"
-    pos = {call.y_layout[m]: m for m in range(nd + 2)}   # canonical axis -> output axis
     if any(win.crops for win in wins):
         parts = [":"] * (nd + 2)
         for j, win in enumerate(wins):
             if win.crops:
                 parts[pos[2 + j]] = f"{win.lo}:{win.hi}"
-        y = f"{y}[{_index(parts)}]"
+        y = f"{y}[{_index(parts, canon.unbatched and not add_batch)}]"
     if padded:
         widths = [(0, 0)] * (nd + 2)
         for j, win in enumerate(wins):
@@ -189,10 +193,9 @@ def render(canon, w_shape, call, dialect=None):
         ones = nd + 1 - pos[1]
         b = "b" if not ones else d.reshape.format(e="b", s=_tup((-1,) + (1,) * ones))
         y = f"({y} + {b})"
-    back = tuple(pos[a] for a in canon.y_axes)
     if back != identity(nd + 2):
         y = d.transpose.format(e=y, p=_tup(back))
-    if canon.unbatched:
+    if add_batch:
         y = f"{y}[0]"
     return y[1:-1] if y.startswith("(") and _balanced(y[1:-1]) else y
 
@@ -205,21 +208,3 @@ def _balanced(text):
         if depth < 0:
             return False
     return depth == 0
-
-
-def _axes(geom):
-    from .window import axes_of
-
-    return axes_of(geom)
-
-
-def batch_of(canon):
-    return canon.geometry.batch
-
-
-def size(shape):
-    return prod(shape)
-
-
-def with_bias(canon, has_bias):
-    return replace(canon, has_bias=has_bias)

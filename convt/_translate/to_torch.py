@@ -43,4 +43,4 @@ def build(canon, axes, options):
     return Call(function=f"torch.nn.functional.conv_transpose{nd}d",
                 convt_function=f"convt.torch.conv_transpose{nd}d", dialect="torch",
                 kwargs=kwargs, x_layout=ident, y_layout=ident,
-                pads=tuple(c[:2] for c in chosen), takes_bias=True)
+                pads=tuple(c[:2] for c in chosen), takes_bias=True, unbatched_ok=True)
