@@ -4,8 +4,13 @@ into every destination computes the source's output through convt's destination 
 The real frameworks run the emitted code in tests/test_translate_frameworks.py."""
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import re
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -203,3 +208,26 @@ def test_cli_refusal_exits_2():
     assert run.returncode == 2
     assert ("translate (to keras): 'groups' cannot be expressed: keras.ops.conv_transpose has "
             "no feature groups; got 2") in run.stderr
+
+
+def test_docs_page_prints_what_it_shows():
+    """docs/translate.md: each python block followed by an indented block prints exactly
+    that (the blocks of the page run in one namespace, as tests/test_docs.py runs them)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                        "translate.md")
+    if not os.path.exists(path):
+        pytest.skip("docs/ is not next to the tests (installed wheel)")
+    missing = [s for s in ("torch", "keras", "tensorflow", "jax")
+               if s in open(path).read() and not available(s)]
+    if "torch" in missing:
+        pytest.skip("the page's examples translate from convt.torch, not in this convt")
+    text, ns, shown_any = open(path).read(), {}, False
+    for block, shown in re.findall(r"^```python\n(.*?)^```\n(\n(?:    [^\n]*\n)+)?", text,
+                                   re.S | re.M):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "docs/translate.md", "exec"), ns)
+        if shown:
+            shown_any = True
+            assert out.getvalue() == textwrap.dedent(shown).lstrip("\n")
+    assert shown_any

@@ -192,19 +192,14 @@ def render(canon, w_shape, call, dialect=None):
     if canon.has_bias and not bias_in_call:
         ones = nd + 1 - pos[1]
         b = "b" if not ones else d.reshape.format(e="b", s=_tup((-1,) + (1,) * ones))
-        y = f"({y} + {b})"
+        y = f"{y} + {b}"
+    summed = canon.has_bias and not bias_in_call
+
+    def operand(template):   # a sum is parenthesised before a method call or an index
+        return f"({y})" if summed and template.startswith("{e}") else y
+
     if back != identity(nd + 2):
-        y = d.transpose.format(e=y, p=_tup(back))
+        y, summed = d.transpose.format(e=operand(d.transpose), p=_tup(back)), False
     if add_batch:
-        y = f"{y}[0]"
-    return y[1:-1] if y.startswith("(") and _balanced(y[1:-1]) else y
-
-
-def _balanced(text):
-    depth = 0
-    for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth < 0:
-            return False
-    return depth == 0
+        y = f"{operand('{e}')}[0]"
+    return y
