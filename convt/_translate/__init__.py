@@ -13,7 +13,7 @@ convt.__main__ import it.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from .._geometry.validate import choice, fail
 from . import to_jax, to_spec, to_tf, to_torch
@@ -47,21 +47,36 @@ def _source(name):
 class Translation:
     """One source call written for a destination convention; `translate` makes it.
 
-    Attributes
+    Each parameter is kept as the (read-only) attribute of the same name; ``str()`` is the code.
+
+    Parameters
     ----------
     source, destination : str
         The two conventions.
     canonical : Canonical
-        What the source call computes, by shapes alone.
+        What the source call computes, by shapes alone (convt._geometry.canonical).
     kwargs : dict
         The destination function's keyword arguments.
     code : str
         A Python expression in ``x``, ``w`` and ``b`` (the source's arrays, as the destination
-        framework's tensors) computing the source's output with the destination framework:
-        ``torch``, ``tf`` (tensorflow), ``keras``, ``jax``, ``np`` (numpy) and ``convt`` are
-        the module names it uses. It mentions ``b`` only when the source call has a bias.
-    notes : tuple of str
+        framework's tensors) computing the source's output with the destination framework.
+        Its module names are ``torch``, ``tf`` (tensorflow), ``keras``, ``jax``, ``np``
+        (numpy) and ``convt``. It mentions ``b`` only when the source call has a bias.
+    notes : tuple of str, optional
         Caveats of the destination's runtimes (e.g. a CPU kernel that refuses the call).
+
+    Examples
+    --------
+    >>> import numpy as np, convt
+    >>> t = convt.translate("onnx", "openvino", (1, 2, 4), (2, 3, 3), (3,), strides=(2,),
+    ...                     pads=(1, 1))
+    >>> print(t)
+    convt.openvino.convolution_backprop_data(x, w, strides=(2,), pads_begin=(1,), pads_end=(1,), dilations=(1,)) + b.reshape((-1, 1))
+    >>> x, w, b = np.ones((1, 2, 4)), np.ones((2, 3, 3)), np.arange(3.0)
+    >>> t(x, w, b)[0, :, :4]
+    array([[2., 4., 2., 4.],
+           [3., 5., 3., 5.],
+           [4., 6., 4., 6.]])
     """
 
     source: str
@@ -70,15 +85,33 @@ class Translation:
     kwargs: dict
     code: str
     notes: tuple = ()
-    _call: object = field(default=None, repr=False, compare=False)
-    _w_shape: tuple = field(default=(), repr=False, compare=False)
 
     def __str__(self):
         return self.code
 
     def convt_code(self, bias=None):
-        """The same expression with NumPy for the framework's tensor operations and convt's
-        front end for the destination function (what calling the translation evaluates)."""
+        """The code with NumPy for the framework's tensor operations and convt's front end for
+        the destination function: what calling the translation evaluates.
+
+        Parameters
+        ----------
+        bias : bool, optional
+            Write the bias in (default: when the source call has one).
+
+        Returns
+        -------
+        str
+            An expression in ``x``, ``w`` (and ``b``) using ``np`` and ``convt``.
+
+        Examples
+        --------
+        >>> import convt
+        >>> t = convt.translate("onnx", "tensorflow", (1, 2, 4, 4), (2, 3, 3, 3),
+        ...                     strides=(2, 2))
+        >>> print(t.convt_code())  # doctest: +NORMALIZE_WHITESPACE
+        convt.tensorflow.conv_transpose(x.transpose((0, 2, 3, 1)), w.transpose((2, 3, 1, 0)),
+            output_shape=[1, 9, 9, 3], strides=[2, 2], padding='VALID').transpose((0, 3, 1, 2))
+        """
         has_bias = self.canonical.has_bias if bias is None else bias
         return render(replace(self.canonical, has_bias=has_bias), self._w_shape, self._call,
                       "numpy")
@@ -96,7 +129,14 @@ class Translation:
         Returns
         -------
         ndarray
-            The source call's output.
+            The source call's output, in the source's layout.
+
+        Examples
+        --------
+        >>> import numpy as np, convt
+        >>> t = convt.translate("onnx", "onednn", (1, 1, 3), (1, 1, 2), strides=(2,))
+        >>> t(np.ones((1, 1, 3), np.float32), np.ones((1, 1, 2), np.float32))
+        array([[[1., 1., 1., 1., 1., 1.]]], dtype=float32)
         """
         import numpy as np
 
@@ -105,6 +145,14 @@ class Translation:
         importlib.import_module(self._call.convt_function.rsplit(".", 1)[0])
         return eval(self.convt_code(b is not None),   # noqa: S307 -- our own expression
                     {"np": np, "convt": convt, "x": x, "w": w, "b": b})
+
+
+def _translation(src, dst, canon, call, w_shape):
+    t = Translation(source=src, destination=dst, canonical=canon, kwargs=dict(call.kwargs),
+                    code=render(canon, w_shape, call), notes=call.notes)
+    object.__setattr__(t, "_call", call)          # what convt_code renders again
+    object.__setattr__(t, "_w_shape", w_shape)
+    return t
 
 
 def translate(src, dst, x_shape, w_shape, bias_shape=None, **src_attrs):
@@ -168,7 +216,4 @@ def translate(src, dst, x_shape, w_shape, bias_shape=None, **src_attrs):
 
         options["dst_opset"] = operator_version("translate", options["dst_opset"])
     call = _DESTINATIONS[dst](canon, axes_of(canon.geometry), options)
-    w_shape = tuple(int(n) for n in w_shape)
-    return Translation(source=src, destination=dst, canonical=canon, kwargs=dict(call.kwargs),
-                       code=render(canon, w_shape, call), notes=call.notes, _call=call,
-                       _w_shape=w_shape)
+    return _translation(src, dst, canon, call, tuple(int(n) for n in w_shape))
