@@ -131,6 +131,22 @@ def test_bias_lands_on_zero_padded_positions():
         np.testing.assert_array_equal(tt(x, w, b), want)
 
 
+@pytest.mark.parametrize("dst", CONVENTIONS)
+def test_a_window_past_the_full_output(dst):
+    # ONNX-11, F = 1, output_padding 1, output_shape 1: total padding 1, ceil half first, so
+    # the one output position lies after the full output and holds only the bias; the
+    # destinations' nearest windows would be empty, so they compute one position and pad
+    kw = dict(strides=(1,), dilations=(2,), output_padding=(1,), output_shape=(1,))
+    x, w, b = np.full((1, 1, 1), 3.0), np.full((1, 1, 1), 2.0), np.array([5.0])
+    y = convt.onnx.conv_transpose(x, w, b, **kw)
+    assert y.tolist() == [[[5.0]]]
+    if dst in NO_GROUPS or dst == "torch":
+        if not available(dst):
+            pytest.skip(f"convt.{dst} is not in this convt")
+    t = convt.translate("onnx", dst, x.shape, w.shape, b.shape, **kw)
+    np.testing.assert_array_equal(t(*_inputs(dst, (x, w, b))), y)
+
+
 def test_openvino_destination_is_grouped_when_the_call_is():
     t = convt.translate("onnx", "openvino", (1, 4, 5), (4, 3, 3), group=2, strides=(2,))
     assert t.code.startswith("convt.openvino.group_convolution_backprop_data(x, "

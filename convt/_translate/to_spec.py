@@ -28,6 +28,11 @@ def _explicit(axes, bound):
         pb_d = max(ax.pb, 0)
         top = bound(ax, pb_d)
         pe_d = ax.pe if top is None else max(ax.pe, -top)
+        if ax.full - pb_d - pe_d < 1:
+            # a window past an end of the full output (bias only): the nearest non-empty one
+            pb_d = max(0, min(pb_d, ax.full - 1 - pe_d))
+            top = bound(ax, pb_d)
+            pe_d = min(max(ax.pe, -ax.full if top is None else -top), ax.full - 1 - pb_d)
         out.append((pb_d, pe_d, pb_d, max(pe_d, 0), max(-pe_d, 0)))
     return out
 

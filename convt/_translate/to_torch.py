@@ -12,7 +12,7 @@ argument.
 from __future__ import annotations
 
 from .emit import Call, identity
-from .window import clamp
+from .window import clamp, covers, pick
 
 __all__ = ["build"]
 
@@ -24,7 +24,12 @@ def _axis(ax):
     top, tail = max(ax.pb, 0), max(ax.pe, 0)
     p = min(top, tail + m - 1)
     pe_d = clamp(ax.pe, p - m + 1, min(p, tail))
-    return p, pe_d, p, p - pe_d
+    if covers(ax, p, pe_d):
+        return p, pe_d, p, p - pe_d
+    # the source's window lies past an end of the full output (bias only) and the closed
+    # form leaves torch no output: search every window torch has that is not empty
+    return pick(ax, [(q, q - op, q, op) for q in range(min(top, ax.full) + 1)
+                     for op in range(m)])
 
 
 def build(canon, axes, options):
