@@ -151,13 +151,18 @@ def _translate(args):
 
 
 def _value(text):
-    """A CALL value: integers (comma-separated: a tuple), True / False / None, or a string."""
+    """A CALL value: True / False / None; integers (comma-separated: a tuple); "a:b" pairs,
+    comma-separated (a tuple of pairs, jax's or TF's explicit padding); comma-separated
+    words (a tuple of strings); else the string."""
     if text in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[text]
+    items = text.rstrip(",").split(",")
     try:
-        ints = tuple(int(v) for v in text.rstrip(",").split(","))
+        if ":" in text:
+            return tuple(tuple(int(v) for v in item.split(":")) for item in items)
+        ints = tuple(int(v) for v in items)
     except ValueError:
-        return text
+        return tuple(items) if "," in text else text
     return ints if "," in text else ints[0]
 
 

@@ -178,6 +178,8 @@ def test_onnx_destination_opset():
      r"translate: 'dst_opset' applies to dst='onnx' only \(dst='torch'\); got 1"),
     (dict(dst_grouped=True), r"translate: 'dst_grouped' applies to dst='openvino' only"),
     (dict(strides=(2, 0)), r"onnx \(opset 11\): 'strides' must be positive"),
+    (dict(stride=(2, 2)), r"translate: 'stride' is not a keyword of onnx \(one of "
+                          r"\('opset', 'auto_pad', .*\)\); got \(2, 2\)"),
     (dict(pads=(1, 1, 1, -1)), r"onnx \(opset 11\): 'pads' must be non-negative"),
     (dict(x_shape=(1, 3, 5, 5)), r"onnx \(opset 11\): 'X' must have 4 channels"),
     (dict(x_shape=(1, 4, 5.0, 5)), r"onnx \(opset 11\): 'X' must be an array shape"),
@@ -189,7 +191,7 @@ def test_refusals(kw, match):
     for key in ("src", "dst", "x_shape"):
         if key in kw:
             args[key] = kw.pop(key)
-    exc = TypeError if "array shape" in match else ValueError
+    exc = TypeError if "array shape" in match or "not a keyword" in match else ValueError
     with pytest.raises(exc, match=match):
         convt.translate(args.pop("src"), args.pop("dst"), args.pop("x_shape"),
                         args.pop("w_shape"), **kw)
@@ -215,6 +217,15 @@ def test_cli_prints_the_code_and_kwargs():
     assert run.stdout.splitlines()[0] == ("torch.nn.functional.conv_transpose2d(x, w, "
                                           "stride=(2, 2), padding=(1, 1))")
     assert "kwargs: {'stride': (2, 2), 'padding': (1, 1)}" in run.stdout
+
+
+def test_cli_values():
+    from convt.__main__ import _value
+
+    assert _value("2") == 2 and _value("2,") == (2,) and _value("2,3") == (2, 3)
+    assert _value("SAME_UPPER") == "SAME_UPPER" and _value("True") is True
+    assert _value("NCHW,OIHW,NCHW") == ("NCHW", "OIHW", "NCHW")
+    assert _value("1:2,0:-1") == ((1, 2), (0, -1))
 
 
 def test_cli_refusal_exits_2():

@@ -13,9 +13,10 @@ convt.__main__ import it.
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass, replace
 
-from .._geometry.validate import choice, fail
+from .._geometry.validate import bad_type, choice, fail
 from . import to_jax, to_spec, to_tf, to_torch
 from .emit import render
 from .window import axes_of
@@ -187,7 +188,7 @@ def translate(src, dst, x_shape, w_shape, bias_shape=None, **src_attrs):
         An unknown convention, a source call its front end refuses, or an attribute the
         destination cannot express at all (groups in Keras, tf.nn and jax).
     TypeError
-        Source keywords of the wrong type.
+        A keyword the source's function does not take, or one of the wrong type.
 
     Examples
     --------
@@ -210,7 +211,13 @@ def translate(src, dst, x_shape, w_shape, bias_shape=None, **src_attrs):
                 raise fail("translate", key, f"applies to dst={owner!r} only (dst={dst!r})",
                            src_attrs[key])
             options[key] = src_attrs.pop(key)
-    canon = _source(src)(x_shape, w_shape, bias_shape, **src_attrs)
+    source = _source(src)
+    known = tuple(inspect.signature(source).parameters)[3:]
+    for key, value in src_attrs.items():
+        if key not in known:
+            raise bad_type("translate", key, f"is not a keyword of {src} (one of {known})",
+                           value)
+    canon = source(x_shape, w_shape, bias_shape, **src_attrs)
     if "dst_opset" in options:
         from ..onnx import operator_version
 
