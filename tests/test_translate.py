@@ -258,3 +258,23 @@ def test_docs_page_prints_what_it_shows():
             shown_any = True
             assert out.getvalue() == textwrap.dedent(shown).lstrip("\n")
     assert shown_any
+
+
+def test_numpy_integers_in_a_canonical_print_as_ints():
+    # a front end may hand over NumPy integers (shapes read from arrays); the code must not
+    # say np.int64(...)
+    from dataclasses import replace
+
+    from convt._translate import _DESTINATIONS, _plain
+    from convt._translate.emit import render
+    from convt._translate.window import axes_of
+
+    canon = convt.onnx._canonical((1, 2, 5), (2, 3, 3), strides=(2,), pads=(1, 0))
+    g = canon.geometry
+    odd = replace(canon, geometry=replace(g, in_shape=(np.int64(5),),
+                                          pads_end=(np.int64(0),), batch=np.int64(1)),
+                  x_axes=tuple(np.int64(a) for a in canon.x_axes))
+    for dst in CONVENTIONS:
+        call = _DESTINATIONS[dst](_plain(odd), axes_of(_plain(odd).geometry), {})
+        code = render(_plain(odd), (2, 3, 3), call)
+        assert "np.int64" not in code and "int64" not in repr(call.kwargs), (dst, code)

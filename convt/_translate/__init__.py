@@ -156,6 +156,19 @@ def _translation(src, dst, canon, call, w_shape):
     return t
 
 
+def _plain(canon):
+    """``canon`` with Python ints throughout (a NumPy integer would print as np.int64(...) in
+    the code)."""
+    g = canon.geometry
+    ints = {f: (tuple(int(v) for v in getattr(g, f)) if isinstance(getattr(g, f), tuple)
+                else int(getattr(g, f)))
+            for f in ("batch", "c_in", "c_out", "groups", "in_shape", "out_shape", "kernel",
+                      "strides", "dilations", "pads_begin", "pads_end")}
+    axes = {f: tuple(int(a) for a in getattr(canon, f))
+            for f in ("x_axes", "w_axes", "y_axes", "w_flip")}
+    return replace(canon, geometry=replace(g, **ints), **axes)
+
+
 def translate(src, dst, x_shape, w_shape, bias_shape=None, **src_attrs):
     """Write one convention's transposed convolution in another convention's terms.
 
@@ -217,7 +230,7 @@ def translate(src, dst, x_shape, w_shape, bias_shape=None, **src_attrs):
         if key not in known:
             raise bad_type("translate", key, f"is not a keyword of {src} (one of {known})",
                            value)
-    canon = source(x_shape, w_shape, bias_shape, **src_attrs)
+    canon = _plain(source(x_shape, w_shape, bias_shape, **src_attrs))
     if "dst_opset" in options:
         from ..onnx import operator_version
 
