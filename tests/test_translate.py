@@ -244,16 +244,15 @@ def test_docs_page_prints_what_it_shows():
                         "translate.md")
     if not os.path.exists(path):
         pytest.skip("docs/ is not next to the tests (installed wheel)")
-    missing = [s for s in ("torch", "keras", "tensorflow", "jax")
-               if s in open(path).read() and not available(s)]
-    if "torch" in missing:
-        pytest.skip("the page's examples translate from convt.torch, not in this convt")
     text, ns, shown_any = open(path).read(), {}, False
     for block, shown in re.findall(r"^```python\n(.*?)^```\n(\n(?:    [^\n]*\n)+)?", text,
                                    re.S | re.M):
         out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(block, "docs/translate.md", "exec"), ns)
+        try:
+            with contextlib.redirect_stdout(out):
+                exec(compile(block, "docs/translate.md", "exec"), ns)
+        except ModuleNotFoundError as e:   # a front end the page translates from, not here
+            pytest.skip(f"docs/translate.md needs {e.name}, not in this convt")
         if shown:
             shown_any = True
             assert out.getvalue() == textwrap.dedent(shown).lstrip("\n")
