@@ -151,54 +151,61 @@ def _index(parts, ellipsis=False):
     return ", ".join(parts)
 
 
-def render(canon, w_shape, call, dialect=None):
-    """The expression in x, w, b computing the source's output with ``call``; ``dialect``:
-    "numpy" for NumPy + convt (the function is then ``call.convt_function``)."""
-    d = DIALECTS[dialect or call.dialect]
-    fn = call.convt_function if d.name == "numpy" else call.function
-    geom, nd = canon.geometry, canon.geometry.ndim
-    perm = tuple(canon.x_axes[a] for a in call.x_layout)
-    pos = {call.y_layout[m]: m for m in range(nd + 2)}   # canonical axis -> output axis
-    back = tuple(pos[a] for a in canon.y_axes)
-    # an unbatched input stays so where the function takes it and no axis moves
-    add_batch = canon.unbatched and not (call.unbatched_ok and perm == back
-                                         == identity(nd + 2))
-    x = "x[None]" if add_batch else "x"
-    if perm != identity(nd + 2):
-        x = d.transpose.format(e=x, p=_tup(perm))
+def _filter(d, canon, w_shape, call):
     flips, ops = _filter_ops(canon, w_shape, call)
-    w = "w"
-    if flips:
-        w = d.flip.format(e=w, a=_tup(flips))
+    w = d.flip.format(e="w", a=_tup(flips)) if flips else "w"
     for op, arg in ops:
         w = _apply(d, w, op, arg)
-    wins = [window(ax, pb, pe) for ax, (pb, pe) in zip(axes_of(geom), call.pads)]
-    padded = any(win.pads for win in wins)
-    bias_in_call = canon.has_bias and call.takes_bias and not padded
-    args = [x, w] + (["b"] if bias_in_call else [])
-    args += [f"{k}={v!r}" for k, v in call.kwargs.items()]
-    y = f"{fn}({', '.join(args)})"
+    return w
+
+
+def _fit(d, y, wins, pos, nd, ellipsis):
+    """``y`` cropped and zero-padded to the source's windows (``pos``: canonical axis ->
+    output axis)."""
     if any(win.crops for win in wins):
         parts = [":"] * (nd + 2)
         for j, win in enumerate(wins):
             if win.crops:
                 parts[pos[2 + j]] = f"{win.lo}:{win.hi}"
-        y = f"{y}[{_index(parts, canon.unbatched and not add_batch)}]"
-    if padded:
+        y = f"{y}[{_index(parts, ellipsis)}]"
+    if any(win.pads for win in wins):
         widths = [(0, 0)] * (nd + 2)
         for j, win in enumerate(wins):
             widths[pos[2 + j]] = (win.before, win.after)
         y = d.pad.format(e=y, w=d.pad_widths(widths))
-    if canon.has_bias and not bias_in_call:
-        ones = nd + 1 - pos[1]
-        b = "b" if not ones else d.reshape.format(e="b", s=_tup((-1,) + (1,) * ones))
-        y = f"{y} + {b}"
+    return y
+
+
+def render(canon, w_shape, call, dialect=None):
+    """The expression in x, w, b computing the source's output with ``call``; ``dialect``:
+    "numpy" for NumPy + convt (the function is then ``call.convt_function``)."""
+    d = DIALECTS[dialect or call.dialect]
+    nd, ident = canon.geometry.ndim, identity(canon.geometry.ndim + 2)
+    perm = tuple(canon.x_axes[a] for a in call.x_layout)
+    pos = {call.y_layout[m]: m for m in range(nd + 2)}   # canonical axis -> output axis
+    back = tuple(pos[a] for a in canon.y_axes)
+    # an unbatched input stays so where the function takes it and no axis moves
+    add_batch = canon.unbatched and not (call.unbatched_ok and perm == back == ident)
+    x = "x[None]" if add_batch else "x"
+    if perm != ident:
+        x = d.transpose.format(e=x, p=_tup(perm))
+    wins = [window(ax, pb, pe) for ax, (pb, pe) in zip(axes_of(canon.geometry), call.pads)]
+    # convt adds the bias to every output position, zero-padded ones included
+    bias_in_call = canon.has_bias and call.takes_bias and not any(w.pads for w in wins)
+    args = [x, _filter(d, canon, w_shape, call)] + (["b"] if bias_in_call else [])
+    args += [f"{k}={v!r}" for k, v in call.kwargs.items()]
+    fn = call.convt_function if d.name == "numpy" else call.function
+    y = _fit(d, f"{fn}({', '.join(args)})", wins, pos, nd, canon.unbatched and not add_batch)
     summed = canon.has_bias and not bias_in_call
+    if summed:
+        ones = nd + 1 - pos[1]
+        b = d.reshape.format(e="b", s=_tup((-1,) + (1,) * ones)) if ones else "b"
+        y = f"{y} + {b}"
 
     def operand(template):   # a sum is parenthesised before a method call or an index
         return f"({y})" if summed and template.startswith("{e}") else y
 
-    if back != identity(nd + 2):
+    if back != ident:
         y, summed = d.transpose.format(e=operand(d.transpose), p=_tup(back)), False
     if add_batch:
         y = f"{operand('{e}')}[0]"
