@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._geometry.canonical import Canonical
-from ._geometry.dtypes import ALL_FLOATS, as_array, common_dtype
+from ._geometry.dtypes import ALL_FLOATS, as_array, common_dtype, dtype_name
 from ._geometry.frontend import common_attrs, make_spec
 from ._geometry.geometry import PadRule, resolve
 from ._dispatch.plan import Plan
@@ -30,9 +30,9 @@ __all__ = ["conv_transpose"]
 CONV = "jax"
 TYPES = ALL_FLOATS   # float64 (with jax_enable_x64), float32, float16, bfloat16
 
-# conv_transpose's defaults by rank ("Defaults to tensorflow convention"); rank 2 ('NC', 'IO',
-# 'NC') has no spatial axis, which convt does not take
-_DEFAULT_DN = {3: ("NHC", "HIO", "NHC"), 4: ("NHWC", "HWIO", "NHWC"),
+# conv_transpose's defaults by rank ("Defaults to tensorflow convention"); rank 2 has no
+# spatial axis (a matrix product, run as a 1-D call of length 1)
+_DEFAULT_DN = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"), 4: ("NHWC", "HWIO", "NHWC"),
                5: ("NHWDC", "HWDIO", "NHWDC")}
 
 
@@ -80,7 +80,7 @@ def _permutations(dimension_numbers, rank):
     """(lhs_perm, rhs_perm, out_perm) as jax's ConvDimensionNumbers holds them."""
     dn = _DEFAULT_DN.get(rank) if dimension_numbers is None else dimension_numbers
     if dn is None:
-        raise fail(CONV, "lhs", "must have rank 3, 4 or 5 (1-3 spatial axes) for the default "
+        raise fail(CONV, "lhs", "must have rank 2 to 5 (0-3 spatial axes) for the default "
                    "dimension_numbers", rank)
     if hasattr(dn, "lhs_spec") and hasattr(dn, "rhs_spec") and hasattr(dn, "out_spec"):
         # a jax.lax.ConvDimensionNumbers: already permutations, used as they are
@@ -187,7 +187,8 @@ def _parse(x_shape, w_shape, strides, padding, rhs_dilation, dimension_numbers,
     lhs_perm, rhs_perm, out_perm = _permutations(dimension_numbers, rank)
     nd = rank - 2
     if nd not in (1, 2, 3):
-        raise fail(CONV, "lhs", "must have 1-3 spatial axes (convt's range)", tuple(x_shape))
+        raise fail(CONV, "lhs", "must have 1-3 spatial axes (convt's range; rank 2 runs as a "
+                   "matrix product but has no Canonical)", tuple(x_shape))
     if not isinstance(transpose_kernel, (bool, np.bool_)):
         raise bad_type(CONV, "transpose_kernel", "must be a bool", transpose_kernel)
     s = _ints("strides", strides, nd, "positive")
@@ -229,7 +230,7 @@ def _parse(x_shape, w_shape, strides, padding, rhs_dilation, dimension_numbers,
 
 def _canonical(x_shape, w_shape, bias_shape=None, strides=None, padding=None,
                rhs_dilation=None, dimension_numbers=None, transpose_kernel=False,
-               use_consistent_padding=False):
+               precision=None, preferred_element_type=None, use_consistent_padding=False):
     """The ``Canonical`` of `conv_transpose` on arrays of these shapes (jax has no bias:
     ``bias_shape`` must be None)."""
     if bias_shape is not None:
@@ -245,14 +246,49 @@ def _canonical(x_shape, w_shape, bias_shape=None, strides=None, padding=None,
                      tuple(int(a) for a in np.argsort(call.out_perm)), w_flip=call.w_flip)
 
 
+_WIDTH = {"bfloat16": 1, "float16": 1, "float32": 2, "float64": 3}
+
+
+def _preferred(preferred, dt):
+    """``preferred_element_type``: a floating dtype not narrower than the operands'
+    (conv_general_dilated: "must not be narrower than the original type")."""
+    try:
+        want = np.dtype(preferred)
+    except TypeError:
+        raise bad_type(CONV, "preferred_element_type", f"must be one of {TYPES}",
+                       preferred) from None
+    name, have = dtype_name(want), dtype_name(dt)
+    if name not in TYPES:
+        raise bad_type(CONV, "preferred_element_type", f"must be one of {TYPES}", name)
+    if name != have and _WIDTH[name] <= _WIDTH[have]:
+        raise bad_type(CONV, "preferred_element_type", f"must not be narrower than the "
+                       f"operands' {have}", name)
+    return want
+
+
+def _rank2(xa, wa, strides, padding, rhs_dilation, dimension_numbers, transpose_kernel,
+           use_consistent_padding, method, workers):
+    """A call without spatial axes (jax's ('NC', 'IO', 'NC')): validated as jax does, run as
+    a 1-D call of length 1 with a kernel of 1."""
+    lhs_perm, rhs_perm, out_perm = _permutations(dimension_numbers, 2)
+    _ints("strides", strides, 0, "positive")
+    if rhs_dilation is not None:
+        _ints("rhs_dilation", rhs_dilation, 0, "positive")
+    _pads(padding, (), (), bool(use_consistent_padding))
+    y = conv_transpose(xa.transpose(lhs_perm)[..., None], wa.transpose(rhs_perm)[..., None],
+                       (1,), "VALID", dimension_numbers=("NCH", "OIH", "NCH"),
+                       transpose_kernel=transpose_kernel, method=method, workers=workers)
+    return np.ascontiguousarray(y[..., 0].transpose(np.argsort(out_perm)))
+
+
 def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
-                   transpose_kernel=False, use_consistent_padding=False, *, method="auto",
-                   workers=None):
+                   transpose_kernel=False, precision=None, preferred_element_type=None,
+                   use_consistent_padding=False, *, method="auto", workers=None):
     """jax.lax.conv_transpose on NumPy arrays.
 
     Parameters
     ----------
-    lhs : ndarray of rank n + 2 (n = 1, 2, 3)
+    lhs : ndarray of rank n + 2 (n = 0, 1, 2, 3; n = 0 is a matrix product)
         Input, in the layout ``dimension_numbers[0]`` names (default channels-last:
         "NHC", "NHWC", "NHWDC").
     rhs : ndarray of rank n + 2
@@ -275,6 +311,12 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     transpose_kernel : bool, default False
         Flip the kernel spatially and swap its I and O axes (gradient-of-conv / Keras
         ``Conv2DTranspose`` semantics).
+    precision : optional
+        Accepted and ignored: convt always computes at the full precision of float32
+        (float64 for float64 operands).
+    preferred_element_type : dtype, optional
+        Result dtype, not narrower than the operands' (bfloat16 to float32, float32 to
+        float64): the operands are widened and the call computes in it, as jax does.
     use_consistent_padding : bool, default False
         Pairs are the forward convolution's padding (per axis (pb, pe) cropped from the
         full output, as torch's ``padding``); strings as without it.
@@ -285,7 +327,8 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
 
     Returns
     -------
-    ndarray in the layout ``dimension_numbers[2]`` names, the dtype of ``lhs`` (float64 as
+    ndarray in the layout ``dimension_numbers[2]`` names, the dtype of ``lhs`` (or
+    ``preferred_element_type``; float64 as
     jax gives it under ``jax_enable_x64``; 16-bit types accumulate in float32). An empty
     output (a length of 0, zero batch or features) is zeros, as in jax.
 
@@ -308,6 +351,12 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     xa = as_array(CONV, "lhs", lhs, TYPES)
     wa = as_array(CONV, "rhs", rhs, TYPES)
     dt = common_dtype(CONV, {"lhs": xa, "rhs": wa}, TYPES)
+    if preferred_element_type is not None:
+        dt = _preferred(preferred_element_type, dt)
+        xa, wa = xa.astype(dt, copy=False), wa.astype(dt, copy=False)
+    if xa.ndim == 2 == wa.ndim:
+        return _rank2(xa, wa, strides, padding, rhs_dilation, dimension_numbers,
+                      transpose_kernel, use_consistent_padding, method, workers)
     call = _parse(xa.shape, wa.shape, strides, padding, rhs_dilation, dimension_numbers,
                   transpose_kernel, use_consistent_padding)
     if call.spec is None or 0 in call.out_shape or xa.size == 0:

@@ -44,7 +44,7 @@ def call_kwargs(case):
 
 def test_fixture_file_is_small_and_varied():
     assert FIXTURE.stat().st_size < 300_000
-    assert {len(c["x_shape"]) for c in CASES} == {3, 4, 5}
+    assert {len(c["x_shape"]) for c in CASES} == {2, 3, 4, 5}
     assert sum("error" in c for c in CASES) > 50 and sum("y" in c for c in CASES) > 300
     kws = [c["kwargs"] for c in CASES if "y" in c]
     assert {k["transpose_kernel"] for k in kws} == {False, True}
@@ -61,10 +61,11 @@ def test_fixture(case):
             ct(x, w, **call_kwargs(case))
         return
     y = ct(x, w, **call_kwargs(case))
-    want = np.frombuffer(base64.b64decode(case["y"]), np.dtype(case["dtype"]).newbyteorder("<"))
+    dt = np.dtype(case["kwargs"].get("preferred_element_type") or case["dtype"])
+    want = np.frombuffer(base64.b64decode(case["y"]), dt.newbyteorder("<"))
     want = want.reshape(case["y_shape"])
     assert y.shape == want.shape and y.dtype == want.dtype
-    tol = 1e-12 if case["dtype"] == "float64" else 1e-5
+    tol = 1e-12 if dt == np.float64 else 1e-5
     scale = max(1.0, float(np.abs(want).max(initial=0)))
     np.testing.assert_allclose(y, want, rtol=tol, atol=tol * scale)
 
@@ -204,6 +205,32 @@ def test_spatial_order_follows_the_kernel_spec():
     np.testing.assert_allclose(y, y3, rtol=1e-13, atol=1e-13)
 
 
+def test_rank_2_is_a_matrix_product():
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((5, 3)), rng.standard_normal((3, 4))    # NC, IO
+    np.testing.assert_allclose(ct(x, w, (), "SAME"), x @ w, rtol=1e-13)
+    np.testing.assert_allclose(ct(x, w.T, (), (), transpose_kernel=True), x @ w, rtol=1e-13)
+    np.testing.assert_allclose(ct(x.T, w.T, [], "valid", dimension_numbers=("CN", "OI", "CN")),
+                               (x @ w).T, rtol=1e-13)
+    with pytest.raises(ValueError, match="'strides' must be 0 positive integers"):
+        ct(x, w, (1,), "SAME")
+    with pytest.raises(ValueError, match="jax: 'lhs' must have 1-3 spatial axes"):
+        convt.jax._canonical(x.shape, w.shape, strides=(), padding="SAME")
+
+
+def test_preferred_element_type_widens():
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((1, 6, 3)), rng.standard_normal((3, 3, 2))
+    y = ct(x.astype(np.float32), w.astype(np.float32), (2,), "SAME",
+           preferred_element_type=np.float64)
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y, ct(x.astype(np.float32).astype(np.float64),
+                                     w.astype(np.float32).astype(np.float64), (2,), "SAME"))
+    with pytest.raises(TypeError, match="'preferred_element_type' must not be narrower than "
+                       "the operands' float64; got 'float32'"):
+        ct(x, w, (2,), "SAME", preferred_element_type="float32")
+
+
 def test_empty_results_are_zeros():
     x, w = np.ones((1, 5, 2)), np.ones((3, 2, 4))
     assert ct(x, w, (1,), ((-3, -2),)).shape == (1, 0, 4)
@@ -251,7 +278,7 @@ X, W = np.ones((1, 4, 4, 2)), np.ones((3, 3, 2, 3))
      "must name the same spatial characters"),
     ((X, W, (2, 2), "SAME"), {"dimension_numbers": "NHWC"}, TypeError,
      "'dimension_numbers' must be None, a tuple / list of 3 strings or a ConvDimensionNumbers"),
-    ((X[0, 0], W[0, 0], (), "SAME"), {}, ValueError, "'lhs' must have rank 3, 4 or 5"),
+    ((X[0, 0, 0], W[0, 0, 0], (), "SAME"), {}, ValueError, "'lhs' must have rank 2 to 5"),
     ((X, W.astype(np.float32), (2, 2), "SAME"), {}, TypeError, "jax: 'dtype' inputs must share"),
     ((X.astype(int), W, (2, 2), "SAME"), {}, TypeError, "'lhs' must have a floating dtype"),
 ])
@@ -268,12 +295,14 @@ def test_against_jax():
     rng = np.random.default_rng(seed)
     names = ["float64", "float32", "float16"] + (["bfloat16"] if "bfloat16" in DTYPES else [])
     for _ in range(60):
-        nd = int(rng.integers(1, 4))
+        nd = int(rng.integers(0, 4))
         x, w, kw = _draw(rng, nd)
         kw["use_consistent_padding"] = bool(rng.random() < 0.2)
         if rng.random() < 0.2:
             kw["padding"] = str(rng.choice(["same", "valid", "SAME_LOWER"]))
         name = str(rng.choice(names))
+        if rng.random() < 0.15:
+            kw["preferred_element_type"] = str(rng.choice(["float32", "float64"]))
         xs, ws = x.astype(np_dtype(name)), w.astype(np_dtype(name))
         try:
             want = np.asarray(lax.conv_transpose(xs, ws, **kw))
@@ -284,6 +313,7 @@ def test_against_jax():
         y = ct(xs, ws, **kw)
         assert y.shape == want.shape and y.dtype == want.dtype, (seed, kw)
         tol = {"float64": 1e-12, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2}[name]
+        tol = min(tol, {"float64": 1e-12, "float32": 1e-5}.get(str(y.dtype), 1))
         ref = want.astype(np.float64)
         np.testing.assert_allclose(y.astype(np.float64), ref, rtol=tol,
                                    atol=tol * max(1.0, np.abs(ref).max(initial=0)),

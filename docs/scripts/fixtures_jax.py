@@ -8,10 +8,10 @@ stores the shapes, dtype, arguments and a seed: the inputs are
 (float64, then cast to the case's dtype; jax_enable_x64 is on, so float64 stays float64), and
 either jax's output (little-endian bytes, base64) or its refusal (exception type, message).
 JSON turns tuples into lists: ``call_kwargs`` turns padding pairs (unless the case says
-``pairs_as_lists``) and dimension_numbers back into tuples, for jax here and for convt in the test. The draw covers 1-3 spatial axes, default
+``pairs_as_lists``) and dimension_numbers back into tuples, for jax here and for convt in the test. The draw covers 0-3 spatial axes, default
 and random dimension_numbers (spatial orders differing between lhs, rhs and out),
 transpose_kernel, "SAME" / "VALID" / other strings / (low, high) pairs (negative ones too),
-use_consistent_padding, rhs_dilation, and some refusals.
+use_consistent_padding, rhs_dilation, preferred_element_type, and some refusals.
 """
 import base64
 import gzip
@@ -56,7 +56,7 @@ def _perm(rng, chars):
 
 
 def draw(rng, seed):
-    nd = int(rng.integers(1, 4))
+    nd = 0 if rng.random() < 0.05 else int(rng.integers(1, 4))   # rank 2: a matrix product
     sp = SPATIAL[:nd]
     c_in, c_out = int(rng.integers(1, 4)), int(rng.integers(1, 4))
     kernel = [int(v) for v in rng.integers(1, 4, nd)]        # in the rhs spec's order
@@ -101,6 +101,8 @@ def draw(rng, seed):
               "dimension_numbers": dn, "transpose_kernel": tk,
               "use_consistent_padding": consistent}
     dtype = "float32" if rng.random() < 0.2 else "float64"
+    if dtype == "float32" and rng.random() < 0.2:
+        kwargs["preferred_element_type"] = "float64"
     case = {"x_shape": x_shape, "w_shape": w_shape, "dtype": dtype, "seed": seed,
             "kwargs": kwargs}
     if consistent and isinstance(padding, list) and rng.random() < 0.3:
