@@ -132,6 +132,7 @@ def _transpose_padding(ext, s, p):
     """(lo, hi) of ``_conv_transpose_padding(k, s, padding)`` for the dilated kernel extent
     ``ext``: 'SAME' gives length I*s, 'VALID' (I-1)*s + max(E, s); a tuple is the forward
     conv's padding (use_consistent_padding), giving torch's geometry."""
+    p = p if isinstance(p, (str, tuple)) else None   # a list or an array row is no mode
     if p == "SAME":
         total = ext + s - 2
         lo = ext - 1 if s > ext - 1 else -(-total // 2)
@@ -150,7 +151,8 @@ def _transpose_padding(ext, s, p):
 def _pads(padding, strides, exts, consistent):
     """Per axis (lo, hi) padding of the stride-dilated input (jax's conv_transpose)."""
     nd = len(strides)
-    if consistent or padding in ("SAME", "VALID"):   # exact spelling: 'same' is not it
+    # the exact spellings only: "same" is something else (below)
+    if consistent or (isinstance(padding, str) and padding in ("SAME", "VALID")):
         reps = [padding] * nd if isinstance(padding, str) else list(padding)
         if len(reps) != nd:
             raise fail(CONV, "padding", f"must hold one entry per spatial axis ({nd})",

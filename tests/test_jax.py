@@ -166,6 +166,16 @@ def test_against_correlation_of_dilated_input(nd, method):
         assert_close(y, ref, method, "float64")
 
 
+def test_padding_forms():
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((1, 5, 4, 2)), rng.standard_normal((3, 2, 2, 3))
+    y = ct(x, w, (2, 1), ((1, -1), (0, 2)))
+    for pads in ([[1, -1], [0, 2]], np.array([[1, -1], [0, 2]])):
+        np.testing.assert_array_equal(ct(x, w, (2, 1), pads), y)
+    with pytest.raises(ValueError, match="sequence of tuples with use_consistent_padding"):
+        ct(x, w, (2, 1), np.array([[1, 1], [0, 0]]), use_consistent_padding=True)
+
+
 def test_same_and_valid_lengths():
     x, w = np.ones((1, 5, 2)), np.ones((3, 2, 4))          # NHC, HIO
     assert ct(x, w, (2,), "SAME").shape == (1, 10, 4)      # I*s
