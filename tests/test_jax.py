@@ -16,7 +16,6 @@ import pytest
 
 import convt
 from convt._backends.reference import conv_transpose_reference
-from _helpers import reference_at
 from conftest import DTYPES, assert_close, np_dtype
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "jax.json.gz"

@@ -8,10 +8,11 @@ stores the shapes, dtype, arguments and a seed: the inputs are
 (float64, then cast to the case's dtype; jax_enable_x64 is on, so float64 stays float64), and
 either jax's output (little-endian bytes, base64) or its refusal (exception type, message).
 JSON turns tuples into lists: ``call_kwargs`` turns padding pairs (unless the case says
-``pairs_as_lists``) and dimension_numbers back into tuples, for jax here and for convt in the test. The draw covers 0-3 spatial axes, default
-and random dimension_numbers (spatial orders differing between lhs, rhs and out),
-transpose_kernel, "SAME" / "VALID" / other strings / (low, high) pairs (negative ones too),
-use_consistent_padding, rhs_dilation, preferred_element_type, and some refusals.
+``pairs_as_lists``) and dimension_numbers back into tuples, for jax here and for convt in the
+test. The draw covers 0-3 spatial axes, default and random dimension_numbers (spatial orders
+differing between lhs, rhs and out), transpose_kernel, "SAME" / "VALID" / other strings /
+(low, high) pairs (negative ones too), use_consistent_padding, rhs_dilation,
+preferred_element_type, and some refusals.
 """
 import base64
 import gzip
