@@ -192,7 +192,8 @@ _DOC = """torch.nn.functional.conv_transpose{n}d on NumPy arrays.
     input : ndarray of shape (N, C_in, {sp}) or, unbatched, (C_in, {sp})
     weight : ndarray of shape (C_in, C_out / groups, {ks})
     bias : ndarray of shape (C_out,), optional
-        Of any floating dtype (cast to the input's, as torch does; not with bfloat16 input).
+        Of any floating dtype: cast to the input's, as torch does, except where torch's
+        oneDNN path would run the call (see Returns), which refuses another dtype.
     stride : int or tuple of {n} ints, default 1
         Positive. A single int (or a 1-tuple) applies to every axis.
     padding : int or tuple of {n} ints, default 0
