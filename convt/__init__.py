@@ -11,13 +11,17 @@ convt.openvino.convolution_backprop_data, convt.openvino.group_convolution_backp
     OpenVINO ConvolutionBackpropData-1 and its grouped form.
 convt.onednn.conv_transpose
     oneDNN Graph ConvTranspose-1.
+convt.tensorflow.conv_transpose, conv1d_transpose, conv2d_transpose, conv3d_transpose
+    TensorFlow ``tf.nn`` semantics.
+convt.keras.conv_transpose
+    Keras 3 ``keras.ops.conv_transpose`` semantics.
 show_config
     Build and runtime configuration (OpenMP, threads, compiler flags, versions).
 explain, calibrate, export_tuning, import_tuning, forget_tuning, use_tuning_store
     The dispatcher: why a backend runs, refitting its cost model, tuned winners
     (docs/dispatch.md).
 """
-from . import onednn, onnx, openvino
+from . import keras, onednn, onnx, openvino, tensorflow
 from ._api import ConvTranspose, calibrate, conv_transpose, explain
 from ._config import show_config
 from ._dispatch.explain import Explanation
@@ -25,6 +29,7 @@ from ._dispatch.tune import export_tuning, forget_tuning, import_tuning, use_tun
 
 from ._version import __version__  # noqa: E402
 __all__ = ["conv_transpose", "ConvTranspose", "show_config", "onnx", "openvino", "onednn",
+           "tensorflow", "keras",
            "__version__", "explain", "Explanation", "calibrate", "export_tuning",
            "import_tuning", "forget_tuning", "use_tuning_store"]
 
