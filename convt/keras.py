@@ -136,11 +136,8 @@ def _spec(x_shape, w_shape, strides, padding, output_padding, data_format, dilat
         raise fail(CONV, "inputs", "must have spatial lengths >= 1", tuple(x_shape))
     pads = [_axis_rule(e, s, padding, None if op is None else op[a])
             for a, (e, s) in enumerate(zip(ext, strides))]
-    lengths = tuple((i - 1) * s + e - b - t for i, s, e, (b, t)
-                    in zip(in_shape, strides, ext, pads))
-    if any(n < 1 for n in lengths):
-        raise fail(CONV, "output_padding", "leaves no output: the output length (I-1)*s + "
-                   "kernel % 2 + output_padding must be >= 1", lengths)
+    # every accepted length is >= 1: valid (I-1)*s + max(E, s) or F + op, same I*s or
+    # (I-1)*s + E % 2 + op with E % 2 + op >= 1 (_check_output_padding)
     weight = np.broadcast_to(np.float32(0), tuple(w_shape))      # shapes only
     attrs = common_attrs(CONV, weight.transpose(nd + 1, nd, *range(nd)), None,
                          strides=strides, dilations=dilations, group=1,
