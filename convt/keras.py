@@ -164,7 +164,7 @@ def _canonical(x_shape, w_shape, bias_shape=None, strides=1, padding="valid",
         xs, ys = ident, ident
     else:
         xs, ys = (0, nd + 1, *range(1, nd + 1)), (0, *range(2, nd + 2), 1)
-    ncx = tuple(x_shape[a] for a in xs)
+    ncx = tuple(int(x_shape[a]) for a in xs)
     return Canonical(CONV, resolve(replace(spec, data_format="NCX"), ncx), xs, w_axes, ys)
 
 

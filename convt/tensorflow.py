@@ -229,6 +229,8 @@ def _canonical(x_shape, w_shape, bias_shape=None, output_shape=None, strides=Non
                    "bias", tuple(bias_shape))
     if output_shape is None:
         raise fail(CONV, "output_shape", "is required", output_shape)
+    if function not in __all__:
+        raise fail(CONV, "function", f"must be one of {tuple(__all__)}", function)
     nd = {"conv1d_transpose": 1, "conv2d_transpose": 2,
           "conv3d_transpose": 3}.get(function) or _rank(output_shape)
     if function == "conv1d_transpose" and data_format is None:
@@ -237,7 +239,7 @@ def _canonical(x_shape, w_shape, bias_shape=None, output_shape=None, strides=Non
                            padding, data_format, dilations)
     xs, ws, ys = _axes(nd, first)
     # the Canonical's Geometry is channels-first whatever the call's layout
-    ncx = tuple(np.array(x_shape)[list(xs)])
+    ncx = tuple(int(x_shape[a]) for a in xs)
     return Canonical(CONV, resolve(replace(spec, data_format="NCX"), ncx), xs, ws, ys)
 
 

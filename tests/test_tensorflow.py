@@ -161,6 +161,9 @@ def test_canonical_validates_as_the_function_does():
     c = T._canonical((1, 3, 2), (3, 4, 2), output_shape=[1, 6, 4], strides=2,
                      function="conv1d_transpose")
     assert c.y_axes == (0, 2, 1) and c.geometry.out_shape == (6,)
+    assert all(type(v) is int for v in c.geometry.in_shape + c.geometry.pads_end)
+    with pytest.raises(ValueError, match="'function' must be one of"):
+        T._canonical((1, 3, 2), (3, 4, 2), output_shape=[1, 6, 4], function="conv4d")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
