@@ -281,3 +281,20 @@ def test_against_tensorflow():
                 y = T.conv_transpose(x, w, **kw)
                 assert y.shape == want.shape, x_shape
                 np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+
+
+def test_against_tensorflow_onednn_path():
+    """float32 runs on TensorFlow's oneDNN kernels, which take dilations and channels-first
+    data (not explicit padding with channels-first data)."""
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(2027)
+    for nd in (1, 2, 3):
+        for first in (False, True):
+            for mode in ("SAME", "VALID"):
+                for _ in range(4):
+                    x, w, kw, _ = _draw(rng, nd, first, mode)
+                    x, w = x.astype(np.float32), w.astype(np.float32)
+                    want = tf.nn.conv_transpose(x, w, **kw).numpy()
+                    y = T.conv_transpose(x, w, **kw)
+                    assert y.shape == want.shape and y.dtype == want.dtype
+                    np.testing.assert_allclose(y, want, rtol=2e-5, atol=2e-5)
