@@ -11,6 +11,10 @@ convt.openvino.convolution_backprop_data, convt.openvino.group_convolution_backp
     OpenVINO ConvolutionBackpropData-1 and its grouped form.
 convt.onednn.conv_transpose
     oneDNN Graph ConvTranspose-1.
+convt.torch.conv_transpose1d, convt.torch.conv_transpose2d, convt.torch.conv_transpose3d
+    PyTorch ``torch.nn.functional`` semantics.
+convt.jax.conv_transpose
+    ``jax.lax.conv_transpose`` semantics.
 convt.tensorflow.conv_transpose, conv1d_transpose, conv2d_transpose, conv3d_transpose
     TensorFlow ``tf.nn`` semantics.
 convt.keras.conv_transpose
@@ -21,7 +25,7 @@ explain, calibrate, export_tuning, import_tuning, forget_tuning, use_tuning_stor
     The dispatcher: why a backend runs, refitting its cost model, tuned winners
     (docs/dispatch.md).
 """
-from . import keras, onednn, onnx, openvino, tensorflow
+from . import jax, keras, onednn, onnx, openvino, tensorflow, torch
 from ._api import ConvTranspose, calibrate, conv_transpose, explain
 from ._config import show_config
 from ._dispatch.explain import Explanation
@@ -29,7 +33,7 @@ from ._dispatch.tune import export_tuning, forget_tuning, import_tuning, use_tun
 
 from ._version import __version__  # noqa: E402
 __all__ = ["conv_transpose", "ConvTranspose", "show_config", "onnx", "openvino", "onednn",
-           "tensorflow", "keras",
+           "torch", "jax", "tensorflow", "keras",
            "__version__", "explain", "Explanation", "calibrate", "export_tuning",
            "import_tuning", "forget_tuning", "use_tuning_store"]
 
