@@ -15,6 +15,10 @@ convt.torch.conv_transpose1d, convt.torch.conv_transpose2d, convt.torch.conv_tra
     PyTorch ``torch.nn.functional`` semantics.
 convt.jax.conv_transpose
     ``jax.lax.conv_transpose`` semantics.
+convt.tensorflow.conv_transpose, conv1d_transpose, conv2d_transpose, conv3d_transpose
+    TensorFlow ``tf.nn`` semantics.
+convt.keras.conv_transpose
+    Keras 3 ``keras.ops.conv_transpose`` semantics.
 show_config
     Build and runtime configuration (OpenMP, threads, compiler flags, versions).
 translate, Translation
@@ -24,7 +28,7 @@ explain, calibrate, export_tuning, import_tuning, forget_tuning, use_tuning_stor
     The dispatcher: why a backend runs, refitting its cost model, tuned winners
     (docs/dispatch.md).
 """
-from . import jax, onednn, onnx, openvino, torch
+from . import jax, keras, onednn, onnx, openvino, tensorflow, torch
 from ._api import ConvTranspose, calibrate, conv_transpose, explain
 from ._config import show_config
 from ._dispatch.explain import Explanation
@@ -33,7 +37,7 @@ from ._translate import Translation, translate
 
 from ._version import __version__  # noqa: E402
 __all__ = ["conv_transpose", "ConvTranspose", "show_config", "onnx", "openvino", "onednn",
-           "torch", "jax",
+           "torch", "jax", "tensorflow", "keras",
            "__version__", "explain", "Explanation", "calibrate", "export_tuning",
            "import_tuning", "forget_tuning", "use_tuning_store", "translate", "Translation"]
 

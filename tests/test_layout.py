@@ -13,7 +13,8 @@ from convt._backends.direct import registry
 
 ROOT = os.path.dirname(convt.__file__)
 FRONT_ENDS = {"convt", "convt.__main__", "convt._api", "convt.onnx", "convt.openvino",
-              "convt.onednn", "convt.dask", "convt.torch", "convt.jax"}
+              "convt.onednn", "convt.dask", "convt.torch", "convt.jax", "convt.tensorflow",
+              "convt.keras"}
 
 
 def _modules():

@@ -189,3 +189,27 @@ def test_multi_axis_rules_are_per_axis(rng):
     assert g.pads_begin == (1, 0, 2) and g.pads_end == (0, -1, 1)
     np.testing.assert_allclose(op(x), reference_at(x, w, None, (2, 3, 1), (1, 1, 1),
                                                    g.pads_begin, g.pads_end), rtol=1e-12)
+
+
+# The total-padding splits TensorFlow's front end states (geometry.split_total): "none" puts
+# all of T at the end (VALID), "floor_clamped" never begins negative (SAME), "given" takes
+# pads_begin (explicit pairs). I=3, K=3, s=2, d=1: F = 7; T = F - output_shape.
+TOTAL_SPLITS = [
+    (dict(begin="none"), 6, (0, 1, 6)),
+    (dict(begin="none"), 8, (0, -1, 8)),                 # zeros appended
+    (dict(begin="floor_clamped"), 5, (1, 1, 5)),
+    (dict(begin="floor_clamped"), 6, (0, 1, 6)),
+    (dict(begin="floor_clamped"), 9, (0, -2, 9)),        # "floor" would begin at -1
+    (dict(begin="floor"), 9, (-1, -1, 9)),
+    (dict(begin="given", pads_begin=(2,)), 4, (2, 1, 4)),
+    (dict(begin="given", pads_begin=(0,)), 8, (0, -1, 8)),
+]
+
+
+@pytest.mark.parametrize("split, length, want", TOTAL_SPLITS, ids=lambda v: str(v))
+def test_total_splits(split, length, want):
+    from convt._geometry.geometry import TOTAL_FROM_OUTPUT_SHAPE, PadRule
+
+    rule = PadRule(kind="total", output_padding=(0,), total=TOTAL_FROM_OUTPUT_SHAPE,
+                   output_shape=(length,), **split)
+    assert _resolve(rule, (3, 3, 2, 1)) == want

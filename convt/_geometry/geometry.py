@@ -33,8 +33,9 @@ class PadRule:
     """A convention's padding rule, independent of the input shape.
 
     kind "explicit": pads_end and pads_begin as given (canonical pe = pads_end - op).
-    kind "total": T from ``total``; pads_begin = T//2 when ``begin == "floor"``, else
-    T - T//2 ("ceil"); pads_end = T - pads_begin; canonical pe = pads_end - op.
+    kind "total": T from ``total``; pads_begin = T//2 when ``begin == "floor"``, T - T//2
+    ("ceil"), max(T, 0)//2 ("floor_clamped"), 0 ("none"), or ``pads_begin`` as given
+    ("given"); pads_end = T - pads_begin; canonical pe = pads_end - op.
     ``expect_output`` (spatial lengths or None): the resolved length must equal it, for rules
     whose spec fixes the length independently of a user-given output_shape.
     """
@@ -110,12 +111,18 @@ class Geometry:
 
 
 def split_total(total, begin):
-    """pads_begin for total padding T: floor half (T//2) or ceil half (T - T//2).
+    """pads_begin for total padding T: floor half (T//2) or ceil half (T - T//2); "none": 0,
+    all of T at the end; "floor_clamped": max(T, 0)//2, never a negative begin (TensorFlow's
+    SAME: kernel_shape_util.cc GetWindowedOutputSizeVerbose clamps the padding at 0).
 
     Floor division is Python's (towards -inf), as CONVENTIONS.md defines fl / ce. It is the only
     reading under which the ONNX example test_convtranspose_output_shape (T = -1, NOTSET) yields
     its one trailing zero row; C's truncating '/' would put that row first.
     """
+    if begin == "none":
+        return 0
+    if begin == "floor_clamped":
+        return max(total, 0) // 2
     return total // 2 if begin == "floor" else total - total // 2
 
 
@@ -139,7 +146,7 @@ def _axis_pads(rule, axis, i_len, s, k, d):
         pb, pads_end = rule.pads_begin[axis], rule.pads_end[axis]
     else:
         total = _total(rule, axis, full, op, i_len, s, ext)
-        pb = split_total(total, rule.begin)
+        pb = rule.pads_begin[axis] if rule.begin == "given" else split_total(total, rule.begin)
         pads_end = total - pb
     return pb, pads_end - op, full
 
