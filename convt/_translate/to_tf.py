@@ -12,8 +12,9 @@ when the forward convolution of os gives back I (tensorflow/core/framework/kerne
   first: pb_d = max(F - os, 0) // 2, pe_d = F - os - pb_d.
 - explicit [[0, 0], [before, after], ..., [0, 0]] (2-D only: conv1d_transpose and
   conv3d_transpose take strings): os + before + after in [F, F + s - 1]; pb_d = before.
-TensorFlow's CPU kernels run NHWC only, and refuse dilations > 1 in 3-D, in float64 and with
-explicit padding (measured with TF 2.21); the translation then runs on GPU only, and says so.
+TensorFlow's CPU kernels run NHWC only, and take dilations > 1 only in float32 and without
+explicit padding (measured with TF 2.21, 1-D to 3-D): with dilation the translation uses
+"SAME" / "VALID" and a crop, and notes that float64 needs a GPU.
 
 Keras 3 computes os itself (keras/src/backend/common/backend_utils.py
 ``_get_output_shape_given_tf_padding``, called by keras/src/backend/tensorflow/nn.py
@@ -72,8 +73,8 @@ def _channels_last(nd):
     return (0, *range(2, nd + 2), 1)
 
 
-_DILATION_NOTE = ("TensorFlow's CPU kernels (TF 2.21) take dilations > 1 only in float32, "
-                  "1-D or 2-D, with padding 'SAME' or 'VALID': elsewhere this runs on a GPU")
+_DILATION_NOTE = ("TensorFlow's CPU kernels (TF 2.21) take dilations > 1 in float32 only (its "
+                  "oneDNN path, with padding 'SAME' or 'VALID'): in float64 this runs on a GPU")
 
 
 def _notes(geom):
