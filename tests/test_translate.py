@@ -244,7 +244,9 @@ def test_docs_page_prints_what_it_shows():
                         "translate.md")
     if not os.path.exists(path):
         pytest.skip("docs/ is not next to the tests (installed wheel)")
-    text, ns, shown_any = open(path).read(), {}, False
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    ns, shown_any = {}, False
     for block, shown in re.findall(r"^```python\n(.*?)^```\n(\n(?:    [^\n]*\n)+)?", text,
                                    re.S | re.M):
         out = io.StringIO()
