@@ -13,6 +13,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from . import threads as _threads
 from . import tune as _tune
 from .constants import on_change
 from .cost import direct_kind, direct_threads, estimate
@@ -134,7 +135,7 @@ class Plan:
         conv = spec.convention
         self.spec = spec
         self.method = choice(conv, "method", method, METHODS)
-        self.workers = resolve_workers(conv, workers)
+        self._workers = resolve_workers(conv, workers)
         self.dtype = np.dtype(dtype).newbyteorder("=")   # results in native byte order
         self.allowed = allowed
         self.cast = cast
@@ -188,6 +189,12 @@ class Plan:
     def w_iox_compute(self):
         """The IOX weights, C-contiguous in the compute dtype (a view when they already are)."""
         return np.ascontiguousarray(self.w_iox, dtype=self.compute_dtype)
+
+    @property
+    def workers(self):
+        """Threads for this plan's calls: the resolved ``workers``, or 1 in a forked child that
+        cannot use OpenMP threads (convt._dispatch.threads)."""
+        return _threads.workers(self._workers)
 
     def threads(self, geom):
         """Threads for the direct kernels on ``geom``: ``workers``, or one for small work,

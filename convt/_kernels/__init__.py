@@ -59,7 +59,7 @@
 #                      tile per pair of output rows (_upkernel.h).
 # _pack                weight packing: pack_micro (micro panels), pack_wino (Winograd
 #                      products' weights as sums of taps), pack_taps (taps for late sums).
-# _openmp_helpers      whether OpenMP was compiled in, and omp_get_max_threads().
+# _openmp_helpers      whether OpenMP was compiled in, omp_get_max_threads(), release_threads().
 #
 # Shared by several modules (cimported: cdef inline, so each module compiles its own copy):
 # _tile.pxd            the micro and Winograd variants' tile loop: row pointers, input
