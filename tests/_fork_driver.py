@@ -9,8 +9,8 @@ prepared operator, the single-threaded reason, the warnings).
 
 CASE: ``os.fork``, ``pool`` (multiprocessing's fork Pool), ``executor`` (ProcessPoolExecutor
 with the fork context), ``dask`` (Dask's processes scheduler with the fork context),
-``other_thread`` (os.fork while another thread's team is alive), ``grandchild`` (a fork of a
-forked child).
+``other_thread`` (os.fork while another thread's team is alive), ``locks`` (os.fork while
+another thread holds convt's locks), ``grandchild`` (a fork of a forked child).
 """
 from __future__ import annotations
 
@@ -35,14 +35,19 @@ W1 = RNG.standard_normal((8, 8, 63), dtype=np.float64)
 OP = convt.ConvTranspose(W, B, strides=(2, 2), pads=(1, 1, 1, 1), workers=2)
 
 
-def entry_points():
-    """Every front end once, each asked for 2 threads."""
+def entry_points(child=False):
+    """Every front end once, each asked for 2 threads. ``prepared_new``: the prepared operator
+    on a shape it has not seen in the parent (so the child plans it, under the plan's lock),
+    against the one-shot call in the parent."""
     nxc = np.ascontiguousarray(X.transpose(0, 2, 3, 1))
     xoi = np.ascontiguousarray(W.transpose(2, 3, 1, 0))
     return {
         "conv_transpose": convt.conv_transpose(X, W, B, strides=(2, 2), pads=(1, 1, 1, 1),
                                                workers=2),
         "prepared": OP(X),
+        "prepared_new": (OP(X[:1]) if child else
+                         convt.conv_transpose(X[:1], W, B, strides=(2, 2), pads=(1, 1, 1, 1),
+                                              workers=2)),
         "onnx": convt.onnx.conv_transpose(X, W, B, opset=11, strides=[2, 2],
                                           pads=[1, 1, 1, 1], workers=2),
         "openvino": convt.openvino.convolution_backprop_data(
@@ -58,7 +63,7 @@ def child_report(_=None):
     """Run every entry point; return (results, what this process saw)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = entry_points()
+        results = entry_points(child=True)
     single, _teams = _threads.state()
     seen = {"pid": os.getpid(), "prepared_workers": OP.workers, "single": single,
             "warnings": [str(w.message) for w in caught]}
@@ -128,6 +133,33 @@ def run(case):
             stop.wait()
 
         t = threading.Thread(target=other)
+        t.start()
+        started.wait()
+        try:
+            return [_fork_and_report(PARENT)]
+        finally:
+            stop.set()
+            t.join()
+    if case == "locks":
+        # Another thread holds convt's locks (as if it were planning, tuning or inside the
+        # GEMM variant) at the moment of the fork: the child must not wait for them.
+        from convt._backends import blas
+        from convt._dispatch import constants, tune
+        from convt._dispatch import plan as plan_module
+
+        held = [OP._plan._lock, tune._lock, plan_module._DECISIONS_LOCK,
+                constants._CACHE_LOCK, blas._LOCK]
+        started, stop = threading.Event(), threading.Event()
+
+        def holder():
+            for lock in held:
+                lock.acquire()
+            started.set()
+            stop.wait()
+            for lock in held:
+                lock.release()
+
+        t = threading.Thread(target=holder)
         t.start()
         started.wait()
         try:

@@ -31,7 +31,7 @@ needs_openmp = pytest.mark.skipif(
 
 
 @needs_fork
-@pytest.mark.parametrize("case", ["os.fork", "pool", "executor", "dask", "grandchild"])
+@pytest.mark.parametrize("case", ["os.fork", "pool", "executor", "dask", "grandchild", "locks"])
 def test_children_of_the_calling_thread_keep_their_threads(case):
     if case == "dask":
         pytest.importorskip("dask.array")

@@ -16,6 +16,11 @@ PyTorch's DataLoader workers). convt therefore:
 Only ``os.fork`` from Python runs these hooks (``multiprocessing``, ``concurrent.futures``,
 Dask's process pools with the fork context); a C-level ``fork`` without ``exec`` does not.
 
+A fork also copies every lock as it is: one that another thread held at that moment stays
+held in the child, whose next convt call would wait for it forever. convt's locks are
+``ForkSafeLock``s, which a child finds released (whatever they guarded was being built by a
+thread the child does not have; the child builds it again).
+
 **Idle time.** See ``quiet`` below and docs/threads.md.
 """
 from __future__ import annotations
@@ -23,13 +28,42 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+import weakref
 
-__all__ = ["workers", "state", "release"]
+__all__ = ["workers", "state", "release", "ForkSafeLock"]
 
 _lock = threading.Lock()
 _teams = set()         # idents of the threads that handed kernels more than one thread
 _single = None         # why this process runs single-threaded, or None
 _warned = False
+
+
+_FORK_SAFE = weakref.WeakSet()
+
+
+class ForkSafeLock:
+    """A ``threading.Lock`` that a forked child finds released."""
+
+    __slots__ = ("_lock", "__weakref__")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        _FORK_SAFE.add(self)
+
+    def acquire(self, blocking=True, timeout=-1):
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self):
+        self._lock.release()
+
+    def locked(self):
+        return self._lock.locked()
+
+    def __enter__(self):
+        return self._lock.acquire()
+
+    def __exit__(self, *exc):
+        self._lock.release()
 
 
 def _release_threads():
@@ -64,6 +98,8 @@ def _before_fork():
 def _after_fork_in_child():
     global _single, _warned, _lock
     _lock = threading.Lock()   # a lock another thread held at the fork stays held forever
+    for lock in list(_FORK_SAFE):   # the child has one thread: nothing else runs here
+        lock._lock = threading.Lock()
     if _teams and _single is None:
         _single = (f"forked (parent pid {os.getppid()}) while convt's OpenMP threads were "
                    "alive in the parent")

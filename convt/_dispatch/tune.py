@@ -23,9 +23,9 @@ import math
 import os
 import platform
 import tempfile
-import threading
 import time
 import warnings
+from .threads import ForkSafeLock
 
 __all__ = ["signature", "bucket", "lookup", "tune", "time_candidates", "export_tuning",
            "import_tuning", "forget_tuning", "use_tuning_store", "cache_dir", "stamp",
@@ -34,7 +34,7 @@ __all__ = ["signature", "bucket", "lookup", "tune", "time_candidates", "export_t
 _FORMAT = 1
 _FILE = "tuning.json"
 _BACKENDS = ("direct", "fft")   # what a tuning entry may name (winner and timed backends)
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _entries = {}       # signature -> {"method": str, "seconds": {method: float}}
 _tuning = {}        # signature -> Lock held while it is being tuned (one tuning per signature)
 _store = {"dir": None, "env_checked": False}
@@ -120,7 +120,7 @@ def tune(key, measure):
     if hit is not None:
         return hit
     with _lock:
-        gate = _tuning.setdefault(key, threading.Lock())
+        gate = _tuning.setdefault(key, ForkSafeLock())
     with gate:
         hit = _entries.get(key)
         if hit is not None:
