@@ -61,3 +61,32 @@ def test_show_config_says_whether_the_process_is_a_single_threaded_child():
     from convt._config import config_dict
 
     assert config_dict()["threading"]["after_fork"] == "parallel"
+
+
+def _policy_in_fresh_process(env_extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(env_extra)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    code = ("import os, convt, convt._kernels as k\n"
+            "print(k.WAIT_POLICY); print(os.environ.get('GOMP_SPINCOUNT'))\n"
+            "print(convt._config.config_dict()['threading']['wait_policy'])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.splitlines()
+
+
+@needs_openmp
+def test_convt_sets_a_short_spin_before_libgomp_loads_and_leaves_the_environment_alone():
+    policy, variable, shown = _policy_in_fresh_process({})
+    assert policy == shown == "GOMP_SPINCOUNT=10000 (set by convt)"
+    assert variable == "None"   # removed once libgomp read it: children see the user's env
+
+
+@needs_openmp
+@pytest.mark.parametrize("env", [{"OMP_WAIT_POLICY": "active"}, {"GOMP_SPINCOUNT": "300000"}])
+def test_the_users_wait_policy_wins(env):
+    (name, value), = env.items()
+    policy, variable, _ = _policy_in_fresh_process(env)
+    assert policy == f"user: {name}={value}"
+    assert variable == env.get("GOMP_SPINCOUNT", "None")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import sys
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -41,7 +42,7 @@ _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
 # store may change. Like scipy.fft's plan cache: saves 50-100 us of Python a call.
 _DECISIONS = {}
 _DECISIONS_SIZE = 64
-_DECISIONS_LOCK = _threads.ForkSafeLock()
+_DECISIONS_LOCK = _threads.renew_after_fork(sys.modules[__name__], "_DECISIONS_LOCK")
 _DECISIONS_GENERATION = [0]
 
 
@@ -155,7 +156,7 @@ class Plan:
         self.pin = None  # the direct variant to run, (name, batch_rows); None: choose
         self.workspace = one_shot_workspace() if one_shot else Workspace()
         self.one_shot = one_shot
-        self._lock = _threads.ForkSafeLock()
+        self._lock = _threads.renew_after_fork(self)
 
     def pack_buffer(self, name):
         """Where the micro, Winograd and GEMM packs put their weights: for a one-shot plan, the
@@ -174,7 +175,7 @@ class Plan:
             self.w_packed  # noqa: B018 -- packed here once, then shared by every copy
         other = copy.copy(self)
         other.spec, other._geoms, other.pin = spec, {}, pin
-        other.workspace, other._lock = Workspace(), _threads.ForkSafeLock()
+        other.workspace, other._lock = Workspace(), _threads.renew_after_fork(other)
         other.one_shot = False
         return other
 

@@ -18,8 +18,8 @@ Dask's process pools with the fork context); a C-level ``fork`` without ``exec``
 
 A fork also copies every lock as it is: one that another thread held at that moment stays
 held in the child, whose next convt call would wait for it forever. convt's locks are
-``ForkSafeLock``s, which a child finds released (whatever they guarded was being built by a
-thread the child does not have; the child builds it again).
+registered with ``renew_after_fork``, so a child finds them released (whatever they guarded was
+being built by a thread the child does not have; the child builds it again).
 
 **Idle time.** See ``quiet`` below and docs/threads.md.
 """
@@ -30,7 +30,7 @@ import threading
 import warnings
 import weakref
 
-__all__ = ["workers", "state", "release", "ForkSafeLock"]
+__all__ = ["workers", "state", "release", "renew_after_fork"]
 
 _lock = threading.Lock()
 _teams = set()         # idents of the threads that handed kernels more than one thread
@@ -38,32 +38,19 @@ _single = None         # why this process runs single-threaded, or None
 _warned = False
 
 
-_FORK_SAFE = weakref.WeakSet()
+_RENEW = weakref.WeakKeyDictionary()   # holder -> {attribute: factory}, renewed in a child
 
 
-class ForkSafeLock:
-    """A ``threading.Lock`` that a forked child finds released."""
+def renew_after_fork(holder, name="_lock", factory=threading.Lock):
+    """``factory()`` now, and a fresh one as ``holder.<name>`` in every forked child.
 
-    __slots__ = ("_lock", "__weakref__")
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        _FORK_SAFE.add(self)
-
-    def acquire(self, blocking=True, timeout=-1):
-        return self._lock.acquire(blocking, timeout)
-
-    def release(self):
-        self._lock.release()
-
-    def locked(self):
-        return self._lock.locked()
-
-    def __enter__(self):
-        return self._lock.acquire()
-
-    def __exit__(self, *exc):
-        self._lock.release()
+    For convt's locks (a module or an object holding one): a child finds them released. A plain
+    ``threading.Lock`` is used as it is, so ``with lock:`` stays atomic against exceptions from
+    signal handlers (a Python-level wrapper's ``__enter__`` could be interrupted after the
+    acquire and leave the lock held; tests/test_interrupts.py).
+    """
+    _RENEW.setdefault(holder, {})[name] = factory
+    return factory()
 
 
 def _release_threads():
@@ -98,8 +85,9 @@ def _before_fork():
 def _after_fork_in_child():
     global _single, _warned, _lock
     _lock = threading.Lock()   # a lock another thread held at the fork stays held forever
-    for lock in list(_FORK_SAFE):   # the child has one thread: nothing else runs here
-        lock._lock = threading.Lock()
+    for holder, names in list(_RENEW.items()):   # the child has one thread: nothing else runs
+        for name, factory in names.items():
+            setattr(holder, name, factory())
     if _teams and _single is None:
         _single = (f"forked (parent pid {os.getppid()}) while convt's OpenMP threads were "
                    "alive in the parent")

@@ -17,11 +17,10 @@ convt, convt after sgemm) run ``--pairs`` times each in a shuffled order. Prints
 cores as it found them. docs/threads.md quotes runs.
 """
 import argparse
+import importlib.util
 import json
 import os
-import random
 import sys
-import time
 
 import numpy as np
 
@@ -30,33 +29,11 @@ import _common  # noqa: E402  (puts this checkout's convt first)
 
 import convt  # noqa: E402
 
-
-def calls():
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((768, 768), dtype=np.float32)
-    b = rng.standard_normal((768, 768), dtype=np.float32)
-    x = rng.standard_normal((16, 128, 16, 16), dtype=np.float32)
-    w = rng.standard_normal((128, 64, 4, 4), dtype=np.float32)
-    op = convt.ConvTranspose(w, strides=(2, 2), pads=(1, 1, 1, 1))
-    out = np.empty(op.geometry(x.shape).array_shape("output"), np.float32)
-    return {"sgemm": lambda: np.matmul(a, b), "convt": lambda: op(x, out=out)}
-
-
-def measure(pairs, pause, seed=0):
-    fns = calls()
-    for f in fns.values():  # warm-up: plans, arenas, BLAS and OpenMP teams
-        for _ in range(3):
-            f()
-    order = [(p, t) for p in fns for t in fns] * pairs
-    random.Random(seed).shuffle(order)
-    times = {k: [] for k in set(order)}
-    for pred, timed in order:
-        time.sleep(pause)
-        fns[pred]()
-        t0 = time.perf_counter()
-        fns[timed]()
-        times[(pred, timed)].append(time.perf_counter() - t0)
-    return times
+# The measurement is the asv benchmark's (asv_bench/benchmarks/bench_threads.py), with more pairs.
+_spec = importlib.util.spec_from_file_location(
+    "_bench_threads", os.path.join(_common.ROOT, "asv_bench", "benchmarks", "bench_threads.py"))
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
 
 
 def summarize(times):
@@ -64,12 +41,7 @@ def summarize(times):
     for (pred, timed), ts in sorted(times.items()):
         q = np.percentile(np.array(ts) * 1e3, [25, 50, 75])
         rows[f"{timed} after {pred}"] = {"p25": q[0], "median": q[1], "p75": q[2]}
-    ratios = {}
-    for timed in ("sgemm", "convt"):
-        other = "convt" if timed == "sgemm" else "sgemm"
-        ratios[timed] = (rows[f"{timed} after {other}"]["median"]
-                         / rows[f"{timed} after {timed}"]["median"])
-    return rows, ratios
+    return rows, bench.ratios(times)
 
 
 def main(argv=None):
@@ -78,7 +50,7 @@ def main(argv=None):
     ap.add_argument("--pause", type=float, default=0.25)
     ap.add_argument("--json", help="also write the medians and ratios to this file")
     args = ap.parse_args(argv)
-    rows, ratios = summarize(measure(args.pairs, args.pause))
+    rows, ratios = summarize(bench.measure(args.pairs, args.pause))
     cfg = convt._config.config_dict()
     print(f"# {cfg['machine']['cpu']}, {os.cpu_count()} cores; "
           f"libgomp wait policy: {cfg['threading'].get('wait_policy', 'libgomp default')}")
