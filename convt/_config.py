@@ -26,6 +26,23 @@ def _openmp_runtime():
     return openmp_enabled(), max_threads()
 
 
+def _wait_policy():
+    try:
+        from convt._kernels import WAIT_POLICY
+    except ImportError:
+        return _UNKNOWN
+    return WAIT_POLICY
+
+
+def _after_fork():
+    try:
+        from convt._dispatch.threads import state
+    except ImportError:
+        return _UNKNOWN
+    single, _ = state()
+    return "parallel" if single is None else f"single-threaded: {single}"
+
+
 def _version(module_name):
     try:
         module = __import__(module_name)
@@ -104,6 +121,11 @@ def config_dict():
             "openmp": openmp,
             "max_threads": max_threads,
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
+            # how long idle OpenMP threads spin before they sleep (docs/threads.md)
+            "wait_policy": _wait_policy(),
+            # "parallel", or why a forked child runs its kernels on one thread
+            # (convt._dispatch.threads, docs/threads.md)
+            "after_fork": _after_fork(),
             # the BLAS that runs the GEMM variant of the direct backend (scipy's cython_blas)
             "gemm_blas": gemm_blas,
             "gemm_blas_threads": gemm_blas_threads,

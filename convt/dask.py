@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
-import threading
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
@@ -38,6 +38,7 @@ from ._geometry.geometry import PadRule, resolve
 from ._dispatch.guard import check_range
 from ._dispatch.plan import Plan, pick, variant_choice
 from ._dispatch.plan import block_pin as block_pin_of
+from ._dispatch.threads import renew_after_fork
 from ._geometry.validate import bad_type, choice, fail
 
 __all__ = ["conv_transpose", "CONVENTIONS"]
@@ -61,7 +62,7 @@ _FRONT_ENDS = {
 CONVENTIONS = tuple(_FRONT_ENDS)
 _CACHE_SIZE = 64  # prepared plans a process keeps (one per weights x block geometry)
 _cache = OrderedDict()
-_cache_lock = threading.Lock()
+_cache_lock = renew_after_fork(sys.modules[__name__], "_cache_lock")
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: hashed by identity, never by its arrays

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import os
 import re
 import threading
 from contextlib import contextmanager
@@ -30,6 +31,23 @@ _SYMBOLS = {
     "numpy": [("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
               ("openblas_get_num_threads64_", "openblas_set_num_threads64_")],
 }
+
+
+def _after_fork_in_child():
+    # The calls inside blas_threads belonged to threads the child does not have: their lock
+    # may be held forever and their count never restored. The child starts over.
+    global _LOCK
+    _LOCK = threading.Lock()
+    for library, active in _ACTIVE.items():
+        if active[0]:
+            active[0] = 0
+            fns = _STATE.get(library)
+            if fns and fns[0]() != active[1]:
+                fns[1](active[1])
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _functions(library="scipy"):

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
+import sys
 import warnings
 
 import numpy as np
+from .threads import renew_after_fork
 
 __all__ = ["CONSTANTS", "DEFAULTS", "set_constants", "on_change", "calibration_path",
            "load_calibration", "save_calibration"]
@@ -49,7 +50,7 @@ DEFAULTS = {
     "fft_axis_call_s": 72e-6,      # FFT backend's fixed cost per call and spatial axis
 }
 CONSTANTS = dict(DEFAULTS)
-_CACHE_LOCK = threading.Lock()
+_CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")
 _LISTENERS = []
 
 _FORMAT = 1

@@ -8,11 +8,12 @@ from __future__ import annotations
 import copy
 import functools
 import os
-import threading
+import sys
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from . import threads as _threads
 from . import tune as _tune
 from .constants import on_change
 from .cost import direct_kind, direct_threads, estimate
@@ -41,7 +42,7 @@ _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
 # store may change. Like scipy.fft's plan cache: saves 50-100 us of Python a call.
 _DECISIONS = {}
 _DECISIONS_SIZE = 64
-_DECISIONS_LOCK = threading.Lock()
+_DECISIONS_LOCK = _threads.renew_after_fork(sys.modules[__name__], "_DECISIONS_LOCK")
 _DECISIONS_GENERATION = [0]
 
 
@@ -134,7 +135,7 @@ class Plan:
         conv = spec.convention
         self.spec = spec
         self.method = choice(conv, "method", method, METHODS)
-        self.workers = resolve_workers(conv, workers)
+        self._workers = resolve_workers(conv, workers)
         self.dtype = np.dtype(dtype).newbyteorder("=")   # results in native byte order
         self.allowed = allowed
         self.cast = cast
@@ -155,7 +156,7 @@ class Plan:
         self.pin = None  # the direct variant to run, (name, batch_rows); None: choose
         self.workspace = one_shot_workspace() if one_shot else Workspace()
         self.one_shot = one_shot
-        self._lock = threading.Lock()
+        self._lock = _threads.renew_after_fork(self)
 
     def pack_buffer(self, name):
         """Where the micro, Winograd and GEMM packs put their weights: for a one-shot plan, the
@@ -174,7 +175,7 @@ class Plan:
             self.w_packed  # noqa: B018 -- packed here once, then shared by every copy
         other = copy.copy(self)
         other.spec, other._geoms, other.pin = spec, {}, pin
-        other.workspace, other._lock = Workspace(), threading.Lock()
+        other.workspace, other._lock = Workspace(), _threads.renew_after_fork(other)
         other.one_shot = False
         return other
 
@@ -188,6 +189,12 @@ class Plan:
     def w_iox_compute(self):
         """The IOX weights, C-contiguous in the compute dtype (a view when they already are)."""
         return np.ascontiguousarray(self.w_iox, dtype=self.compute_dtype)
+
+    @property
+    def workers(self):
+        """Threads for this plan's calls: the resolved ``workers``, or 1 in a forked child that
+        cannot use OpenMP threads (convt._dispatch.threads)."""
+        return _threads.workers(self._workers)
 
     def threads(self, geom):
         """Threads for the direct kernels on ``geom``: ``workers``, or one for small work,

@@ -22,10 +22,12 @@ import json
 import math
 import os
 import platform
+import sys
 import tempfile
 import threading
 import time
 import warnings
+from .threads import renew_after_fork
 
 __all__ = ["signature", "bucket", "lookup", "tune", "time_candidates", "export_tuning",
            "import_tuning", "forget_tuning", "use_tuning_store", "cache_dir", "stamp",
@@ -34,9 +36,9 @@ __all__ = ["signature", "bucket", "lookup", "tune", "time_candidates", "export_t
 _FORMAT = 1
 _FILE = "tuning.json"
 _BACKENDS = ("direct", "fft")   # what a tuning entry may name (winner and timed backends)
-_lock = threading.Lock()
+_lock = renew_after_fork(sys.modules[__name__])
 _entries = {}       # signature -> {"method": str, "seconds": {method: float}}
-_tuning = {}        # signature -> Lock held while it is being tuned (one tuning per signature)
+_tuning = renew_after_fork(sys.modules[__name__], "_tuning", dict)  # signature -> Lock held while it is being tuned (one tuning per signature)
 _store = {"dir": None, "env_checked": False}
 
 # Timing of candidates: a warm-up call each, then up to _ROUNDS interleaved rounds (one call

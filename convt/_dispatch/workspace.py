@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from math import prod
 
 import numpy as np
+from .threads import renew_after_fork
 
 __all__ = ["ONE_SHOT_KEEP", "Workspace", "one_shot_workspace"]
 
@@ -30,7 +31,7 @@ class Workspace:
     def __init__(self, keep=None):
         """``keep``: empty the workspace after a call that leaves it holding more bytes than
         this (None: keep everything)."""
-        self._lock = threading.Lock()
+        self._lock = renew_after_fork(self)
         self._bufs = {}
         self._keep = keep
 

@@ -59,7 +59,7 @@
 #                      tile per pair of output rows (_upkernel.h).
 # _pack                weight packing: pack_micro (micro panels), pack_wino (Winograd
 #                      products' weights as sums of taps), pack_taps (taps for late sums).
-# _openmp_helpers      whether OpenMP was compiled in, and omp_get_max_threads().
+# _openmp_helpers      whether OpenMP was compiled in, omp_get_max_threads(), release_threads().
 #
 # Shared by several modules (cimported: cdef inline, so each module compiles its own copy):
 # _tile.pxd            the micro and Winograd variants' tile loop: row pointers, input
@@ -76,3 +76,45 @@
 # _packkernel.h        tap transposes for late sums, product-weight sums, store fence.
 # _dwkernel.h, _cwkernel.h, _upkernel.h   the depthwise, channels-first Winograd and upsample
 #                      kernels' AVX2 bodies.
+
+import os as _os
+
+# How long libgomp's idle threads spin before they sleep, set before libgomp loads (it reads its
+# environment once, when loaded: the first kernel import below is that moment in most
+# processes). libgomp's default, 300,000 spins (about 7 ms on an AMD EPYC Zen 4), keeps a core
+# busy after every call: a NumPy sgemm started right after a convt call took 2.4-3.8x its time
+# after another sgemm. 10,000 spins (about 0.25 ms) still cover the gaps inside a call and
+# between back-to-back calls (docs/threads.md has the measurements). The user's own
+# OMP_WAIT_POLICY or GOMP_SPINCOUNT wins; the variable is removed again once libgomp has read it,
+# so other libraries and child processes see the environment the user set.
+SPIN_COUNT = 10000
+
+
+def _libgomp_loaded():
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libgomp" in line for line in maps)
+    except OSError:
+        return False
+
+
+def _load_openmp():
+    """Load the OpenMP runtime with convt's spin count; returns how the wait policy was set."""
+    user = [k for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in _os.environ]
+    if user:
+        return "user: " + ", ".join(f"{k}={_os.environ[k]}" for k in user)
+    if _libgomp_loaded():
+        return "the OpenMP runtime's own (it was loaded before convt)"
+    _os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+    try:
+        from ._openmp_helpers import openmp_enabled  # loads libgomp, which reads the variable
+    except ImportError:  # an unbuilt tree
+        return "unknown (kernels not built)"
+    finally:
+        del _os.environ["GOMP_SPINCOUNT"]
+    if not openmp_enabled():
+        return "none (built without OpenMP)"
+    return f"GOMP_SPINCOUNT={SPIN_COUNT} (set by convt)"
+
+
+WAIT_POLICY = _load_openmp()

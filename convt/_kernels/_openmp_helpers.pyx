@@ -35,3 +35,26 @@ def max_threads():
     True
     """
     return omp_get_max_threads()
+
+
+def release_threads():
+    """End the calling thread's OpenMP team: its idle threads exit instead of waiting.
+
+    ``omp_pause_resource_all(omp_pause_soft)`` (OpenMP 5.0). The next parallel region starts a
+    new team. A process that forks right after this gives its child a runtime with no team to
+    inherit, so the child can run threads of its own (libgomp's inherited team would hang it).
+
+    Returns
+    -------
+    bool
+        True when the runtime released its threads (or had none); False when it cannot (no
+        OpenMP, a runtime without ``omp_pause_resource_all``, or a call from inside a parallel
+        region).
+
+    Examples
+    --------
+    >>> from convt._kernels._openmp_helpers import release_threads
+    >>> isinstance(release_threads(), bool)
+    True
+    """
+    return convt_release_threads() == 0
