@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from math import ceil, log2, prod
 
@@ -43,9 +42,9 @@ import numpy as np
 import scipy.fft as sfft
 
 from .base import parallel
-from .blas import blas_threads
 from .direct.pixel import bias_filled
 from .fft_spectra import kernel_spectrum, spectrum_features
+from .._kernels._fftmul import fft_contract
 
 __all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FftLayout", "fft_growth", "fft_layout", "plan_fft",
            "run_fft"]
@@ -62,10 +61,9 @@ _COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s"
 # Kernel spectra kept per prepared operator, keyed by transform lengths (a new batch size or
 # an input shape with the same lengths reuses them); the oldest goes first.
 _SPECTRA_KEPT = 4
-# Below this many complex multiply-adds per call (~2 ms on one thread) the per-bin GEMM runs
-# on one thread: the pool's start-up and hand-off cost more than a second thread saves
-# (measured 0.5 ms alone vs 2.2 ms split for audio_k255_s1's 2.4 M).
-_MIN_THREADED_CMACS = 1 << 24
+# Below this many complex multiply-adds per call (~0.1 ms on one thread) the per-bin
+# contraction runs on one thread: an OpenMP team's start-up costs more than it saves.
+_MIN_THREADED_CMACS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -261,7 +259,9 @@ def _spectra(plan, geom, small):
     ct = plan.compute_dtype
 
     def make(buffer=None):
-        return kernel_spectrum(plan.w_iox, geom, small, ct, plan.workers, buffer)
+        spec = kernel_spectrum(plan.w_iox, geom, small, ct, plan.workers, buffer)
+        shape = spec.shape[:3] + (2, spec.shape[3])
+        return split_spectrum(spec, None if buffer is None else buffer("fft-split", shape, ct))
 
     if plan.one_shot:
         return make(lambda name, shape, dtype:
@@ -293,33 +293,29 @@ def _tiles(xa, geom, lay, ct):
     return np.ascontiguousarray(x.transpose(perm), dtype=ct)
 
 
-def _contract(spec, wspec, workers):
-    """Per phase, bin and group (items, Cg) @ (Cg, Mg); bins split over ``workers`` threads.
+def _contract(spec, wsplit, workers):
+    """Per phase, bin and group (items, Cg) @ (Cg, Mg), complex: the compiled loop over bins
+    (``convt._kernels._fftmul``), bins split over ``workers`` OpenMP threads.
 
-    ``spec`` (*bins, G, items..., Cg) is shared by every phase: matmul broadcasts it.
+    ``spec`` (*bins, G, items..., Cg) is shared by every phase; ``wsplit`` is the kernel
+    spectra in the split layout (P, rows, Cg, 2, Mg) of ``split_spectrum``.
     """
-    phases, rows, cg, mg = wspec.shape
-    x = spec.reshape(1, rows, -1, cg)
-    out = np.empty((phases, rows, x.shape[2], mg), spec.dtype)
+    phases, rows, cg, _, mg = wsplit.shape
+    x = spec.reshape(rows, -1, cg)
+    out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
+    threads = workers if out.size * cg >= _MIN_THREADED_CMACS else 1
+    fft_contract(x.view(wsplit.dtype), wsplit, out.view(wsplit.dtype), threads)
+    return out
 
-    def part(lo, hi):
-        if cg == 1:  # depthwise-like: an outer product, not worth a GEMM call per bin
-            np.multiply(x[:, lo:hi], wspec[:, lo:hi], out=out[:, lo:hi])
-        else:
-            np.matmul(x[:, lo:hi], wspec[:, lo:hi], out=out[:, lo:hi])
 
-    threads = min(workers, rows)
-    if threads < 2 or out.size * cg < _MIN_THREADED_CMACS:
-        with blas_threads(1, "numpy"):
-            part(0, rows)
-        return out
-    cuts = [rows * i // threads for i in range(threads + 1)]
-    # One BLAS thread per caller: OpenBLAS threads inside concurrent calls contend (measured
-    # 10x slower than single-threaded calls); each bin is then computed by one thread, so the
-    # result does not depend on ``workers``.
-    with blas_threads(1, "numpy"), ThreadPoolExecutor(threads) as pool:
-        for f in [pool.submit(part, a, b) for a, b in zip(cuts, cuts[1:])]:
-            f.result()
+def split_spectrum(spec, out=None):
+    """Kernel spectra (P, rows, Cg, Mg) complex -> (P, rows, Cg, 2, Mg) real (the real,
+    then the imaginary parts of each row of Mg: the contraction's unit-stride streams),
+    in ``out`` when given."""
+    if out is None:
+        out = np.empty(spec.shape[:3] + (2, spec.shape[3]), spec.real.dtype)
+    out[:, :, :, 0] = spec.real
+    out[:, :, :, 1] = spec.imag
     return out
 
 
