@@ -9,22 +9,24 @@ and the phases interleave into a frame of length N = L*s. This per-phase form wa
 1.0-1.7x faster than the equivalent spectrum tiling of the zero-upsampled input (docs/fft.md).
 Stride 1 is the one-phase case: a full linear convolution with the unflipped kernel, cropped.
 
-The kernel spectra are computed once per geometry and kept in the plan's per-shape cache
-(``Planned.state``). Per bin the channel contraction is a small complex GEMM,
-Y[p, f, n, m] = sum_c X[f, n, c] W[p, f, c, m]: the phases p and bins f are the batch axes of
-one broadcasting ``np.matmul`` (bins split over ``workers`` threads, one BLAS thread each),
-with no Python loop over bins, phases or channels. Spatial axes lead in every array, so each
-transform runs over axes of one array holding every channel, tile and batch element: ``workers``
-has many 1-D transforms to share out (scipy.fft parallelises over those only).
+The kernel spectra (``convt._backends.fft_spectra``: pruned per-axis transforms, small DFT
+matrices as GEMMs where the kernel has few taps) are kept by a prepared operator per transform
+length, so a new batch size or input shape with the same lengths reuses them; a one-shot call
+computes them into its workspace and picks its own tiling, priced with them. Per bin the
+channel contraction is a small complex GEMM, Y[p, f, n, m] = sum_c X[f, n, c] W[p, f, c, m],
+run for every phase p and bin f by one compiled loop (``convt._kernels._fftmul``, OpenMP over
+bins, the kernel spectra in a split real / imaginary layout). Spatial axes lead in every
+array, so each transform runs over axes of one array holding every channel, tile and batch
+element: ``workers`` has many 1-D transforms to share out (scipy.fft parallelises over those).
 
 Memory: the kernel spectra hold C_in * C_out/G * N^D / 2 complex numbers, (N/K)^D / 2 times
 the weights. When they would exceed half of ``FFT_MEMORY_BUDGET`` bytes, the input is cut into
 tiles of B samples per axis (overlap-add): a tile's frame has N >= (B-1)*s + E with B*s >= E,
 so a tile only spills into its next neighbour along an axis. The batch runs in chunks of batch
 elements sized so that the working arrays fit the rest of the budget (at least one element).
-The tile length is also chosen for speed by the cost model below: short transforms whose
-small kernel spectra stay in cache can beat one long transform (measured 1.8 vs 4.2 ms for
-x (2, 16, 4096), w (16, 16, 63) with 5 tiles).
+The tile length is also chosen for speed by the cost model (the dispatcher's constants, one
+model for both): short transforms whose small kernel spectra stay in cache can beat one long
+transform, and a one-shot call, which computes its spectra, prefers shorter ones still.
 
 Precision: float32 (and float16 / bfloat16, widened) transform in complex64, float64 in
 complex128. The error is normwise (relative to the largest |output|; measured in docs/fft.md),
@@ -259,9 +261,7 @@ def _spectra(plan, geom, small):
     ct = plan.compute_dtype
 
     def make(buffer=None):
-        spec = kernel_spectrum(plan.w_iox, geom, small, ct, plan.workers, buffer)
-        shape = spec.shape[:3] + (2, spec.shape[3])
-        return split_spectrum(spec, None if buffer is None else buffer("fft-split", shape, ct))
+        return kernel_spectrum(plan.w_iox, geom, small, ct, plan.workers, buffer)
 
     if plan.one_shot:
         return make(lambda name, shape, dtype:
@@ -298,9 +298,9 @@ def _contract(spec, wsplit, workers):
     (``convt._kernels._fftmul``), bins split over ``workers`` OpenMP threads.
 
     ``spec`` (*bins, G, items..., Cg) is shared by every phase; ``wsplit`` is the kernel
-    spectra in the split layout (P, rows, Cg, 2, Mg) of ``split_spectrum``.
+    spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``.
     """
-    phases, rows, cg, _, mg = wsplit.shape
+    phases, _, rows, cg, mg = wsplit.shape
     x = spec.reshape(rows, -1, cg)
     out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
     threads = workers if out.size * cg >= _MIN_THREADED_CMACS else 1
@@ -308,15 +308,10 @@ def _contract(spec, wsplit, workers):
     return out
 
 
-def split_spectrum(spec, out=None):
-    """Kernel spectra (P, rows, Cg, Mg) complex -> (P, rows, Cg, 2, Mg) real (the real,
-    then the imaginary parts of each row of Mg: the contraction's unit-stride streams),
-    in ``out`` when given."""
-    if out is None:
-        out = np.empty(spec.shape[:3] + (2, spec.shape[3]), spec.real.dtype)
-    out[:, :, :, 0] = spec.real
-    out[:, :, :, 1] = spec.imag
-    return out
+def split_spectrum(spec):
+    """Kernel spectra (P, rows, Cg, Mg) complex -> (P, 2, rows, Cg, Mg) real (the real,
+    then the imaginary parts: the layout the contraction reads)."""
+    return np.ascontiguousarray(np.stack([spec.real, spec.imag], axis=1))
 
 
 def _inverse(spec, geom, lay, workers):

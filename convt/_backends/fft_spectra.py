@@ -78,38 +78,57 @@ def _new(name, shape, dtype):
     return np.empty(shape, dtype)
 
 
-def _last_axis(wd, length, ct, workers, buffer):
-    """Real (P, ..., Q, R) -> complex (P, ..., L//2 + 1, R) along the second-last axis."""
-    q = wd.shape[-2]
-    if not uses_dft(q, length):
-        return sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=workers)
-    f = _real_dft(length, q, np.dtype(ct))
-    bins = f.shape[1]
-    parts = _matmul(f.reshape(2 * bins, q), wd, workers,   # (P, ..., 2 * bins, R)
-                    buffer("fft-dft-parts", wd.shape[:-2] + (2 * bins, wd.shape[-1]), ct))
-    out = buffer("fft-dft-a", wd.shape[:-2] + (bins, wd.shape[-1]),
-                 np.result_type(ct, np.complex64))
-    out.real = parts[..., :bins, :]
-    out.imag = parts[..., bins:, :]
+@functools.lru_cache(maxsize=64)
+def _split_dft(length, taps, dtype):
+    """(2L, 2Q) real [[Re F, -Im F], [Im F, Re F]]: applied to the real parts stacked on
+    the imaginary parts of Q complex taps, it gives those of the L complex bins."""
+    f = dft_matrix(length, taps, dtype, False)
+    out = np.ascontiguousarray(np.block([[f.real, -f.imag], [f.imag, f.real]]), dtype=dtype)
+    out.flags.writeable = False
     return out
 
 
-def _lead_axis(spec, axis, length, workers, buffer, name):
-    """Complex ``spec`` transformed to ``length`` along ``axis`` (its Q taps)."""
-    q = spec.shape[axis]
+def _split(c):
+    """Complex (P, ...) -> real (P, 2, ...): real parts, then imaginary parts."""
+    return np.ascontiguousarray(np.stack([c.real, c.imag], axis=1))
+
+
+def _last_axis(wd, length, ct, workers, buffer):
+    """Real (P, *Q, R) -> split (P, 2, *Q[:-1], L//2 + 1, R) along the last of the Q axes."""
+    q = wd.shape[-2]
     if not uses_dft(q, length):
-        return sfft.fft(spec, n=length, axis=axis, workers=workers, overwrite_x=True)
-    f = dft_matrix(length, q, spec.real.dtype, False)
-    head, tail = spec.shape[:axis], spec.shape[axis + 1:]
-    out = buffer(name, (prod(head), length, prod(tail)), spec.dtype)
-    _matmul(f, spec.reshape(prod(head), q, -1), workers, out)
-    return out.reshape(*head, length, *tail)
+        return _split(sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=workers))
+    f = _real_dft(length, q, np.dtype(ct))
+    bins = f.shape[1]
+    parts = _matmul(f.reshape(2 * bins, q), wd, workers,   # (P, ..., 2 * bins, R)
+                    buffer("fft-dft-a", wd.shape[:-2] + (2 * bins, wd.shape[-1]), ct))
+    parts = parts.reshape(wd.shape[:-2] + (2, bins, wd.shape[-1]))
+    return np.ascontiguousarray(np.moveaxis(parts, -3, 1))   # a view in 1-D
+
+
+def _lead_axis(spec, axis, length, workers, buffer, name):
+    """Split ``spec`` (P, 2, ...) transformed to ``length`` along ``axis`` (its Q taps;
+    ``axis`` counts the axes after P and the split one). With a DFT matrix, one real GEMM
+    per phase (``_split_dft``) over every line at once, straight from and into the split
+    layout; for the last such axis (``axis`` 0, the largest) with no copy at all."""
+    q = spec.shape[2 + axis]
+    if not uses_dft(q, length):
+        c = spec[:, 0] + 1j * spec[:, 1]
+        return _split(sfft.fft(c, n=length, axis=1 + axis, workers=workers, overwrite_x=True))
+    m = _split_dft(length, q, spec.dtype)
+    x = np.ascontiguousarray(np.moveaxis(spec, 1, 1 + axis))     # (P, ..., 2, Q, rest)
+    head, tail = x.shape[:1 + axis], x.shape[3 + axis:]
+    out = buffer(name, (prod(head), 2 * length, prod(tail)), spec.dtype)
+    _matmul(m, x.reshape(prod(head), 2 * q, -1), workers, out)
+    out = out.reshape(*head, 2, length, *tail)
+    return np.ascontiguousarray(np.moveaxis(out, 1 + axis, 1))
 
 
 def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None):
-    """(P, prod(bins) * G, C_in/G, C_out/G) complex, P = prod(strides): per output phase r,
-    the spectrum at the transform lengths ``small`` of the polyphase component
-    h_r[q] = wd[q*s + r] of the kernel (bins: ``small`` with the last axis halved, rfft).
+    """(P, 2, prod(bins) * G, C_in/G, C_out/G) real, P = prod(strides): per output phase r,
+    the real then the imaginary parts of the spectrum at the transform lengths ``small`` of
+    the polyphase component h_r[q] = wd[q*s + r] of the kernel (bins: ``small`` with the
+    last axis halved, rfft). This split layout is what the compiled contraction reads.
 
     One axis at a time, last first, each over the Q-long extents of the axes not yet
     transformed; a DFT matrix or ``scipy.fft`` per axis (``uses_dft``). ``buffer(name,
@@ -125,8 +144,8 @@ def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None):
     spec = _last_axis(_polyphase(w_iox, geom, taps, ct), small[-1], ct, workers, buffer)
     for a in reversed(range(nd - 1)):
         name = "fft-dft-b" if (nd - 2 - a) % 2 == 0 else "fft-dft-a"   # never its input
-        spec = _lead_axis(spec, 1 + a, small[a], workers, buffer, name)
-    return spec.reshape(prod(geom.strides), -1, c_in // g, mg)
+        spec = _lead_axis(spec, a, small[a], workers, buffer, name)
+    return spec.reshape(prod(geom.strides), 2, -1, c_in // g, mg)
 
 
 def _matmul(a, b, workers, out):

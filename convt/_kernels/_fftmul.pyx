@@ -3,9 +3,9 @@
 Per phase p, bin row r (a frequency bin of one group) and item i (a batch element of one
 tile), Y[p, r, i, :] = sum_c X[r, i, c] W[p, r, c, :], complex. The matrices are tiny (C_in/G
 x C_out/G per bin, thousands of bins), where NumPy's batched matmul pays per bin; here one
-loop nest runs them all. W comes in a split layout (P, R, Cg, 2, Mg): the real then the
-imaginary parts of a row of Mg, so the innermost loop over output channels is two unit-stride
-streams that gcc -O3 vectorises; X and Y stay interleaved complex (scipy.fft's layout), and a
+loop nest runs them all. W comes in a split layout (P, 2, R, Cg, Mg): the real parts, then the
+imaginary parts, so the innermost loop over output channels reads two unit-stride streams
+that gcc -O3 vectorises; X and Y stay interleaved complex (scipy.fft's layout), and a
 row of Y is summed in per-thread scratch and written once.
 
 Threads: OpenMP prange over bin rows, each row (every phase and item of it) computed by one
@@ -19,10 +19,10 @@ from ._types cimport real
 
 
 cdef void _row(const real* x, const real* w, real* y, int64_t items, int64_t cg,
-               int64_t mg, int64_t phases, int64_t xs, int64_t ws, int64_t ys,
-               real* acc) noexcept nogil:
+               int64_t mg, int64_t phases, int64_t xs, int64_t ws, int64_t wim,
+               int64_t ys, real* acc) noexcept nogil:
     """Every phase and item of one bin row; ``xs``, ``ws``, ``ys``: strides between items
-    (x), phases (w) and phases (y), in reals."""
+    (x), phases (w) and phases (y), in reals; ``wim``: offset of w's imaginary parts."""
     cdef int64_t p, i, c, m
     cdef real xr, xi
     cdef const real* wr
@@ -38,8 +38,8 @@ cdef void _row(const real* x, const real* w, real* y, int64_t items, int64_t cg,
             for c in range(cg):
                 xr = x[i * xs + 2 * c]
                 xi = x[i * xs + 2 * c + 1]
-                wr = w + p * ws + 2 * c * mg
-                wi = wr + mg
+                wr = w + p * ws + c * mg
+                wi = wr + wim
                 for m in range(mg):
                     ar[m] = ar[m] + (xr * wr[m] - xi * wi[m])
                     ai[m] = ai[m] + (xr * wi[m] + xi * wr[m])
@@ -50,14 +50,14 @@ cdef void _row(const real* x, const real* w, real* y, int64_t items, int64_t cg,
 
 
 def fft_contract(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg) interleaved
-                 const real[:, :, :, :, ::1] w,      # IN  (P, R, Cg, 2, Mg) split
+                 const real[:, :, :, :, ::1] w,      # IN  (P, 2, R, Cg, Mg) split
                  real[:, :, :, ::1] y,               # OUT (P, R, items, 2 * Mg) interleaved
                  int num_threads):
     """y[p, r, i] = x[r, i] @ w[p, r] in complex arithmetic (shapes above; trusted)."""
-    cdef int64_t rows = x.shape[0], items = x.shape[1], cg = w.shape[2], mg = w.shape[4]
+    cdef int64_t rows = x.shape[0], items = x.shape[1], cg = w.shape[3], mg = w.shape[4]
     cdef int64_t phases = w.shape[0], r
-    cdef int64_t wrow = cg * 2 * mg, yrow = items * 2 * mg
-    cdef int64_t ws = rows * wrow, ys = rows * yrow
+    cdef int64_t wrow = cg * mg, yrow = items * 2 * mg
+    cdef int64_t ws = 2 * rows * wrow, ys = rows * yrow
     cdef const real* xp = &x[0, 0, 0] if x.size else NULL
     cdef const real* wp = &w[0, 0, 0, 0, 0] if w.size else NULL
     cdef real* yp = &y[0, 0, 0, 0] if y.size else NULL
@@ -77,7 +77,7 @@ def fft_contract(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg) in
         else:
             for r in prange(rows, schedule="static"):
                 _row(xp + r * items * 2 * cg, wp + r * wrow, yp + r * yrow, items, cg, mg,
-                     phases, 2 * cg, ws, ys, acc)
+                     phases, 2 * cg, ws, rows * wrow, ys, acc)
         free(acc)
     if err[0]:
         raise MemoryError("convt: no memory for the FFT contraction's per-thread scratch")
