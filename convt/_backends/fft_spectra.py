@@ -34,9 +34,10 @@ def uses_dft(taps, length):
 
     A GEMM of depth Q against a transform of ~log2(L) passes, but ``scipy.fft`` along a
     strided axis of short lines pays per line: on the 2-core AMD EPYC (Zen 4), complex64,
-    2 workers, the GEMM won up to Q ~ 5 log2(L) and lost from 9 log2(L) on (docs/fft.md).
+    2 workers, the GEMM alone won up to Q ~ 5 log2(L) and lost from 9 log2(L) on; in whole
+    one-shot calls 4 log2(L) beat 6 on large_k31_s1 (Q = 31) and tied elsewhere (docs/fft.md).
     """
-    return taps <= 6 * log2(max(length, 2))
+    return taps <= 4 * log2(max(length, 2))
 
 
 @functools.lru_cache(maxsize=64)
