@@ -137,7 +137,7 @@ def test_large_kernel_float32():
     assert_close(y, ref, "fft", "float32")
 
 
-def test_kernel_spectrum_once_per_shape(monkeypatch):
+def test_kernel_spectrum_once_per_length(monkeypatch):
     calls = []
     real = fft_mod.kernel_spectrum
 
@@ -153,8 +153,12 @@ def test_kernel_spectrum_once_per_shape(monkeypatch):
     y1, y2 = op(x), op(x)
     assert len(calls) == 1
     np.testing.assert_array_equal(y1, y2)
-    op(x[:1])                      # another shape: another geometry, another spectrum
-    assert len(calls) == 2
+    y3 = op(x[:1])                 # another batch: the same transform lengths, kept spectra
+    assert len(calls) == 1
+    np.testing.assert_allclose(y3, y1[:1], rtol=1e-12, atol=1e-12)
+    assert op._plan.geometry(x[..., :20].shape).state[0].small \
+        != op._plan.geometry(x.shape).state[0].small
+    assert len(calls) == 2         # another length: another spectrum
     convt.conv_transpose(x, w, method="fft")
     convt.conv_transpose(x, w, method="fft")
     assert len(calls) == 4         # the one-shot call keeps nothing between calls

@@ -85,3 +85,38 @@ class LargeKernel(_Methods):
     def peakmem_oneshot(self, case, method):
         convt.conv_transpose(self.x, self.w, self.b, method=method, **self.kwargs)
 
+
+
+ONE_SHOT_CASES = {
+    # issue 38's two cases: a one-shot call pays its kernel spectra (docs/fft.md)
+    "2d_c32_k9": dict(x=(1, 32, 48, 48), w=(32, 32, 9, 9)),
+    "1d_c8_k45": dict(x=(2, 8, 4000), w=(8, 8, 45)),
+}
+
+
+class OneShotOverPrepared:
+    """time(one-shot FFT call) / time(prepared FFT call), best of interleaved calls: what
+    computing the kernel spectra in the call costs (target of issue 38: at most 1.5)."""
+
+    params = [list(ONE_SHOT_CASES)]
+    param_names = ["case"]
+    unit = "ratio"
+    timeout = 120
+
+    def setup(self, case):
+        shapes = ONE_SHOT_CASES[case]
+        self.op, self.x = prepared(shapes, "fft")
+        _, self.w, self.b = make_inputs(shapes)
+
+    def track_ratio(self, case):
+        import time
+
+        one, prep = [], []
+        for _ in range(15):
+            t = time.perf_counter()
+            convt.conv_transpose(self.x, self.w, self.b, method="fft")
+            one.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            self.op(self.x)
+            prep.append(time.perf_counter() - t)
+        return min(one) / min(prep)

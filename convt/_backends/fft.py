@@ -9,22 +9,24 @@ and the phases interleave into a frame of length N = L*s. This per-phase form wa
 1.0-1.7x faster than the equivalent spectrum tiling of the zero-upsampled input (docs/fft.md).
 Stride 1 is the one-phase case: a full linear convolution with the unflipped kernel, cropped.
 
-The kernel spectra are computed once per geometry and kept in the plan's per-shape cache
-(``Planned.state``). Per bin the channel contraction is a small complex GEMM,
-Y[p, f, n, m] = sum_c X[f, n, c] W[p, f, c, m]: the phases p and bins f are the batch axes of
-one broadcasting ``np.matmul`` (bins split over ``workers`` threads, one BLAS thread each),
-with no Python loop over bins, phases or channels. Spatial axes lead in every array, so each
-transform runs over axes of one array holding every channel, tile and batch element: ``workers``
-has many 1-D transforms to share out (scipy.fft parallelises over those only).
+The kernel spectra (``convt._backends.fft_spectra``: pruned per-axis transforms, small DFT
+matrices as GEMMs where the kernel has few taps) are kept by a prepared operator per transform
+length, so a new batch size or input shape with the same lengths reuses them; a one-shot call
+computes them into its workspace and picks its own tiling, priced with them. Per bin the
+channel contraction is a small complex GEMM, Y[p, f, n, m] = sum_c X[f, n, c] W[p, f, c, m],
+run for every phase p and bin f by one compiled loop (``convt._kernels._fftmul``, OpenMP over
+bins, the kernel spectra in a split real / imaginary layout). Spatial axes lead in every
+array, so each transform runs over axes of one array holding every channel, tile and batch
+element: ``workers`` has many 1-D transforms to share out (scipy.fft parallelises over those).
 
 Memory: the kernel spectra hold C_in * C_out/G * N^D / 2 complex numbers, (N/K)^D / 2 times
 the weights. When they would exceed half of ``FFT_MEMORY_BUDGET`` bytes, the input is cut into
 tiles of B samples per axis (overlap-add): a tile's frame has N >= (B-1)*s + E with B*s >= E,
 so a tile only spills into its next neighbour along an axis. The batch runs in chunks of batch
 elements sized so that the working arrays fit the rest of the budget (at least one element).
-The tile length is also chosen for speed by the cost model below: short transforms whose
-small kernel spectra stay in cache can beat one long transform (measured 1.8 vs 4.2 ms for
-x (2, 16, 4096), w (16, 16, 63) with 5 tiles).
+The tile length is also chosen for speed by the cost model (the dispatcher's constants, one
+model for both): short transforms whose small kernel spectra stay in cache can beat one long
+transform, and a one-shot call, which computes its spectra, prefers shorter ones still.
 
 Precision: float32 (and float16 / bfloat16, widened) transform in complex64, float64 in
 complex128. The error is normwise (relative to the largest |output|; measured in docs/fft.md),
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from dataclasses import dataclass
 from math import ceil, log2, prod
 
@@ -42,26 +44,28 @@ import numpy as np
 import scipy.fft as sfft
 
 from .base import parallel
-from .blas import blas_threads
 from .direct.pixel import bias_filled
+from .fft_spectra import kernel_spectrum, spectrum_features
+from .._kernels._fftmul import fft_contract
 
-__all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FftLayout", "fft_cost", "fft_growth", "fft_layout", "plan_fft",
+__all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FftLayout", "fft_growth", "fft_layout", "plan_fft",
            "run_fft"]
 
 # Bytes the kernel spectrum plus one chunk's working spectra may take (half for the kernel
 # spectrum). Module constant: tests shrink it to force the overlap-add path.
 FFT_MEMORY_BUDGET = 256 * 2**20
 
-# Cost model: seconds per unit of each ``_features`` entry, fitted (non-negative least squares)
-# on the 2-core AMD EPYC development machine (2026-11-21, float32, 2 workers, scipy 1.17.1,
-# numpy 2.4.6; /work/shared/bench workloads plus kernel sweeps, docs/fft.md): transform
-# samples * log2(transform length), per-bin GEMM complex multiply-adds, values copied, 1-D
-# transforms started.
-_COST = (2.15e-10, 1.09e-10, 2.5e-9, 7.4e-9)
-# Below this many complex multiply-adds per call (~2 ms on one thread) the per-bin GEMM runs
-# on one thread: the pool's start-up and hand-off cost more than a second thread saves
-# (measured 0.5 ms alone vs 2.2 ms split for audio_k255_s1's 2.4 M).
-_MIN_THREADED_CMACS = 1 << 24
+# The cost model's constants (``convt._dispatch.constants``) that price one unit of each
+# ``_features`` entry: transform samples * log2(transform length), per-bin GEMM complex
+# multiply-adds, values copied, 1-D transforms started. One model: the tiling below and the
+# dispatcher's estimate read the same constants (``FftBackend.constants``).
+_COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s")
+# Kernel spectra kept per prepared operator, keyed by transform lengths (a new batch size or
+# an input shape with the same lengths reuses them); the oldest goes first.
+_SPECTRA_KEPT = 4
+# Below this many complex multiply-adds per call (~0.1 ms on one thread) the per-bin
+# contraction runs on one thread: an OpenMP team's start-up costs more than it saves.
+_MIN_THREADED_CMACS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,8 @@ class FftLayout:
     chunk: int       # batch elements per transform pass
     kernel_bytes: int
     work_bytes: int  # working arrays of one batch element
-    cost: float      # estimated seconds per call (the cost model above)
+    cost: float      # estimated seconds per call, spectra excluded (the cost model above)
+    spectra: float   # estimated seconds of computing the kernel spectra (a one-shot call)
 
     @property
     def blocked(self):
@@ -107,7 +112,8 @@ def _axis_options(u, s, e):
     """(L, B, T) candidates of one axis: one tile of all ``u`` inputs, then overlap-add tiles
     of B = L - Q + 1 inputs (Q = ceil(E/s) polyphase taps) with B >= Q, so that B*s >= E and
     a tile's frame spills only into its next neighbour. Besides the smallest such L (the least
-    memory), L doubles from 16 (shorter transforms are all per-call overhead)."""
+    memory), L doubles from 16 (shorter transforms are all per-call overhead), and the L that
+    cut ``u`` into 2, 3, 4, 6 or 8 equal tiles (small kernel spectra for a one-shot call)."""
     q = -(-e // s)
     whole = sfft.next_fast_len(u + q - 1, real=True)
     cands = {sfft.next_fast_len(2 * q - 1, real=True)}
@@ -115,12 +121,15 @@ def _axis_options(u, s, e):
     while cand < whole:
         cands.add(cand)
         cand = sfft.next_fast_len(2 * cand, real=True)
+    for t in (2, 3, 4, 6, 8):
+        if -(-u // t) >= q:
+            cands.add(sfft.next_fast_len(-(-u // t) + q - 1, real=True))
     return [(whole, u, 1)] + [(c, c - q + 1, ceil(u / (c - q + 1))) for c in sorted(cands)
                               if c - q + 1 < u]
 
 
 def _features(geom, opts):
-    """Per-call work of one (L, B, T) choice per axis, in the units of ``_COST``."""
+    """Per-call work of one (L, B, T) choice per axis, in the units of ``_COST_UNITS``."""
     small = [o[0] for o in opts]
     pts = prod(small)
     nbins = pts // small[-1] * (small[-1] // 2 + 1)
@@ -136,38 +145,67 @@ def _features(geom, opts):
             passes * (c_in + phases * c_out) * sum(pts // n for n in small))
 
 
-def _estimate(geom, opts, csize):
-    """(kernel bytes, work bytes per batch element, seconds) of one choice per axis."""
+def _estimate(geom, opts, csize, rates):
+    """(kernel bytes, work bytes per batch element, seconds per call, seconds of the kernel
+    spectra) of one choice per axis, at ``rates`` seconds per unit of each feature."""
     small = [o[0] for o in opts]
     nbins = prod(small) // small[-1] * (small[-1] // 2 + 1)
     phases, tiles = prod(geom.strides), prod(o[2] for o in opts)
     kernel = phases * nbins * geom.c_in * (geom.c_out // geom.groups) * csize
     work = tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out)
-    return kernel, work, sum(f * c for f, c in zip(_features(geom, opts), _COST))
+    call = sum(f * c for f, c in zip(_features(geom, opts), rates))
+    spectra = sum(f * c for f, c in zip(spectrum_features(geom, small), rates))
+    return kernel, work, call, spectra
 
 
-def fft_layout(geom, compute_dtype, budget=None, pick=None):
+def _rates(constants):
+    c = BACKEND.constants if constants is None else constants
+    if c is None:
+        raise RuntimeError("the FFT backend has no cost constants (convt._dispatch sets "
+                           "them at import): this is a bug in convt")
+    return tuple(c[k] for k in _COST_UNITS)
+
+
+def fft_layout(geom, compute_dtype, budget=None, pick=None, one_shot=False, constants=None):
     """The ``FftLayout`` of ``geom``: the cheapest tiling whose kernel spectrum fits half of
     ``budget`` (default ``FFT_MEMORY_BUDGET``), else the one with the smallest spectrum.
+    Cheapest per call, or with ``one_shot`` per call plus its kernel spectra (a one-shot
+    call computes them, so it prefers shorter transforms), by the cost model's
+    ``constants`` (default: the dispatcher's, ``FftBackend.constants``).
     ``pick(options)`` may choose the per-axis (L, B, T) instead (to fit the cost model)."""
     budget = FFT_MEMORY_BUDGET if budget is None else budget
+    rates = _rates(constants)
+    if pick is None:
+        return _cheapest(geom, np.dtype(compute_dtype), budget, one_shot, rates)
+    return _layout(geom, np.dtype(compute_dtype), budget, pick, one_shot, rates)
+
+
+# Pure in its arguments (geometries are frozen): a one-shot call on a shape seen before
+# skips the tiling search (~0.5 ms on 2-D layers).
+@functools.lru_cache(maxsize=256)
+def _cheapest(geom, compute_dtype, budget, one_shot, rates):
+    return _layout(geom, compute_dtype, budget, None, one_shot, rates)
+
+
+def _layout(geom, compute_dtype, budget, pick, one_shot, rates):
     csize = 2 * np.dtype(compute_dtype).itemsize
     nd = geom.ndim
     reach = [_reach(geom, a) for a in range(nd)]
     used = tuple(max(hi - lo + 1, 0) for lo, hi in reach)
     if min(used) == 0:  # no input reaches the window: every output is the bias
         one = (1,) * nd
-        return FftLayout((0,) * nd, used, one, one, one, one, (0,) * nd, 0, 0, 0, 0.0)
+        return FftLayout((0,) * nd, used, one, one, one, one, (0,) * nd, 0, 0, 0, 0.0, 0.0)
     ext = [(k - 1) * d + 1 for k, d in zip(geom.kernel, geom.dilations)]
     options = [_axis_options(u, s, e) for u, s, e in zip(used, geom.strides, ext)]
     if pick is not None:
         combo = pick(options)
     else:
         def key(combo):
-            kernel, _, cost = _estimate(geom, combo, csize)
-            return (kernel > budget // 2, kernel if kernel > budget // 2 else cost)
+            kernel, _, cost, spectra = _estimate(geom, combo, csize, rates)
+            over = kernel > budget // 2
+            return (over, kernel if over else cost + (spectra if one_shot else 0.0))
         combo = min(itertools.product(*options), key=key)
-    kernel, work, cost = _estimate(geom, combo, csize)
+    kernel, work, cost, spectra = _estimate(geom, combo, csize, rates)
     chunk = int(min(max(geom.batch, 1), max(1, (budget - kernel) // max(work, 1))))
     lo = tuple(r[0] for r in reach)
     return FftLayout(
@@ -175,12 +213,7 @@ def fft_layout(geom, compute_dtype, budget=None, pick=None):
         small=tuple(o[0] for o in combo),
         length=tuple(o[0] * s for o, s in zip(combo, geom.strides)),
         offset=tuple(pb - a * s for pb, a, s in zip(geom.pads_begin, lo, geom.strides)),
-        chunk=chunk, kernel_bytes=kernel, work_bytes=work, cost=cost)
-
-
-def fft_cost(geom, compute_dtype=np.float32):
-    """Estimated seconds of one ``method="fft"`` call on ``geom`` (for the dispatcher)."""
-    return fft_layout(geom, compute_dtype).cost
+        chunk=chunk, kernel_bytes=kernel, work_bytes=work, cost=cost, spectra=spectra)
 
 
 def fft_growth(geom, lay):
@@ -195,35 +228,46 @@ def fft_growth(geom, lay):
     return float(prod(lay.small)) * prod(lay.block) * taps * (geom.c_in // geom.groups)
 
 
-def kernel_spectrum(w_iox, geom, lay, ct, workers):
-    """(P, prod(bins) * G, C_in/G, C_out/G) complex, P = prod(strides): per output phase
-    r, the spectrum at L of the polyphase component h_r[q] = wd[q*s + r] of the kernel.
-
-    One axis at a time, last first, so each transform runs only over the Q-long extents of
-    the axes not yet transformed (an ``rfftn`` would pad to L first: 1.5x slower at K=31).
-    """
-    g, nd, st = geom.groups, geom.ndim, geom.strides
-    c_in, mg = w_iox.shape[:2]
-    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations, st)]
-    wd = np.zeros((*[q * s for q, s in zip(taps, st)], g, c_in // g, mg), ct)
-    wg = w_iox.reshape(g, c_in // g, mg, *geom.kernel)
-    wd[tuple(slice(0, (k - 1) * d + 1, d) for k, d in zip(geom.kernel, geom.dilations))] = \
-        wg.transpose(*range(3, 3 + nd), 0, 1, 2)
-    wd = wd.reshape(*[v for q, s in zip(taps, st) for v in (q, s)], g, c_in // g, mg)
-    wd = wd.transpose(*range(1, 2 * nd, 2), *range(0, 2 * nd, 2), *range(2 * nd, 2 * nd + 3))
-    spec = sfft.rfft(wd, n=lay.small[-1], axis=2 * nd - 1, workers=workers)
-    for a in reversed(range(nd - 1)):
-        spec = sfft.fft(spec, n=lay.small[a], axis=nd + a, workers=workers, overwrite_x=True)
-    return spec.reshape(prod(st), -1, c_in // g, mg)
-
-
 def plan_fft(geom, plan):
     """The backend's ``prepare``: ("fft" or "fft-overlap-add", run_fft, state)."""
     ct = plan.compute_dtype
-    lay = fft_layout(geom, ct)
+    lay = fft_layout(geom, ct, one_shot=plan.one_shot)
     live = lay.chunk > 0 and geom.batch > 0 and geom.c_in > 0 and geom.c_out > 0
-    spec = kernel_spectrum(plan.w_iox, geom, lay, ct, plan.workers) if live else None
+    spec = _spectra(plan, geom, lay.small) if live else None
     return ("fft-overlap-add" if lay.blocked else "fft"), run_fft, (lay, spec)
+
+
+class _Spectra:
+    """A prepared operator's kernel spectra by transform lengths (the last few)."""
+
+    def __init__(self):
+        self.kept = {}
+        self.lock = threading.Lock()
+
+    def get(self, key, make):
+        hit = self.kept.get(key)
+        if hit is None:
+            hit = make()
+            with self.lock:
+                if key not in self.kept and len(self.kept) >= _SPECTRA_KEPT:
+                    self.kept.pop(next(iter(self.kept)), None)
+                self.kept[key] = hit
+        return hit
+
+
+def _spectra(plan, geom, small):
+    """Kernel spectra at lengths ``small``: computed for the call by a one-shot plan, kept
+    by transform lengths (and the strides and dilations that shape them) by a prepared one."""
+    ct = plan.compute_dtype
+
+    def make(buffer=None):
+        return kernel_spectrum(plan.w_iox, geom, small, ct, plan.workers, buffer)
+
+    if plan.one_shot:
+        return make(lambda name, shape, dtype:
+                    plan.workspace.buffer(name, prod(shape), dtype).reshape(shape))
+    store = plan.packed("fft-spectra", lambda p: _Spectra())
+    return store.get((small, geom.strides, geom.dilations, np.dtype(ct).str), make)
 
 
 def _tiles(xa, geom, lay, ct):
@@ -249,34 +293,25 @@ def _tiles(xa, geom, lay, ct):
     return np.ascontiguousarray(x.transpose(perm), dtype=ct)
 
 
-def _contract(spec, wspec, workers):
-    """Per phase, bin and group (items, Cg) @ (Cg, Mg); bins split over ``workers`` threads.
+def _contract(spec, wsplit, workers):
+    """Per phase, bin and group (items, Cg) @ (Cg, Mg), complex: the compiled loop over bins
+    (``convt._kernels._fftmul``), bins split over ``workers`` OpenMP threads.
 
-    ``spec`` (*bins, G, items..., Cg) is shared by every phase: matmul broadcasts it.
+    ``spec`` (*bins, G, items..., Cg) is shared by every phase; ``wsplit`` is the kernel
+    spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``.
     """
-    phases, rows, cg, mg = wspec.shape
-    x = spec.reshape(1, rows, -1, cg)
-    out = np.empty((phases, rows, x.shape[2], mg), spec.dtype)
-
-    def part(lo, hi):
-        if cg == 1:  # depthwise-like: an outer product, not worth a GEMM call per bin
-            np.multiply(x[:, lo:hi], wspec[:, lo:hi], out=out[:, lo:hi])
-        else:
-            np.matmul(x[:, lo:hi], wspec[:, lo:hi], out=out[:, lo:hi])
-
-    threads = min(workers, rows)
-    if threads < 2 or out.size * cg < _MIN_THREADED_CMACS:
-        with blas_threads(1, "numpy"):
-            part(0, rows)
-        return out
-    cuts = [rows * i // threads for i in range(threads + 1)]
-    # One BLAS thread per caller: OpenBLAS threads inside concurrent calls contend (measured
-    # 10x slower than single-threaded calls); each bin is then computed by one thread, so the
-    # result does not depend on ``workers``.
-    with blas_threads(1, "numpy"), ThreadPoolExecutor(threads) as pool:
-        for f in [pool.submit(part, a, b) for a, b in zip(cuts, cuts[1:])]:
-            f.result()
+    phases, _, rows, cg, mg = wsplit.shape
+    x = spec.reshape(rows, -1, cg)
+    out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
+    threads = workers if out.size * cg >= _MIN_THREADED_CMACS else 1
+    fft_contract(x.view(wsplit.dtype), wsplit, out.view(wsplit.dtype), threads)
     return out
+
+
+def split_spectrum(spec):
+    """Kernel spectra (P, rows, Cg, Mg) complex -> (P, 2, rows, Cg, Mg) real (the real,
+    then the imaginary parts: the layout the contraction reads)."""
+    return np.ascontiguousarray(np.stack([spec.real, spec.imag], axis=1))
 
 
 def _inverse(spec, geom, lay, workers):
@@ -350,18 +385,17 @@ def run_fft(xa, state, geom, plan, out=None):
     return y
 
 
-_COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s")
-
-
 @functools.lru_cache(maxsize=256)
-def _cost_features(geom, compute_dtype):
-    """The work (``_features``) of the tiling ``fft_layout`` picks, or None when no input
-    reaches the output. Cached (the tiling search dominates an estimate), so a changed
-    ``FFT_MEMORY_BUDGET`` reaches only geometries not seen before."""
-    lay = fft_layout(geom, compute_dtype)
+def _layout_seconds(geom, compute_dtype, one_shot, rates):
+    """(seconds per call, seconds of the kernel spectra) of the tiling ``fft_layout`` picks
+    at ``rates``, or None when no input reaches the output. Cached (the tiling search
+    dominates an estimate), so a changed ``FFT_MEMORY_BUDGET`` reaches only geometries not
+    seen before."""
+    lay = fft_layout(geom, compute_dtype, one_shot=one_shot,
+                     constants=dict(zip(_COST_UNITS, rates)))
     if lay.chunk == 0:
         return None
-    return _features(geom, list(zip(lay.small, lay.block, lay.tiles)))
+    return lay.cost, lay.spectra
 
 
 class FftBackend:
@@ -369,20 +403,31 @@ class FftBackend:
 
     name = "fft"
     label = "FFT"
+    # The cost model's constants (a dict with the ``_COST_UNITS`` keys, updated in place on
+    # calibration); convt._dispatch.cost sets it to its own.
+    constants = None
 
     def fixed_seconds(self, geom, c):
         """The per-call cost before any work (transform plans, Python)."""
         return c["call_s"] + geom.ndim * c["fft_axis_call_s"]
 
-    def estimate(self, geom, compute_dtype, workers, c):
-        feats = _cost_features(geom, np.dtype(compute_dtype))
-        if feats is None:
-            return self.fixed_seconds(geom, c)
-        t = sum(f * c[k] for f, k in zip(feats, _COST_UNITS))
+    def estimate(self, geom, compute_dtype, workers, c, one_shot=False):
+        """Seconds of a prepared call, or with ``one_shot`` of a one-shot call (its own
+        tiling, plus its kernel spectra): ``estimate_parts``' sum."""
+        return sum(self.estimate_parts(geom, compute_dtype, workers, c, one_shot))
+
+    def estimate_parts(self, geom, compute_dtype, workers, c, one_shot=False):
+        """(seconds of the call's own work, seconds of its kernel spectra: 0 for a prepared
+        call, which has them)."""
+        ct = np.dtype(compute_dtype)
+        parts = _layout_seconds(geom, ct, one_shot, tuple(c[k] for k in _COST_UNITS))
+        if parts is None:
+            return self.fixed_seconds(geom, c), 0.0
         # fitted at 2 workers: rescaled to ``workers``
-        f64 = np.dtype(compute_dtype) == np.float64
-        scale = (c["fft_f64"] if f64 else 1.0) * parallel(2, c) / parallel(workers, c)
-        return self.fixed_seconds(geom, c) + scale * t
+        scale = ((c["fft_f64"] if ct == np.float64 else 1.0) * parallel(2, c)
+                 / parallel(workers, c))
+        return (self.fixed_seconds(geom, c) + scale * parts[0],
+                scale * parts[1] if one_shot else 0.0)
 
     def prepare(self, geom, plan):
         return plan_fft(geom, plan)

@@ -9,7 +9,10 @@ NaN or Inf, which runs the pixel kernel instead, docs/reliability.md).
 from __future__ import annotations
 
 import functools
+from math import prod
 from typing import NamedTuple
+
+import numpy as np
 
 from .constants import (CONSTANTS, DEFAULTS, calibration_path, load_calibration,  # noqa: F401
                         on_change, save_calibration, set_constants)
@@ -23,11 +26,19 @@ __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "di
 
 
 class Estimate(NamedTuple):
-    """Estimated seconds per backend (None: not estimated) and what the direct one runs."""
+    """Estimated seconds per backend (None: not estimated) of the call asked for (prepared
+    or one-shot) and what the direct one runs; ``split`` holds, per estimated backend,
+    (seconds of a prepared call, seconds of a one-shot call, of which setup: the FFT's
+    kernel spectra, the direct backend's weight packing)."""
     seconds: dict
     direct: DirectKind
     threads: int
     note: str
+    split: dict = {}
+
+
+# The FFT backend prices its tiling with the dispatcher's constants (one model, docs/fft.md).
+BACKENDS["fft"].constants = CONSTANTS
 
 
 # Geometries are frozen and the rule is pure (given CONSTANTS, whose changes clear the cache):
@@ -58,17 +69,27 @@ def seconds(geom, compute_dtype, workers, method, constants=None):
     return BACKENDS[method].estimate(geom, compute_dtype, workers, c)
 
 
-def estimate(geom, compute_dtype, workers, constants=None):
+def _packing_seconds(geom, compute_dtype, c):
+    """A one-shot direct call's weight packing: the weights read and written once."""
+    weights = geom.c_in * (geom.c_out // geom.groups) * prod(geom.kernel)
+    return 2 * weights * np.dtype(compute_dtype).itemsize / c["bytes_per_s"]
+
+
+def estimate(geom, compute_dtype, workers, constants=None, one_shot=False):
     """Estimated seconds of each backend that estimates itself ("direct", "fft") on ``geom``.
 
     ``compute_dtype`` is float32 or float64 (16-bit types compute in float32); ``workers``
-    is the plan's thread count. Another backend than the direct one is not estimated (None)
-    when the direct estimate is below its fixed cost alone or when no output position has
-    an input.
+    is the plan's thread count; ``one_shot``: price a one-shot call (which computes the
+    FFT's kernel spectra and packs the direct backend's weights) instead of a prepared one.
+    Another backend than the direct one is not estimated (None) when the direct estimate is
+    below its fixed cost alone or when no output position has an input.
     """
     c = CONSTANTS if constants is None else constants
     kind = direct_kind(geom)
-    times = {"direct": direct.BACKEND.estimate(geom, compute_dtype, workers, c, kind)}
+    run = direct.BACKEND.estimate(geom, compute_dtype, workers, c, kind)
+    pack = _packing_seconds(geom, compute_dtype, c)
+    split = {"direct": (run, run + pack)}
+    times = {"direct": run + pack if one_shot else run}
     note = ""
     for name, backend in BACKENDS.items():
         if name == "direct" or not hasattr(backend, "fixed_seconds"):
@@ -80,6 +101,11 @@ def estimate(geom, compute_dtype, workers, constants=None):
                     f"({fixed * 1e6:.0f} us): {backend.label} not estimated")
         elif kind.useful == 0 or geom.batch == 0:
             note = f"no input reaches the output: {backend.label} not estimated"
+        elif hasattr(backend, "estimate_parts"):
+            prepared = backend.estimate(geom, compute_dtype, workers, c)
+            own, setup = backend.estimate_parts(geom, compute_dtype, workers, c, True)
+            split[name] = (prepared, own + setup)
+            times[name] = split[name][1 if one_shot else 0]
         else:
             times[name] = backend.estimate(geom, compute_dtype, workers, c)
-    return Estimate(times, kind, direct_threads(geom, workers), note)
+    return Estimate(times, kind, direct_threads(geom, workers), note, split)

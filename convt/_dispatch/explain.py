@@ -42,6 +42,11 @@ class Explanation:
         Storage dtype (float16 and bfloat16 compute in float32).
     measured : dict or None, optional
         Seconds per backend that tuning measured, when this shape's signature is tuned.
+    split : dict or None, optional
+        Per estimated backend, (seconds of a prepared call, seconds of a one-shot call):
+        a one-shot call computes the FFT's kernel spectra (with its own, shorter,
+        transforms) and packs the direct backend's weights. ``estimates`` holds the one
+        this operator makes (one-shot for `convt.explain` and `convt.conv_transpose`).
 
     Examples
     --------
@@ -70,6 +75,7 @@ class Explanation:
     workers: int
     dtype: str
     measured: dict | None = None
+    split: dict | None = None
 
     def __str__(self):
         g = self.geometry
@@ -83,7 +89,11 @@ class Explanation:
             "estimated time per backend (cost model):"]
         for m, t in self.estimates.items():
             what = f"  [{self.direct}]" if m == "direct" else ""
-            lines.append(f"  {m:8s} " + ("not estimated" if t is None else _ms(t)) + what)
+            both = (self.split or {}).get(m)
+            if t is not None and both is not None:
+                t = f"{_ms(both[0])} prepared, {_ms(both[1])} one-shot"
+            lines.append(f"  {m:8s} " + ("not estimated" if t is None else
+                                         t if isinstance(t, str) else _ms(t)) + what)
         if self.measured:
             lines.append("measured by tuning (best of):")
             lines += [f"  {m:8s} {_ms(t)}" for m, t in self.measured.items()]
@@ -123,7 +133,8 @@ def explain_plan(plan, x_shape):
                           f"until then the cost model says: {reason}")
     return Explanation(geometry=geom, method=plan.method, choice=choice, reason=reason,
                        estimates=dict(est.seconds), direct=direct, threads=est.threads,
-                       workers=plan.workers, dtype=plan.dtype.name, measured=measured)
+                       workers=plan.workers, dtype=plan.dtype.name, measured=measured,
+                       split=dict(est.split))
 
 
 def _tune_within():

@@ -1,0 +1,195 @@
+"""Kernel spectra of the FFT backend: per output phase, the spectrum of the polyphase kernel.
+
+The kernel holds Q = ceil(E/s) taps per axis and phase, far fewer than the transform length
+L, so its spectrum is computed one axis at a time over the axes' own extents (pruned: no
+transform ever runs over the zeros that pad the kernel to L). Along an axis with few taps the
+transform is a small DFT matrix (L x Q, or (L/2 + 1) x Q on the real last axis) applied as one
+GEMM to every line at once; along an axis with many taps, ``scipy.fft`` with ``n=L``. The
+rule (``uses_dft``) and the measurements behind it: docs/fft.md, "Kernel spectra".
+
+``spectrum_features`` counts the work in the units of the backend's cost model, so the
+dispatcher prices a one-shot call (which computes its spectra) apart from a prepared one.
+"""
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from math import log2, prod
+
+import numpy as np
+import scipy.fft as sfft
+
+from .blas import blas_threads
+
+# Below this many multiply-adds a DFT GEMM runs on one thread (a thread pool's start costs
+# ~0.1 ms, the GEMM ~0.1 ms per 10 M multiply-adds on one Zen 4 core).
+_MIN_THREADED_MACS = 1 << 22
+
+__all__ = ["dft_matrix", "kernel_spectrum", "spectrum_features", "uses_dft"]
+
+
+def uses_dft(taps, length):
+    """True when ``taps`` taps are transformed to ``length`` bins by a DFT matrix (a GEMM of
+    ``taps`` complex multiply-adds per bin) rather than by ``scipy.fft``.
+
+    A GEMM of depth Q against a transform of ~log2(L) passes, but ``scipy.fft`` along a
+    strided axis of short lines pays per line: on the 2-core AMD EPYC (Zen 4), complex64,
+    2 workers, the GEMM alone won up to Q ~ 5 log2(L) and lost from 9 log2(L) on; in whole
+    one-shot calls 4 log2(L) beat 6 on large_k31_s1 (Q = 31) and tied elsewhere (docs/fft.md).
+    """
+    return taps <= 4 * log2(max(length, 2))
+
+
+@functools.lru_cache(maxsize=64)
+def dft_matrix(length, taps, dtype, half):
+    """(bins, taps) DFT matrix e^(-2 pi i f k / L) in the complex dtype of real ``dtype``;
+    ``half``: only the bins 0 .. L//2 (a real input's rfft). Built in float64 from f*k mod L
+    (exact integers) so every entry is the correctly rounded root of unity; read-only."""
+    bins = length // 2 + 1 if half else length
+    fk = np.outer(np.arange(bins), np.arange(taps)) % length
+    m = np.exp(-2j * np.pi * fk / length).astype(np.result_type(dtype, np.complex64))
+    m.flags.writeable = False
+    return m
+
+
+@functools.lru_cache(maxsize=64)
+def _real_dft(length, taps, dtype):
+    """(2, bins, taps) real: the real and imaginary parts of the half DFT matrix."""
+    m = dft_matrix(length, taps, dtype, True)
+    out = np.ascontiguousarray(np.stack([m.real, m.imag]), dtype=dtype)
+    out.flags.writeable = False
+    return out
+
+
+def _polyphase(w_iox, geom, taps, ct):
+    """Kernel as (P, *Q, G * C_in/G * C_out/G) real in ``ct``: per phase r (of prod(strides))
+    the polyphase component h_r[q] = wd[q*s + r] of the zero-inserted (dilated) kernel."""
+    g, nd, st = geom.groups, geom.ndim, geom.strides
+    c_in, mg = w_iox.shape[:2]
+    wd = np.zeros((*[q * s for q, s in zip(taps, st)], g, c_in // g, mg), ct)
+    wg = w_iox.reshape(g, c_in // g, mg, *geom.kernel)
+    wd[tuple(slice(0, (k - 1) * d + 1, d) for k, d in zip(geom.kernel, geom.dilations))] = \
+        wg.transpose(*range(3, 3 + nd), 0, 1, 2)
+    wd = wd.reshape(*[v for q, s in zip(taps, st) for v in (q, s)], g * (c_in // g) * mg)
+    wd = wd.transpose(*range(1, 2 * nd, 2), *range(0, 2 * nd, 2), 2 * nd)
+    return np.ascontiguousarray(wd).reshape(prod(st), *taps, -1)
+
+
+def _new(name, shape, dtype):
+    return np.empty(shape, dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _split_dft(length, taps, dtype):
+    """(2L, 2Q) real [[Re F, -Im F], [Im F, Re F]]: applied to the real parts stacked on
+    the imaginary parts of Q complex taps, it gives those of the L complex bins."""
+    f = dft_matrix(length, taps, dtype, False)
+    out = np.ascontiguousarray(np.block([[f.real, -f.imag], [f.imag, f.real]]), dtype=dtype)
+    out.flags.writeable = False
+    return out
+
+
+def _split(c):
+    """Complex (P, ...) -> real (P, 2, ...): real parts, then imaginary parts."""
+    return np.ascontiguousarray(np.stack([c.real, c.imag], axis=1))
+
+
+def _last_axis(wd, length, ct, workers, buffer):
+    """Real (P, *Q, R) -> split (P, 2, *Q[:-1], L//2 + 1, R) along the last of the Q axes."""
+    q = wd.shape[-2]
+    if not uses_dft(q, length):
+        return _split(sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=workers))
+    f = _real_dft(length, q, np.dtype(ct))
+    bins = f.shape[1]
+    parts = _matmul(f.reshape(2 * bins, q), wd, workers,   # (P, ..., 2 * bins, R)
+                    buffer("fft-dft-a", wd.shape[:-2] + (2 * bins, wd.shape[-1]), ct))
+    parts = parts.reshape(wd.shape[:-2] + (2, bins, wd.shape[-1]))
+    return np.ascontiguousarray(np.moveaxis(parts, -3, 1))   # a view in 1-D
+
+
+def _lead_axis(spec, axis, length, workers, buffer, name):
+    """Split ``spec`` (P, 2, ...) transformed to ``length`` along ``axis`` (its Q taps;
+    ``axis`` counts the axes after P and the split one). With a DFT matrix, one real GEMM
+    per phase (``_split_dft``) over every line at once, straight from and into the split
+    layout; for the last such axis (``axis`` 0, the largest) with no copy at all."""
+    q = spec.shape[2 + axis]
+    if not uses_dft(q, length):
+        c = spec[:, 0] + 1j * spec[:, 1]
+        return _split(sfft.fft(c, n=length, axis=1 + axis, workers=workers, overwrite_x=True))
+    m = _split_dft(length, q, spec.dtype)
+    x = np.ascontiguousarray(np.moveaxis(spec, 1, 1 + axis))     # (P, ..., 2, Q, rest)
+    head, tail = x.shape[:1 + axis], x.shape[3 + axis:]
+    out = buffer(name, (prod(head), 2 * length, prod(tail)), spec.dtype)
+    _matmul(m, x.reshape(prod(head), 2 * q, -1), workers, out)
+    out = out.reshape(*head, 2, length, *tail)
+    return np.ascontiguousarray(np.moveaxis(out, 1 + axis, 1))
+
+
+def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None):
+    """(P, 2, prod(bins) * G, C_in/G, C_out/G) real, P = prod(strides): per output phase r,
+    the real then the imaginary parts of the spectrum at the transform lengths ``small`` of
+    the polyphase component h_r[q] = wd[q*s + r] of the kernel (bins: ``small`` with the
+    last axis halved, rfft). This split layout is what the compiled contraction reads.
+
+    One axis at a time, last first, each over the Q-long extents of the axes not yet
+    transformed; a DFT matrix or ``scipy.fft`` per axis (``uses_dft``). ``buffer(name,
+    shape, dtype)`` gives the arrays the DFT GEMMs write (a one-shot call's workspace,
+    whose pages are already mapped: fresh ones cost page faults every call); default new
+    arrays. The spectra may be such a buffer.
+    """
+    buffer = _new if buffer is None else buffer
+    g, nd = geom.groups, geom.ndim
+    c_in, mg = w_iox.shape[:2]
+    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
+                                                          geom.strides)]
+    spec = _last_axis(_polyphase(w_iox, geom, taps, ct), small[-1], ct, workers, buffer)
+    for a in reversed(range(nd - 1)):
+        name = "fft-dft-b" if (nd - 2 - a) % 2 == 0 else "fft-dft-a"   # never its input
+        spec = _lead_axis(spec, a, small[a], workers, buffer, name)
+    return spec.reshape(prod(geom.strides), 2, -1, c_in // g, mg)
+
+
+def _matmul(a, b, workers, out):
+    """a @ b (b batched, (..., Q, R)), its columns split over ``workers`` threads with one
+    BLAS thread each, as the per-bin contraction does: NumPy's own BLAS threads spin between
+    calls and, on a machine where another process holds a core, made these GEMMs and the
+    next ``scipy.fft`` call up to 10x slower. Every column is computed by one thread, so the
+    result does not depend on ``workers``."""
+    cols = b.shape[-1]
+    threads = min(workers, cols // 64)
+    if threads < 2 or out.size * a.shape[1] < _MIN_THREADED_MACS:
+        with blas_threads(1, "numpy"):
+            np.matmul(a, b, out=out)
+        return out
+    cuts = [cols * i // threads for i in range(threads + 1)]
+    with blas_threads(1, "numpy"), ThreadPoolExecutor(threads) as pool:
+        jobs = [pool.submit(np.matmul, a, b[..., lo:hi], out=out[..., lo:hi])
+                for lo, hi in zip(cuts, cuts[1:])]
+        for job in jobs:
+            job.result()
+    return out
+
+
+def spectrum_features(geom, small):
+    """Work of ``kernel_spectrum`` at lengths ``small``, in the units of the cost model's
+    features (transform samples x log2 length, complex multiply-adds, values copied,
+    1-D transforms started); a GEMM's multiply-adds are counted at half those of the
+    per-bin contraction's tiny matrices (a DFT matrix is one well-shaped GEMM)."""
+    nd = geom.ndim
+    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
+                                                          geom.strides)]
+    cols = prod(geom.strides) * geom.c_in * (geom.c_out // geom.groups)
+    dims = list(taps)
+    samples = cmacs = transforms = 0.0
+    copies = float(cols * prod(taps))                      # the polyphase kernel
+    for a in reversed(range(nd)):
+        n = small[a] // 2 + 1 if a == nd - 1 else small[a]
+        lines = cols * prod(dims) // dims[a]
+        if uses_dft(taps[a], small[a]):
+            cmacs += lines * n * taps[a] * (0.25 if a == nd - 1 else 0.5)
+        else:
+            samples += lines * small[a] * log2(max(small[a], 2))
+            transforms += lines
+        dims[a] = n
+        copies += cols * prod(dims)
+    return samples, cmacs, copies, transforms
