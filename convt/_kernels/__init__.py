@@ -59,6 +59,8 @@
 #                      tile per pair of output rows (_upkernel.h).
 # _pack                weight packing: pack_micro (micro panels), pack_wino (Winograd
 #                      products' weights as sums of taps), pack_taps (taps for late sums).
+# _fftmul.fft_contract the FFT backend's per-bin channel contraction (split real / imaginary
+#                      kernel spectra, OpenMP over bins: bit-identical for any thread count).
 # _openmp_helpers      whether OpenMP was compiled in, omp_get_max_threads(), release_threads().
 #
 # Shared by several modules (cimported: cdef inline, so each module compiles its own copy):
