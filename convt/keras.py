@@ -14,7 +14,6 @@ Kernel ``(*K, out_channels, in_channels)``; ``data_format=None`` is taken as
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import replace
 
 import numpy as np
@@ -24,7 +23,7 @@ from ._geometry.dtypes import ALL_FLOATS
 from ._geometry.frontend import common_attrs, intake, make_spec
 from ._geometry.geometry import PadRule, resolve
 from ._dispatch.plan import Plan
-from ._geometry.validate import bad_type, fail
+from ._geometry.validate import as_int, bad_type, fail
 
 __all__ = ["conv_transpose"]
 
@@ -34,12 +33,8 @@ DATA_FORMATS = ("channels_last", "channels_first")
 
 
 def _index(name, v, what):
-    if isinstance(v, (bool, np.bool_)):
-        raise bad_type(CONV, name, what, v)
-    try:
-        return operator.index(v)
-    except TypeError:
-        raise bad_type(CONV, name, what, v) from None
+    # Python and NumPy integers, never bools or floats (torch's argument parser and Keras alike)
+    return as_int(CONV, name, v, what)
 
 
 def _per_axis(name, value, nd, minimum):

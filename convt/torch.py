@@ -11,7 +11,6 @@ and the output_padding bound in ``slow_conv_transpose2d_shape_check``
 """
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from ._geometry.dtypes import ALL_FLOATS, as_array, common_dtype, dtype_name
 from ._geometry.frontend import common_attrs, make_spec
 from ._geometry.geometry import PadRule, resolve
 from ._dispatch.plan import Plan
-from ._geometry.validate import bad_type, fail
+from ._geometry.validate import as_int, bad_type, fail
 
 __all__ = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
 
@@ -29,13 +28,8 @@ TYPES = ALL_FLOATS   # torch's CPU floating types: float64, float32, bfloat16, f
 
 
 def _index(name, v, what):
-    # torch's argument parser takes Python and NumPy integers, never bools or floats
-    if isinstance(v, (bool, np.bool_)):
-        raise bad_type(CONV, name, what, v)
-    try:
-        return operator.index(v)
-    except TypeError:
-        raise bad_type(CONV, name, what, v) from None
+    # Python and NumPy integers, never bools or floats (torch's argument parser and Keras alike)
+    return as_int(CONV, name, v, what)
 
 
 def _int_arg(name, value, nd, minimum):

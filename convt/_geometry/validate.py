@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["fail", "int_tuple", "int_scalar", "shape_tuple", "choice", "bad_type"]
+__all__ = ["fail", "int_tuple", "int_scalar", "shape_tuple", "choice", "bad_type", "as_int"]
 
 
 def fail(conv, param, constraint, value, exc=ValueError):
@@ -33,7 +33,8 @@ def _show(value):
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _as_int(conv, param, v, constraint):
+def as_int(conv, param, v, constraint):
+    """``v`` as a Python int (Python and NumPy integers); a TypeError naming ``param`` else."""
     # operator.index accepts Python and NumPy integers and rejects floats; bools are ints to
     # Python but never a meaningful stride or pad, so they are refused too.
     if isinstance(v, (bool, np.bool_)):
@@ -53,7 +54,7 @@ def _int_seq(conv, param, value, constraint):
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         # a dict or set has a length too, but no order (a dict would give its keys)
         raise bad_type(conv, param, constraint, value)
-    return tuple(_as_int(conv, param, v, constraint) for v in value)
+    return tuple(as_int(conv, param, v, constraint) for v in value)
 
 
 def int_tuple(conv, param, value, length, *, minimum=None, what=None):
@@ -92,7 +93,7 @@ def shape_tuple(conv, param, value):
 
 def int_scalar(conv, param, value, *, minimum=None):
     constraint = "must be an integer" + (f" >= {minimum}" if minimum is not None else "")
-    v = _as_int(conv, param, value, constraint)
+    v = as_int(conv, param, value, constraint)
     if minimum is not None and v < minimum:
         raise fail(conv, param, constraint, v)
     return v
