@@ -60,6 +60,7 @@
 # _pack                weight packing: pack_micro (micro panels), pack_wino (Winograd
 #                      products' weights as sums of taps), pack_taps (taps for late sums).
 # _openmp_helpers      whether OpenMP was compiled in, and omp_get_max_threads().
+# _cpu                 the ISA level every kernel runs at (CONVT_ISA caps it), the FMA peak.
 #
 # Shared by several modules (cimported: cdef inline, so each module compiles its own copy):
 # _tile.pxd            the micro and Winograd variants' tile loop: row pointers, input
@@ -68,7 +69,7 @@
 # _packkernel.pxd      _packkernel.h's declarations and the product-weight sums' dispatch.
 # _finite.pxd          finiteness and exponent-bound checks.  _types.pxd: the fused dtype.
 # Headers (AVX2 bodies selected at run time, portable C otherwise):
-# _isa.h               CPU detection (convt_ukernel_isa).
+# _isa.h               CPU detection: the ISA level (CPUID + XCR0; AMX tile permission).
 # _ukernel.h           the MR x NR micro-kernels (6 x 16 float32, 6 x 8 float64).
 # _transpose.h         register transposes and zips; 8 x 8 block transposes.
 # _writeout.h          tile write-outs with the bias into channels-first y.

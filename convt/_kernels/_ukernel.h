@@ -148,7 +148,7 @@ static inline void convt_ukernel_f32(int isa, int64_t ntaps, int64_t kc, const f
                                      int64_t bstride, float* c, int64_t ldc, int acc)
 {
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
+    if (isa >= 1) {
         convt_ukernel_f32_avx2(ntaps, kc, a, astride, aoff, b, bstride, c, ldc, acc);
         return;
     }
@@ -161,7 +161,7 @@ static inline void convt_ukernel_f64(int isa, int64_t ntaps, int64_t kc, const d
                                      int64_t bstride, double* c, int64_t ldc, int acc)
 {
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
+    if (isa >= 1) {
         convt_ukernel_f64_avx2(ntaps, kc, a, astride, aoff, b, bstride, c, ldc, acc);
         return;
     }
