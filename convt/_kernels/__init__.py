@@ -70,7 +70,7 @@
 # _finite.pxd          finiteness and exponent-bound checks.  _types.pxd: the fused dtype.
 # Headers (AVX2 bodies selected at run time, portable C otherwise):
 # _isa.h               CPU detection: the ISA level (CPUID + XCR0; AMX tile permission).
-# _ukernel.h           the MR x NR micro-kernels (6 x 16 float32, 6 x 8 float64).
+# _ukernel.h           the MR x NR micro-kernels (6 x 16 float32, 6 x 8 float64; AVX-512: 12 rows).
 # _transpose.h         register transposes and zips; 8 x 8 block transposes.
 # _writeout.h          tile write-outs with the bias into channels-first y.
 # _corners.h           the Winograd input transforms (signed sums of corners).

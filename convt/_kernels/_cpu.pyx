@@ -96,8 +96,10 @@ def decide(value):
     return convt_cpu_isa(cap)
 
 
-CPU_ISA = convt_cpu_isa(2)   # this CPU's level, without asking the OS for the AMX tile state
 ISA = decide(os.environ.get(ENV))
+# This CPU's level for show_config: AMX counts only when the cap let convt ask the OS for the
+# tile state (a capped process never asks).
+CPU_ISA = ISA if ISA == 3 else convt_cpu_isa(2)
 
 
 def name(level=None):
@@ -112,8 +114,8 @@ def levels():
 
 # The highest level each kernel has a body for (the portable C one is level 0).
 _KERNEL_MAX = {
-    "micro": 1,        # _ukernel.h: 6 x 16 ymm tiles
-    "winograd": 1,     # the products run the micro-kernel
+    "micro": 2,        # _ukernel.h: 12 x 16 zmm tiles, 6 x 16 ymm
+    "winograd": 2,     # the products run the micro-kernel (transforms: AVX2)
     "cfwino": 1,       # _cwkernel.h (needs AVX2: otherwise the channels-last Winograd runs)
     "upsample": 1,     # _upkernel.h (needs AVX2: otherwise another variant runs)
     "depthwise": 1,    # _dwkernel.h

@@ -225,12 +225,21 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     return y
 
 
+# The register tiles' speed at each ISA level (convt._kernels._cpu) relative to the AVX2 one
+# the constants were fitted on. AVX-512's 12 x 16 zmm tiles: 0.95-1.05x the 6 x 16 ymm ones on
+# every workload of shared/bench (AMD EPYC Zen 4, 2 threads, 2026-11-26: Zen 4 splits a zmm
+# FMA into two ymm halves, so the peak is the same; docs/performance.md). Not measured on a
+# CPU with two full-width FMA units (Intel Xeon), where it should be higher.
+_LEVEL_RATE = {1: 1.0, 2: 1.0, 3: 1.0}
+
+
 def micro_rate(geom, c):
     """Multiply-adds per second of one float32 thread of the register tiles (the micro,
-    Winograd and upsample variants): half the rate at ``micro_channel_half`` input channels
-    per group."""
+    Winograd and upsample variants) at the process's ISA level: half the rate at
+    ``micro_channel_half`` input channels per group."""
     cg = geom.c_in // geom.groups
-    return c["micro_macs_per_s"] * cg / (cg + c["micro_channel_half"])
+    return (c["micro_macs_per_s"] * _LEVEL_RATE.get(_cpu.ISA, 1.0)
+            * cg / (cg + c["micro_channel_half"]))
 
 
 def micro_macs(geom, nr=NR_F32, per_axis=None):
@@ -266,8 +275,8 @@ _MICRO_PAD_OK = 1.25
 
 
 class Micro(Variant):
-    """Register tiles (6 x 16 float32, 6 x 8 float64) over an indirection table of input
-    pixels, on CPUs with AVX2 + FMA. It does not take pure upsampling that grid-mode GEMMs
+    """Register tiles (6 x 16 float32, 6 x 8 float64; with AVX-512 pairs of them as 12 x 16
+    and 12 x 8) over an indirection table of input pixels, on CPUs with AVX2 + FMA. It does not take pure upsampling that grid-mode GEMMs
     run as one GEMM (every phase at most one tap), nor layers whose tile padding or taps off
     the data pass the waste bounds."""
 
