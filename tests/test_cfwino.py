@@ -15,7 +15,6 @@ import convt
 from convt._backends.direct import registry as _direct
 from convt._backends.direct import cfwino as _cfwino
 from convt._dispatch import cost as _cost
-from convt._backends.direct import micro as _micro
 from convt._dispatch import plan as _plan
 from convt._backends.direct import winograd as _winograd
 

@@ -11,7 +11,6 @@ import pytest
 from convt._kernels import _cpu
 
 import convt
-from convt._backends.direct import depthwise as dw
 
 from conftest import assert_close, assert_same_for_any_thread_count, np_dtype
 

@@ -10,7 +10,6 @@ from convt._kernels import _cpu
 
 import convt
 from convt._dispatch import cost as _cost
-from convt._backends.direct import micro as _micro
 from convt._dispatch import plan as _plan
 from convt._backends.direct.upsample import up_eligible
 

@@ -12,9 +12,9 @@
  *
  * Run-time selection (_isa.h): at level 2 (AVX-512) a call computes two adjacent MR-row
  * sub-tiles (_tile.pxd pairs those with the same taps); at level 1 the AVX2+FMA bodies,
- * otherwise plain C that any compiler vectorises for the baseline. Both sum in the same order (t, then
- * k); the AVX2 one fuses each multiply-add (one rounding), so the two differ in the last bits,
- * never in the terms summed.
+ * otherwise plain C that any compiler vectorises for the baseline. All sum in the same order
+ * (t, then k); the AVX2 and AVX-512 ones fuse each multiply-add (one rounding): they give the
+ * same bits, and differ from the portable one in the last bits, never in the terms summed.
  */
 #ifndef CONVT_UKERNEL_H
 #define CONVT_UKERNEL_H

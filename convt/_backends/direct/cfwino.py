@@ -62,12 +62,12 @@ class CfLayout:
 
 def cf_layout(geom, itemsize):
     """The ``CfLayout`` of ``geom`` for values of ``itemsize`` bytes, or None when the kernel
-    does not compute it: it needs the AVX2 + FMA path (``convt._kernels._cpu.ISA`` at least 1, read on
-    each call), channels-first data, one spatial axis of stride 2 to _MAX_STRIDE (no folding)
-    whose phases all get F(2, 2) tiles (``wino_axes``: two taps one input apart, enough
-    outputs) and read x from offsets at most one apart (true of every 2S-tap layer: phase c's
-    lower tap reads x[q + floor((c + pad) / S) - 1]), 1 to _MAX_CHANNELS input channels and
-    at most _MAX_WEIGHT_BYTES of product weights."""
+    does not compute it: it needs the AVX2 + FMA path (``convt._kernels._cpu.ISA`` at least
+    1, read on each call), channels-first data, one spatial axis of stride 2 to _MAX_STRIDE
+    (no folding) whose phases all get F(2, 2) tiles (``wino_axes``: two taps one input
+    apart, enough outputs) and read x from offsets at most one apart (true of every 2S-tap
+    layer: phase c's lower tap reads x[q + floor((c + pad) / S) - 1]), 1 to _MAX_CHANNELS
+    input channels and at most _MAX_WEIGHT_BYTES of product weights."""
     if _cpu.ISA < 1:
         return None
     return _cf_layout(geom, itemsize)

@@ -276,9 +276,9 @@ _MICRO_PAD_OK = 1.25
 
 class Micro(Variant):
     """Register tiles (6 x 16 float32, 6 x 8 float64; with AVX-512 pairs of them as 12 x 16
-    and 12 x 8) over an indirection table of input pixels, on CPUs with AVX2 + FMA. It does not take pure upsampling that grid-mode GEMMs
-    run as one GEMM (every phase at most one tap), nor layers whose tile padding or taps off
-    the data pass the waste bounds."""
+    and 12 x 8) over an indirection table of input pixels, on CPUs with AVX2 + FMA. It does
+    not take pure upsampling that grid-mode GEMMs run as one GEMM (every phase at most one
+    tap), nor layers whose tile padding or taps off the data pass the waste bounds."""
 
     name = "micro"
 

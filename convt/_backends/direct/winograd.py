@@ -51,8 +51,8 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None, one_shot=Fals
     """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX
     filter in the compute dtype, starting on a 64-byte boundary; finite is False when a
     weight or a sum of weights is not finite (the caller runs another variant then). ``isa``:
-    the sums' kernel (``convt._kernels._cpu.ISA``; all levels give identical values). ``one_shot``: the
-    pack serves one call, and is stored past the caches whatever its size
+    the sums' kernel (``convt._kernels._cpu.ISA``; all levels give identical values).
+    ``one_shot``: the pack serves one call, and is stored past the caches whatever its size
     (_STREAM_PACK_BYTES)."""
     out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
