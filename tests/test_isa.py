@@ -56,6 +56,8 @@ def test_fma_peak_is_positive_and_cached():
 # error against the float64 reference, in float32 and float64.
 _CHILD = r"""
 import hashlib, json
+import numpy as np
+import convt
 from convt._kernels import _cpu
 LAYERS = [
     ((2, 64, 6, 6), (64, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
