@@ -664,6 +664,7 @@ def test_variant_rule(xs, ws, kw, variant):
     assert op._plan.geometry(xs).variant == variant
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant runs only with AVX2+FMA")
 def test_cost_model_prices_the_products():
     geom = convt.ConvTranspose(np.ones((512, 256, 4, 4), np.float32), strides=(2, 2),
                                pads=(1, 1, 1, 1))._plan.geometry((16, 512, 4, 4)).geom
@@ -673,6 +674,7 @@ def test_cost_model_prices_the_products():
     assert kind.variant == "winograd" and kind.macs == layout.macs == 16 * 4 * 4 * 9 * 512 * 256
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("size, chunks, ks, kw", [
     # F(2, 2) along 2-tap phases, F(2, 3) along the 3-tap one
     ((12, 9), ((3, 5, 4), (4, 5)), (4, 3),
@@ -695,6 +697,7 @@ def test_dask_blocks_keep_the_whole_arrays_pairs(size, chunks, ks, kw):
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("w_shape, kw, sizes", [
     # F(2, 2): both sizes' reads past the data end at the same grid edge
     ((64, 64, 4, 4), dict(strides=(2, 2), pads=(3, 3, 1, 1)), ((9, 9), (8, 8))),
@@ -741,6 +744,7 @@ def test_dask_block_with_a_large_halo_keeps_the_products(monkeypatch):
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("xs, ws, kw", [((1, 128, 64), (128, 128, 3), dict(pads=(1, 1))),
                                         ((1, 128, 16, 16), (128, 64, 3, 3),
                                          dict(pads=(1, 1, 1, 1)))])
