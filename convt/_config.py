@@ -92,13 +92,33 @@ def _gemm_blas():
     return (os.path.basename(path) if path else "not controllable"), threads or _UNKNOWN
 
 
+def _isa_section(max_threads):
+    # The ISA level the kernels run at (convt._kernels._cpu) and the float32 FMA peak of that
+    # level's widest vector per thread count (a few ms, run here, never at import).
+    try:
+        from convt._kernels import _cpu
+    except ImportError:
+        return {"isa": _UNKNOWN}
+    counts = range(1, (max_threads if isinstance(max_threads, int) else 1) + 1)
+    peaks = [(t, _cpu.fma_peak(t)) for t in counts]
+    return {
+        "isa": _cpu.name(),
+        "cpu_isa": _cpu.name(_cpu.CPU_ISA),
+        "CONVT_ISA": os.environ.get(_cpu.ENV, "unset"),
+        "kernels": [f"{k}={v}" for k, v in _cpu.kernel_isas().items()],
+        "fma_peak_gflops": [f"{t}t={p:.0f}" for t, p in peaks if p is not None],
+    }
+
+
 def config_dict():
     """Return convt's build and runtime configuration.
 
     Returns
     -------
     dict
-        Sections ``"threading"``, ``"build"``, ``"versions"`` and ``"machine"``, each a dict
+        Sections ``"threading"``, ``"build"``, ``"versions"``, ``"machine"`` and ``"isa"``
+        (the instruction set each kernel runs at, and the float32 FMA peak in GFLOP/s per
+        thread count from a short probe, ``"1t=118"`` for one thread), each a dict
         of str to str, int, bool or list. A value that cannot be determined (for instance
         when running from a source tree that was never built) is the string ``"unknown"``.
 
@@ -107,7 +127,7 @@ def config_dict():
     >>> from convt._config import config_dict
     >>> cfg = config_dict()
     >>> sorted(cfg)
-    ['build', 'machine', 'threading', 'versions']
+    ['build', 'isa', 'machine', 'threading', 'versions']
     >>> cfg["machine"]["cpu_count"] == __import__("os").cpu_count()
     True
     """
@@ -151,6 +171,7 @@ def config_dict():
             "cpu": _cpu_model(),
             "cpu_count": os.cpu_count(),
         },
+        "isa": _isa_section(max_threads),
     }
 
 

@@ -9,11 +9,12 @@ kernel."""
 import numpy as np
 import pytest
 
+from convt._kernels import _cpu
+
 import convt
 from convt._backends.direct import registry as _direct
 from convt._backends.direct import cfwino as _cfwino
 from convt._dispatch import cost as _cost
-from convt._backends.direct import micro as _micro
 from convt._dispatch import plan as _plan
 from convt._backends.direct import winograd as _winograd
 
@@ -22,7 +23,7 @@ from convt._kernels._cfwino import cf_pack
 from conftest import (assert_close, assert_same_for_any_thread_count,
                       assert_weight_fallback)
 
-pytestmark = pytest.mark.skipif(_micro.ISA != 1,
+pytestmark = pytest.mark.skipif(_cpu.ISA < 1,
                                 reason="the channels-first kernel runs only with AVX2+FMA")
 
 
@@ -220,13 +221,21 @@ def test_up_to_max_channels():
     assert _cfwino.cf_layout(geom, 4) is not None
 
 
-def test_a_portable_build_leaves_it_to_the_nxc_kernel(monkeypatch):
-    """Without the AVX2 + FMA path (convt._backends.direct.micro.ISA read per call) the NXC kernel runs."""
-    monkeypatch.setattr(_micro, "ISA", 0)
+def test_a_portable_level_leaves_the_tiles_to_other_variants(monkeypatch):
+    """At ISA level 0 (convt._kernels._cpu.ISA, read by the rule and the kernels on each call)
+    neither Winograd kernel is chosen: the rule and the kernels agree; at level 1 the
+    channels-first one is."""
     w = np.ones((128, 64, 4), np.float32)
+    geom = convt.ConvTranspose(w, strides=(2,), pads=(1, 1)).geometry((1, 128, 64))
+    monkeypatch.setattr(_cpu, "ISA", 0)
+    assert _cfwino.cf_layout(geom, 4) is None
     p = convt.ConvTranspose(w, strides=(2,), pads=(1, 1), method="direct")._plan.geometry(
         (1, 128, 64))
-    assert p.variant == "winograd" and p.runner is _winograd._run_wino
+    assert p.variant not in ("winograd", "micro", "upsample")
+    monkeypatch.setattr(_cpu, "ISA", 1)
+    p = convt.ConvTranspose(w, strides=(2,), pads=(1, 1), method="direct")._plan.geometry(
+        (1, 128, 64))
+    assert p.variant == "winograd" and p.runner is not _winograd._run_wino
 
 
 def test_dask_blocks_run_the_nxc_kernel_with_the_same_bits():

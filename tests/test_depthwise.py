@@ -8,8 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
+from convt._kernels import _cpu
+
 import convt
-from convt._backends.direct import depthwise as dw
 
 from conftest import assert_close, assert_same_for_any_thread_count, np_dtype
 
@@ -157,13 +158,13 @@ ROWS = [
 ]
 
 
-@pytest.mark.parametrize("isa", [dw.ISA, 0] if dw.ISA else [0])
+@pytest.mark.parametrize("isa", sorted({0, min(_cpu.ISA, 1)}))
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("row", ROWS, ids=[f"r{i}" for i in range(len(ROWS))])
 def test_depthwise_rows_both_kernels(row, dtype, isa, monkeypatch):
     """Both row kernels (AVX2 + FMA where the CPU has it, the portable loop) against the
     reference, rows of every length class the vector loop distinguishes."""
-    monkeypatch.setattr(dw, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     size, k, strides, dil, pads, op, channels = row
     case = (size, k, strides, dil, pads, op, channels, 2, "NCX")
     y, ref = _run(case, np_dtype(dtype))
@@ -183,11 +184,11 @@ ROW_SWEEP = [
 ]
 
 
-@pytest.mark.parametrize("isa", [dw.ISA, 0] if dw.ISA else [0])
+@pytest.mark.parametrize("isa", sorted({0, min(_cpu.ISA, 1)}))
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("geo", ROW_SWEEP, ids=["s2k4", "s1d2", "s2k1op"])
 def test_depthwise_every_row_length(geo, dtype, isa, monkeypatch):
-    monkeypatch.setattr(dw, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     k, strides, dil, pads, op = geo
     for n in range(1, 72):
         case = ((3, n), k, strides, dil, pads, op, (2, 1, 1), 1, "NCX")

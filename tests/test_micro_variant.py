@@ -8,6 +8,8 @@ phase); thread-count independence; the dispatch rule.
 import numpy as np
 import pytest
 
+from convt._kernels import _cpu
+
 import convt
 from convt._dispatch import cost as _cost
 from convt._backends.direct import micro as _micro
@@ -45,11 +47,11 @@ def _run(case, dtype, monkeypatch, workers=2):
     return (np.moveaxis(y, -1, 1) if nxc else y), ref
 
 
-@pytest.mark.parametrize("isa", [_micro.ISA, 0] if _micro.ISA else [0])
+@pytest.mark.parametrize("isa", _cpu.levels())
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("case", CASES, ids=[f"c{i}" for i in range(len(CASES))])
 def test_micro_matches_reference(case, dtype, isa, monkeypatch):
-    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     y, ref = _run(case, dtype, monkeypatch)
     assert_close(y, ref, "direct", dtype)
 
@@ -83,12 +85,12 @@ EDGES = [
 ]
 
 
-@pytest.mark.parametrize("isa", [_micro.ISA, 0] if _micro.ISA else [0])
+@pytest.mark.parametrize("isa", _cpu.levels())
 @pytest.mark.parametrize("data_format", ["NCX", "NXC"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
 def test_micro_blocking_edges(xs, ws, kw, dtype, data_format, isa, monkeypatch):
-    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal(xs), rng.standard_normal(ws)
     b = rng.standard_normal(ws[1] * kw.get("group", 1))
@@ -148,7 +150,7 @@ def test_to_padded_nxc_matches_numpy():
                         ((1, 8, 1, 4, 16), (1, 2, 3)), ((3, 5, 2, 1, 7), (0, 1, 0))]:
         x = rng.standard_normal(shape)
         for dtype in ["float32", "float64"]:
-            for isa in {_micro.ISA, 0}:
+            for isa in _cpu.levels():
                 n, c, *sp = shape
                 xp = np.full((n, *(s + 2 * h for s, h in zip(sp, halo)), c), -1.0, dtype)
                 to_padded_nxc(x.astype(dtype), xp, np.array(halo, np.int64), 2, isa)
@@ -160,7 +162,7 @@ def test_to_padded_nxc_matches_numpy():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("isa", sorted({_micro.ISA, 0}))
+@pytest.mark.parametrize("isa", _cpu.levels())
 def test_to_padded_nxc_tests_every_value_it_copies(isa, dtype):
     """With spare_bits, the transpose reports any value of x whose exponent field is at least
     all ones minus spare_bits (the Winograd variant's wino_ready bound), in a whole 8 x 16
@@ -225,7 +227,7 @@ def test_micro_nonfinite_weights_run_the_pixel_kernel(monkeypatch):
     np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
 
 
-@pytest.mark.skipif(_micro.ISA != 1, reason="the micro variant runs only with AVX2+FMA")
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the micro variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("xs, ws, kw, variant", [
     # 2 x 2 taps per phase, 64+ channels: Winograd products (convt._backends.direct.winograd)
     ((16, 512, 4, 4), (512, 256, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), "winograd"),

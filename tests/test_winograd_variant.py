@@ -11,6 +11,8 @@ blocks that keep the whole array's tile pairs.
 import numpy as np
 import pytest
 
+from convt._kernels import _cpu
+
 import convt
 from convt._backends.direct import micro as _micro
 from convt._dispatch import plan as _plan
@@ -23,7 +25,7 @@ from convt._kernels import _wino as _kwino
 from conftest import (assert_close, assert_same_for_any_thread_count,
                       assert_weight_fallback, random_cases)
 
-ISAS = [_micro.ISA, 0] if _micro.ISA else [0]
+ISAS = _cpu.levels()
 
 
 def _force(monkeypatch):
@@ -77,7 +79,7 @@ def _check(x, w, b, kw, dtype, data_format, monkeypatch, workers=2):
                          ids=[f"c{i}" for i in range(len(CASES))]
                          + [f"d{i}" for i in range(len(DILATED))])
 def test_winograd_matches_reference(case, dtype, isa, monkeypatch):
-    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     g = case["kw"]["group"]
     x, w, b = _data((case["batch"], case["cg"] * g, *case["size"]),
                     (case["cg"] * g, case["mg"], *case["k"]), case["kw"], len(str(case)))
@@ -144,7 +146,7 @@ EDGES = [
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("xs, ws, kw", EDGES, ids=[f"e{i}" for i in range(len(EDGES))])
 def test_winograd_edges(xs, ws, kw, dtype, data_format, isa, monkeypatch):
-    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     x, w, b = _data(xs, ws, kw, 3)
     _check(x, w, b, kw, dtype, data_format, monkeypatch)
 
@@ -173,7 +175,7 @@ def test_sets_write_the_staged_bits(xs, ws, kw, dtype, isa, monkeypatch):
     outputs in transposed blocks, the rest one value per store) holds the bits of the staged
     write-out (channels-last, then transposed), with 1 and 2 threads; where a table cannot be
     grouped (tiles or Winograd axes that differ along the last axis), the plan stages."""
-    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     x, w, b = _data(xs, ws, kw)
     staged, lay = _sets_or_staged(w, b, kw, x, dtype, False, monkeypatch)
     assert not lay.sets
@@ -285,10 +287,10 @@ def test_folded_residues_share_their_products_weights(edge, dtype):
         assert lone.packed == 4 * lay.packed
     ys = []
     for layout in (lay, lone):
-        wp, ok = _winograd.wino_weights(layout, plan.w_iox_compute, geom.groups, 2, _micro.ISA)
+        wp, ok = _winograd.wino_weights(layout, plan.w_iox_compute, geom.groups, 2, _cpu.ISA)
         with plan.workspace.borrow() as arena:
             ys.append(_winograd.run_wino(x, layout, geom, wp, plan.bias_compute, 2, arena,
-                                         _micro.ISA))
+                                         _cpu.ISA))
     assert ok and ys[0] is not None
     np.testing.assert_array_equal(ys[0].view(f"u{ys[0].itemsize}"),
                                   ys[1].view(f"u{ys[1].itemsize}"))
@@ -394,7 +396,7 @@ def test_late_sums_give_the_products_bits(case, dtype, isa, monkeypatch):
     """One-shot calls with large products sum each panel's product weights in the kernel
     from the packed taps (_winograd.late_sums); the sums are pack_wino's, term by term, so y
     is the prepared operator's to the bit (random layers with Winograd axes, both kernels)."""
-    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     g = case["kw"]["group"]
     x, w, b = _data((case["batch"], case["cg"] * g, *case["size"]),
                     (case["cg"] * g, case["mg"], *case["k"]), case["kw"], len(str(case)))
@@ -416,7 +418,7 @@ def test_late_sums_on_the_edges(xs, ws, kw, dtype, stream, isa, monkeypatch):
     packer), both kernels, on 1 and 2 threads (pack and kernel: conftest lifts the serial
     thresholds), with the taps stored through the caches or past them; and against the
     float64 reference."""
-    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     if stream:
         monkeypatch.setattr(_winograd, "_STREAM_PACK_BYTES", 0)
     x, w, b = (a.astype(dtype) for a in _data(xs, ws, kw, 6))
@@ -567,7 +569,7 @@ def test_late_sums_take_weights_whose_sums_cannot_overflow(k, m, mg, nd, isa, mo
     the micro variant (whose result it returns exactly); just under the bound it runs the
     products. mg = 32 with 16 or 64 taps: tested in the 8 x 8 transposes (convt_taps_f32),
     the weight in either half of a 16-channel panel (output channel m)."""
-    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     monkeypatch.setattr(_winograd, "_LATE_SUM_BYTES", 0)
     rng = np.random.default_rng(12)
     w = rng.standard_normal((16, mg, *(k,) * nd)).astype(np.float32)
@@ -635,7 +637,7 @@ def test_winograd_input_it_cannot_take_runs_the_micro_variant(bad, xs, at, fmt, 
 def test_winograd_weights_it_cannot_take_run_another_variant(bad, isa, monkeypatch):
     """A NaN weight runs the pixel kernel (through the micro variant's check); two finite
     weights whose sum overflows float32 run the micro variant."""
-    monkeypatch.setattr(_micro, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ISA", isa)
     rng = np.random.default_rng(9)
     w = rng.standard_normal((16, 20, 4, 4)).astype(np.float32)
     w[2, 3, 0, 1] = w[2, 3, 2, 1] = bad   # the two taps of one phase along axis 0
@@ -646,7 +648,7 @@ def test_winograd_weights_it_cannot_take_run_another_variant(bad, isa, monkeypat
     assert_weight_fallback(op, x, w, bad, **kw)
 
 
-@pytest.mark.skipif(_micro.ISA != 1, reason="the Winograd variant runs only with AVX2+FMA")
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("xs, ws, kw, variant", [
     ((1, 512, 256), (512, 256, 16), dict(strides=(8,), pads=(4, 4)), "winograd"),
     ((1, 128, 64, 64), (128, 64, 3, 3), dict(strides=(2, 2), pads=(1, 1, 1, 1),
@@ -662,6 +664,7 @@ def test_variant_rule(xs, ws, kw, variant):
     assert op._plan.geometry(xs).variant == variant
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant runs only with AVX2+FMA")
 def test_cost_model_prices_the_products():
     geom = convt.ConvTranspose(np.ones((512, 256, 4, 4), np.float32), strides=(2, 2),
                                pads=(1, 1, 1, 1))._plan.geometry((16, 512, 4, 4)).geom
@@ -671,6 +674,7 @@ def test_cost_model_prices_the_products():
     assert kind.variant == "winograd" and kind.macs == layout.macs == 16 * 4 * 4 * 9 * 512 * 256
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("size, chunks, ks, kw", [
     # F(2, 2) along 2-tap phases, F(2, 3) along the 3-tap one
     ((12, 9), ((3, 5, 4), (4, 5)), (4, 3),
@@ -693,6 +697,7 @@ def test_dask_blocks_keep_the_whole_arrays_pairs(size, chunks, ks, kw):
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("w_shape, kw, sizes", [
     # F(2, 2): both sizes' reads past the data end at the same grid edge
     ((64, 64, 4, 4), dict(strides=(2, 2), pads=(3, 3, 1, 1)), ((9, 9), (8, 8))),
@@ -739,6 +744,7 @@ def test_dask_block_with_a_large_halo_keeps_the_products(monkeypatch):
     np.testing.assert_array_equal(y.compute(scheduler="threads"), op(x))
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant runs only with AVX2+FMA")
 @pytest.mark.parametrize("xs, ws, kw", [((1, 128, 64), (128, 128, 3), dict(pads=(1, 1))),
                                         ((1, 128, 16, 16), (128, 64, 3, 3),
                                          dict(pads=(1, 1, 1, 1)))])

@@ -19,6 +19,7 @@ from .constants import (CONSTANTS, DEFAULTS, calibration_path, load_calibration,
 from .._backends import BACKENDS
 from .._backends.direct import registry as direct
 from .._backends.direct.base import DirectKind
+from .._kernels import _cpu
 
 __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "direct_threads",
            "estimate", "seconds", "set_constants", "calibration_path", "load_calibration",
@@ -41,9 +42,25 @@ class Estimate(NamedTuple):
 BACKENDS["fft"].constants = CONSTANTS
 
 
-# Geometries are frozen and the rule is pure (given CONSTANTS, whose changes clear the cache):
-# one-shot calls on a shape seen before skip the per-axis counts (~20 us).
-@functools.lru_cache(maxsize=256)
+def isa_cached(maxsize):
+    """``functools.lru_cache`` keyed also on the ISA level (``convt._kernels._cpu.ISA``,
+    which the variant rule reads and a test may lower): ``cache_clear`` and ``__wrapped__``
+    as lru_cache's."""
+    def decorate(func):
+        cached = functools.lru_cache(maxsize=maxsize)(lambda isa, *args: func(*args))
+
+        @functools.wraps(func)
+        def call(*args):
+            return cached(_cpu.ISA, *args)
+
+        call.cache_clear = cached.cache_clear
+        return call
+    return decorate
+
+
+# Geometries are frozen and the rule is pure (given CONSTANTS, whose changes clear the cache,
+# and the ISA level): one-shot calls on a shape seen before skip the per-axis counts (~20 us).
+@isa_cached(maxsize=256)
 def direct_kind(geom):
     """The direct backend's variant for ``geom`` (a ``DirectKind``): the registry's rule."""
     return direct.select(geom, CONSTANTS)

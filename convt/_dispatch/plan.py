@@ -16,7 +16,7 @@ import numpy as np
 from . import threads as _threads
 from . import tune as _tune
 from .constants import on_change
-from .cost import direct_kind, direct_threads, estimate
+from .cost import direct_kind, direct_threads, estimate, isa_cached
 from .guard import check_memory, check_out, check_range, deliver, memory_limit
 from .workspace import Workspace, one_shot_workspace
 from .._backends import BACKENDS
@@ -96,7 +96,7 @@ def block_pin(geom, pin, out_starts):
 # Layouts and phase tables depend on the geometry only (never on array contents), so they are
 # shared by every plan, like scipy.fft's plan cache: a one-shot call on a shape seen before
 # plans in microseconds (fcn32s_k64's 4096-tap layout takes ~13 ms to build).
-@functools.lru_cache(maxsize=64)
+@isa_cached(maxsize=64)
 def direct_variant(geom, pin=None):
     """(name, layout): the direct variant that runs ``geom`` and its geometry-only planning
     (``convt._backends.direct.variant_layout``); ``pin`` = (name, second) imposes a variant

@@ -62,6 +62,7 @@
 # _fftmul.fft_contract the FFT backend's per-bin channel contraction (split real / imaginary
 #                      kernel spectra, OpenMP over bins: bit-identical for any thread count).
 # _openmp_helpers      whether OpenMP was compiled in, omp_get_max_threads(), release_threads().
+# _cpu                 the ISA level every kernel runs at (CONVT_ISA caps it), the FMA peak.
 #
 # Shared by several modules (cimported: cdef inline, so each module compiles its own copy):
 # _tile.pxd            the micro and Winograd variants' tile loop: row pointers, input
@@ -70,8 +71,8 @@
 # _packkernel.pxd      _packkernel.h's declarations and the product-weight sums' dispatch.
 # _finite.pxd          finiteness and exponent-bound checks.  _types.pxd: the fused dtype.
 # Headers (AVX2 bodies selected at run time, portable C otherwise):
-# _isa.h               CPU detection (convt_ukernel_isa).
-# _ukernel.h           the MR x NR micro-kernels (6 x 16 float32, 6 x 8 float64).
+# _isa.h               CPU detection: the ISA level (CPUID + XCR0; AMX tile permission).
+# _ukernel.h           the MR x NR micro-kernels (6 x 16 float32, 6 x 8 float64; AVX-512: 12 rows).
 # _transpose.h         register transposes and zips; 8 x 8 block transposes.
 # _writeout.h          tile write-outs with the bias into channels-first y.
 # _corners.h           the Winograd input transforms (signed sums of corners).

@@ -86,7 +86,7 @@ static inline void NAME(int isa, const T* src, const int64_t* off, int n, int ne
 {                                                                                        \
     int64_t c = 0;                                                                       \
     int j;                                                                               \
-    if (isa == 1 && CONVT_HAVE_AVX2_PATH) {                                              \
+    if (isa >= 1 && CONVT_HAVE_AVX2_PATH) {                                              \
         AVX2(src, off, n, neg, dst, C);                                                  \
         return;                                                                          \
     }                                                                                    \

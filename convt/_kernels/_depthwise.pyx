@@ -45,7 +45,6 @@ from ._types cimport real
 
 cdef extern from "_dwkernel.h" nogil:
     int CONVT_DW_HAVE_AVX2
-    int convt_ukernel_isa()
     void convt_dw_row_f32(float* y, int64_t s2, int64_t qa, const int64_t* qe,
                           const int64_t* lo, const int64_t* hi, const int64_t* nt,
                           const float* x, const int64_t* off, const int64_t* e, const float* w,
@@ -56,8 +55,7 @@ cdef extern from "_dwkernel.h" nogil:
                           const double* w, int64_t I2, double b, int64_t nrows, int64_t xstep,
                           int64_t ystep)
 
-# 1 when the AVX2 row kernel can run here (built in and the CPU has AVX2 + FMA), else 0.
-ISA = 1 if CONVT_DW_HAVE_AVX2 and convt_ukernel_isa() == 1 else 0
+from . import _cpu
 
 # Output rows (blocks) per channels-first task: enough to amortise decoding the task index
 # and give runs their length (64 over 16: 1.04x on depthwise_bilinear, 2 threads).
@@ -332,7 +330,7 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
                   const int64_t[:, ::1] ptaps,         # IN  (taps, 2) k2, e (>= 1 row)
                   int64_t qblock,                      # IN  outputs q per task and phase
                   int num_threads,
-                  int isa=-1):                         # 1 AVX2 row kernel, 0 portable, -1 ISA
+                  int isa=-1):                         # level (_cpu), -1 _cpu.ISA
     """Compute y in place; releases the GIL. See the module docstring for the contract."""
     cdef int64_t dims[18]
     cdef int64_t s2 = phases.shape[0], nqb, nrows, ntasks, t, maxa
@@ -348,7 +346,8 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
     dims[11], dims[12], dims[13] = w.shape[1], w.shape[2], w.shape[3]
     nqb = (phases[0, 0] + qblock - 1) // qblock
     dims[14], dims[15], dims[16] = s2, qblock, nqb
-    dims[17] = ISA if isa < 0 else (isa and ISA)
+    # the AVX2 row kernel when built in and the level has it
+    dims[17] = 1 if CONVT_DW_HAVE_AVX2 and (_cpu.ISA if isa < 0 else isa) >= 1 else 0
     nrows = y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3] * nqb
     ntasks = (nrows + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     maxa = w.shape[4] * w.shape[1] * w.shape[2]

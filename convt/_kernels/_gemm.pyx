@@ -38,13 +38,12 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 from ._types cimport real
 
 cdef extern from "_writeout.h" nogil:
-    int convt_ukernel_isa()
     void convt_zip2_f32(int isa, const float* a, const float* b, float bias, float* y,
                         int64_t n)
     void convt_zip2_f64(int isa, const double* a, const double* b, double bias, double* y,
                         int64_t n)
 
-cdef int _ISA = convt_ukernel_isa()
+from . import _cpu
 
 # Task kinds (column 3 of the task table; convt._backends.direct.gemm writes the same values).
 cdef enum:
@@ -345,7 +344,7 @@ def phase_gemm(const real[::1] xp,            # IN  padded input, flat (N, P0, P
                int64_t tile_rows,             # IN  rows of a grid task's tile
                int64_t tile,                  # IN  scratch values per thread
                int num_threads,
-               int isa=-1):                   # IN  write-out: 1 AVX2, 0 portable, -1 this CPU's
+               int isa=-1):                   # IN  write-out: level (_cpu), -1 _cpu.ISA
     """Compute y; releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k
     cdef const int64_t* ph
@@ -353,7 +352,7 @@ def phase_gemm(const real[::1] xp,            # IN  padded input, flat (N, P0, P
     if ntasks == 0:
         return
     if isa < 0:
-        isa = _ISA
+        isa = _cpu.ISA
     cdef const real* xptr = &xp[0]
     cdef const real* wptr = &w[0]
     cdef const real* wmptr = &wm[0]

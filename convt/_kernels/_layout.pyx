@@ -21,15 +21,15 @@ from libc.stdint cimport int64_t
 from ._finite cimport _exponent_at_least
 from ._types cimport real
 
+from . import _cpu
+
 cdef extern from "_transpose.h" nogil:
-    int convt_ukernel_isa()
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
     int convt_t8c_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd,
                       int spare)
     int convt_t8c_f64(int isa, const double* src, int64_t lds, double* dst, int64_t ldd,
                       int spare)
 
-cdef int _ISA = convt_ukernel_isa()
 cdef int64_t _CBLOCK = 16
 cdef enum:
     _T8 = 8  # side of the transposed blocks of _row
@@ -95,7 +95,7 @@ cdef inline void _copy(real* dst, const real* src, int64_t n) noexcept nogil:
 def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
                   real[:, :, :, :, ::1] xp,        # OUT (N, P0, P1, P2, C), interior only
                   const int64_t[::1] halo,         # IN  (H0, H1, H2)
-                  int num_threads, int isa=-1,      # isa: 1 AVX2, 0 portable, -1 this CPU's
+                  int num_threads, int isa=-1,      # isa: level (_cpu), -1 _cpu.ISA
                   int64_t spare_bits=-1):           # >= 0: also wino_ready's test, on x
     """Copy x into xp's interior; releases the GIL. Returns True, or with spare_bits >= 0
     whether every value of x passes _wino.wino_ready's bound for spare_bits, tested as the
@@ -120,7 +120,7 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
     if rows == 0 or C == 0 or I2 == 0:
         return True
     if isa < 0:
-        isa = _ISA
+        isa = _cpu.ISA
     cdef const real* xs = &x[0, 0, 0, 0, 0]
     cdef const real* src
     cdef real* xd = &xp[0, 0, 0, 0, 0]
@@ -168,7 +168,7 @@ def merge_iox(const real[::1] w,             # IN  IOX weights, flat (G*Cg, Mg, 
               const int64_t[::1] row_step,   # IN  per tap: its op's row length (nj*Mg)
               int64_t Mg, int num_threads,
               real[::1] scratch,             # per thread, _MERGE_TAPS * Mg values
-              int isa=-1):                   # 1 AVX2, 0 portable, -1 this CPU's
+              int isa=-1):                   # level (_cpu), -1 _cpu.ISA
     """The GEMM ops' weights straight from the user's IOX filter: each op's taps side by
     side along the output channels, so one GEMM covers several phases reading the same input
     (convt._backends.direct.gemm). Per input channel (row r of w), its (Mg, Kt) block is transposed
@@ -188,7 +188,7 @@ def merge_iox(const real[::1] w,             # IN  IOX weights, flat (G*Cg, Mg, 
         raise ValueError(f"merge_iox: scratch holds {scratch.shape[0]} values, "
                          f"needs {max(1, num_threads) * _MERGE_TAPS * Mg}")
     if isa < 0:
-        isa = _ISA
+        isa = _cpu.ISA
     cdef real* o = &out[0]
     cdef const int64_t* d = &dst[0]
     cdef const int64_t* rs = &row_step[0]

@@ -47,18 +47,13 @@ from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint64_t
 
 from ._tile cimport (CONVT_MR, CONVT_NR_F32, CONVT_NR_F64, PHASE_COLS, _next_pos, _row_pos,
-                     _tile, convt_ukernel_isa)
+                     _tile)
 from ._tilewrite cimport _WRITE_ROWS, _cols, _write_blocks, _write_nxc
 from ._types cimport real
 
 MR = CONVT_MR
 NR_F32 = CONVT_NR_F32
 NR_F64 = CONVT_NR_F64
-
-
-def isa():
-    """The micro-kernel the running CPU gets: 1 AVX2+FMA, 0 portable C."""
-    return convt_ukernel_isa()
 
 
 cdef int64_t _phase_rows(const int64_t* ph, int64_t r0, int64_t m,

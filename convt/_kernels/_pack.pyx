@@ -16,8 +16,9 @@ from ._finite cimport _exponent_at_least, _nonfinite
 from ._packkernel cimport CONVT_WSUM_MAX, _wsum, convt_store_fence, convt_taps_f32
 from ._types cimport real
 
+from . import _cpu
+
 cdef extern from "_transpose.h" nogil:
-    int convt_ukernel_isa()
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
 
 WSUM_MAX = CONVT_WSUM_MAX   # kernel taps a product tap's weights sum at most (ck, cf columns)
@@ -81,7 +82,7 @@ def pack_micro(const real[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, prod
     if C_in == 0 or Mg == 0 or KT == 0:
         return True
     if isa < 0:
-        isa = convt_ukernel_isa()
+        isa = _cpu.ISA
     cdef const real* wptr = &w[0, 0, 0]
     cdef real* optr = &out[0]
     cdef real* tmp = &scratch[0]
@@ -115,7 +116,7 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
         raise ValueError(f"pack_taps: line {line} and out ({out.shape[0]} values) do not hold "
                          f"{KT} taps of {NP * C_in * 16} values")
     if isa < 0:
-        isa = convt_ukernel_isa()
+        isa = _cpu.ISA
     cdef const float* wptr = &w[0, 0, 0]
     cdef float* optr = &out[0]
     # streamed stores need 32-byte aligned lines: tap k's lines start at k * line, each
@@ -195,7 +196,7 @@ def pack_wino(const real[:, :, ::1] w,         # IN  IOX weights (C_in, Mg, prod
     if C_in == 0 or Mg == 0 or KT == 0 or U == 0:
         return True
     if isa < 0:
-        isa = convt_ukernel_isa()
+        isa = _cpu.ISA
     cdef const real* wptr = &w[0, 0, 0]
     cdef real* optr = &out[0]
     cdef real* tmp = &scratch[0]

@@ -86,7 +86,7 @@ static inline int convt_taps_f32(int isa, const float* src, int64_t Mg, int64_t 
                                  int64_t line, int64_t ps, int spare, int stream)
 {
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1)
+    if (isa >= 1)
         return convt_taps_f32_avx2(src, Mg, KT, dst, line, ps, spare, stream);
 #endif
     return convt_taps_f32_generic(src, Mg, KT, dst, line, ps, spare);
@@ -188,7 +188,7 @@ static inline int NAME(int isa, const T* tmp, int64_t Mgp, const int64_t* ck,   
                        const T* cf, T* dst, int64_t us, int64_t NP, int64_t ls,          \
                        int stream)                                                       \
 {                                                                                        \
-    if (isa == 1 && CONVT_HAVE_AVX2_PATH)                                                \
+    if (isa >= 1 && CONVT_HAVE_AVX2_PATH)                                                \
         return AVX2(tmp, Mgp, ck, cf, dst, us, NP, ls, stream);                          \
     return GENERIC(tmp, Mgp, ck, cf, dst, us, NP, ls);                                   \
 }

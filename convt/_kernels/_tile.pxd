@@ -18,7 +18,6 @@ cdef extern from "_ukernel.h" nogil:
     int CONVT_MR
     int CONVT_NR_F32
     int CONVT_NR_F64
-    int convt_ukernel_isa()
     void convt_ukernel_f32(int isa, int64_t ntaps, int64_t kc, const float* const* a,
                            int64_t astride, int64_t aoff, const float* b, int64_t bstride,
                            float* c, int64_t ldc, int acc)
@@ -221,7 +220,8 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
     cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
     cdef int64_t NR = d[17], T = ph[7]
     cdef int64_t mpad = (m + CONVT_MR - 1) // CONVT_MR * CONVT_MR
-    cdef int64_t t0, nt, c0, kc, g, jp, ir, u, bstride
+    cdef int64_t t0, nt, c0, kc, g, jp, ir, u, bstride, nsub = mpad // CONVT_MR
+    cdef bint two
     cdef const real* panel
     cdef bint first = True
     t0 = 0
@@ -248,11 +248,16 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
                         panel = wb
                     else:   # packed weights of the phase: [g][jp][tap][c][NR]
                         panel = wp + ph[8] + (((g * NP + jp) * T + t0) * Cg + c0) * NR
-                    for ir in range(mpad // CONVT_MR):
-                        _masked_ukernel(isa, masks[ir], nt, kc, ptr + ir * CONVT_MR, mpad,
-                                        g * Cg + c0, panel, bstride,
-                                        t + ir * CONVT_MR * ldc + (g * NP + jp) * NR, ldc,
-                                        first)
+                    # AVX-512 (isa >= 2): pairs of adjacent sub-tiles with the same taps
+                    # run as one 2*MR-row tile (_ukernel.h: the same bits), others alone
+                    ir = 0
+                    while ir < nsub:
+                        two = isa >= 2 and ir + 1 < nsub and masks[ir] == masks[ir + 1]
+                        _masked_ukernel(isa if two else min(isa, 1), masks[ir], nt, kc,
+                                        ptr + ir * CONVT_MR, mpad, g * Cg + c0, panel,
+                                        bstride, t + ir * CONVT_MR * ldc + (g * NP + jp) * NR,
+                                        ldc, first)
+                        ir += 2 if two else 1
             first = False
             c0 += kc
         t0 += nt

@@ -96,7 +96,7 @@ static inline void convt_t8_f32(int isa, const float* src, int64_t lds, float* d
 {
     int64_t j, k;
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
+    if (isa >= 1) {
         convt_t8_f32_avx2(src, lds, dst, ldd);
         return;
     }
@@ -151,7 +151,7 @@ static int convt_t8c_f32_avx2(const float* src, int64_t lds, float* dst, int64_t
 #define CONVT_T8C_DISPATCH(NAME, T)                                                      \
 static inline int NAME(int isa, const T* src, int64_t lds, T* dst, int64_t ldd, int spare) \
 {                                                                                        \
-    if (isa == 1)                                                                        \
+    if (isa >= 1)                                                                        \
         return NAME##_avx2(src, lds, dst, ldd, spare);                                   \
     return NAME##_generic(src, lds, dst, ldd, spare);                                    \
 }

@@ -10,10 +10,11 @@
  * stays in registers across all taps and channels (DESIGN.md, "channels-last micro-kernel"):
  * one broadcast input value times one packed weight vector per FMA.
  *
- * Run-time selection (_isa.h): the AVX2+FMA bodies when the running CPU has both, otherwise
- * plain C that any compiler vectorises for the baseline. Both sum in the same order (t, then
- * k); the AVX2 one fuses each multiply-add (one rounding), so the two differ in the last bits,
- * never in the terms summed.
+ * Run-time selection (_isa.h): at level 2 (AVX-512) a call computes two adjacent MR-row
+ * sub-tiles (_tile.pxd pairs those with the same taps); at level 1 the AVX2+FMA bodies,
+ * otherwise plain C that any compiler vectorises for the baseline. All sum in the same order
+ * (t, then k); the AVX2 and AVX-512 ones fuse each multiply-add (one rounding): they give the
+ * same bits, and differ from the portable one in the last bits, never in the terms summed.
  */
 #ifndef CONVT_UKERNEL_H
 #define CONVT_UKERNEL_H
@@ -143,12 +144,92 @@ static void convt_ukernel_f64_avx2(int64_t ntaps, int64_t kc, const double* cons
 }
 #endif
 
+#if CONVT_HAVE_AVX2_PATH
+/* AVX-512: 2*MR rows x one zmm (12 x 16 floats or 12 x 8 doubles): two adjacent MR-row
+ * sub-tiles at once (rows i < 12 at a[t * astride + i], c + i * ldc), 12 accumulators, a
+ * weight vector and a broadcast; the larger tile loads each weight vector once for 12 rows
+ * instead of 6. Each output sums the same terms in the same order (t, then k) with one
+ * rounding per multiply-add as the AVX2 body: the same bits. */
+#define CONVT_Z_ROW(r)                                                                   \
+    c##r = CONVT_FMA(CONVT_BCAST(a##r[k]), b0, c##r);
+#define CONVT_Z_ROWS(M)                                                                  \
+    M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11)
+#define CONVT_Z_LOAD(r) c##r = CONVT_LOAD(c + r * ldc);
+#define CONVT_Z_STORE(r) CONVT_STORE(c + r * ldc, c##r);
+#define CONVT_Z_ZERO(r) c##r = CONVT_ZERO();
+#define CONVT_Z_PTR(r) const convt_z_t* a##r = a[t * astride + r] + aoff;
+#define CONVT_AVX512_BODY(T, V)                                                          \
+    typedef T convt_z_t;                                                                 \
+    V c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, b0;                              \
+    int64_t t, k;                                                                        \
+    if (acc) {                                                                           \
+        CONVT_Z_ROWS(CONVT_Z_LOAD)                                                       \
+    } else {                                                                             \
+        CONVT_Z_ROWS(CONVT_Z_ZERO)                                                       \
+    }                                                                                    \
+    for (t = 0; t < ntaps; t++) {                                                        \
+        CONVT_Z_ROWS(CONVT_Z_PTR)                                                        \
+        const T* bt = b + t * bstride;                                                   \
+        for (k = 0; k < kc; k++) {                                                       \
+            b0 = CONVT_LOAD(bt + k * CONVT_W);                                           \
+            CONVT_Z_ROWS(CONVT_Z_ROW)                                                    \
+        }                                                                                \
+    }                                                                                    \
+    CONVT_Z_ROWS(CONVT_Z_STORE)
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
+static void convt_ukernel_f32_avx512(int64_t ntaps, int64_t kc, const float* const* a,
+                                     int64_t astride, int64_t aoff, const float* b,
+                                     int64_t bstride, float* c, int64_t ldc, int acc)
+{
+#define CONVT_W 16
+#define CONVT_LOAD _mm512_loadu_ps
+#define CONVT_STORE _mm512_storeu_ps
+#define CONVT_ZERO _mm512_setzero_ps
+#define CONVT_BCAST _mm512_set1_ps
+#define CONVT_FMA _mm512_fmadd_ps
+    CONVT_AVX512_BODY(float, __m512)
+#undef CONVT_W
+#undef CONVT_LOAD
+#undef CONVT_STORE
+#undef CONVT_ZERO
+#undef CONVT_BCAST
+#undef CONVT_FMA
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
+static void convt_ukernel_f64_avx512(int64_t ntaps, int64_t kc, const double* const* a,
+                                     int64_t astride, int64_t aoff, const double* b,
+                                     int64_t bstride, double* c, int64_t ldc, int acc)
+{
+#define CONVT_W 8
+#define CONVT_LOAD _mm512_loadu_pd
+#define CONVT_STORE _mm512_storeu_pd
+#define CONVT_ZERO _mm512_setzero_pd
+#define CONVT_BCAST _mm512_set1_pd
+#define CONVT_FMA _mm512_fmadd_pd
+    CONVT_AVX512_BODY(double, __m512d)
+#undef CONVT_W
+#undef CONVT_LOAD
+#undef CONVT_STORE
+#undef CONVT_ZERO
+#undef CONVT_BCAST
+#undef CONVT_FMA
+}
+#endif
+
+/* Dispatch: isa >= 2 computes 2 * MR rows (two adjacent sub-tiles) on the AVX-512 body;
+ * isa 1 MR rows on the AVX2 body; 0 MR rows in portable C. */
 static inline void convt_ukernel_f32(int isa, int64_t ntaps, int64_t kc, const float* const* a,
                                      int64_t astride, int64_t aoff, const float* b,
                                      int64_t bstride, float* c, int64_t ldc, int acc)
 {
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
+    if (isa >= 2) {
+        convt_ukernel_f32_avx512(ntaps, kc, a, astride, aoff, b, bstride, c, ldc, acc);
+        return;
+    }
+    if (isa >= 1) {
         convt_ukernel_f32_avx2(ntaps, kc, a, astride, aoff, b, bstride, c, ldc, acc);
         return;
     }
@@ -161,7 +242,11 @@ static inline void convt_ukernel_f64(int isa, int64_t ntaps, int64_t kc, const d
                                      int64_t bstride, double* c, int64_t ldc, int acc)
 {
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
+    if (isa >= 2) {
+        convt_ukernel_f64_avx512(ntaps, kc, a, astride, aoff, b, bstride, c, ldc, acc);
+        return;
+    }
+    if (isa >= 1) {
         convt_ukernel_f64_avx2(ntaps, kc, a, astride, aoff, b, bstride, c, ldc, acc);
         return;
     }

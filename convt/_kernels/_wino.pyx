@@ -36,9 +36,11 @@ from libc.stdint cimport int64_t, uint64_t
 from ._finite cimport _exponent_at_least
 from ._packkernel cimport CONVT_WSUM_MAX
 from ._tile cimport (CONVT_MR, PHASE_COLS, _WINO_ROWS, _next_pos, _row_pos, _tile,
-                     convt_corners_f32, convt_corners_f64, convt_ukernel_isa)
+                     convt_corners_f32, convt_corners_f64)
 from ._tilewrite cimport _WRITE_ROWS, _cols, _write_blocks, _write_nxc
 from ._types cimport real
+
+from . import _cpu
 
 cdef extern from "_writeout.h" nogil:
     void convt_g8_f32(int isa, const float* const* rows, int64_t coff, const float* bias,
@@ -421,7 +423,7 @@ def wino_corners(const real[::1] src, const int64_t[::1] off, real[::1] dst, int
         raise ValueError(f"wino_corners: 2, 4 or 8 corners within src ({src.shape[0]} values) "
                          f"for {C} values each; got offsets {list(off)}")
     if isa < 0:
-        isa = convt_ukernel_isa()
+        isa = _cpu.ISA
     if C == 0:
         return
     with nogil:

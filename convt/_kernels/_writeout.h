@@ -68,7 +68,7 @@ static inline void convt_cf8_f32(int isa, const float* ta, const float* tb, int6
                                  const float* bias, float* y, int64_t cs)
 {
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
+    if (isa >= 1) {
         convt_cf8_f32_avx2(ta, tb, ldc, bias, y, cs);
         return;
     }
@@ -97,7 +97,7 @@ static void NAME(const T* const* rows, int64_t coff, const T* bias, T* y, int64_
 static inline void NAME(int isa, const T* const* rows, int64_t coff, const T* bias,      \
                         T* y, int64_t cs)                                                \
 {                                                                                        \
-    if (isa == 1) {                                                                      \
+    if (isa >= 1) {                                                                      \
         NAME##_avx2(rows, coff, bias, y, cs);                                            \
         return;                                                                          \
     }                                                                                    \
@@ -197,7 +197,7 @@ static inline void convt_zip2_f32(int isa, const float* a, const float* b, float
 {
     int64_t i = 0;
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
+    if (isa >= 1) {
         convt_zip2_f32_avx2(a, b, bias, y, n);
         return;
     }
@@ -210,7 +210,7 @@ static inline void convt_zip2_f64(int isa, const double* a, const double* b, dou
 {
     int64_t i = 0;
 #if CONVT_HAVE_AVX2_PATH
-    if (isa == 1) {
+    if (isa >= 1) {
         convt_zip2_f64_avx2(a, b, bias, y, n);
         return;
     }

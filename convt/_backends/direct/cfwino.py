@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pixel import new_output
+from ..._kernels import _cpu
 from ..._kernels._cfwino import cf_pack, cfwino_conv
 from . import micro as _micro
 from .winograd_layout import wino_axes
@@ -61,13 +62,13 @@ class CfLayout:
 
 def cf_layout(geom, itemsize):
     """The ``CfLayout`` of ``geom`` for values of ``itemsize`` bytes, or None when the kernel
-    does not compute it: it needs the AVX2 + FMA path (``convt._backends.direct.micro.ISA``, read on each
-    call), channels-first data, one spatial axis of stride 2 to _MAX_STRIDE (no folding)
-    whose phases all get F(2, 2) tiles (``wino_axes``: two taps one input apart, enough
-    outputs) and read x from offsets at most one apart (true of every 2S-tap layer: phase c's
-    lower tap reads x[q + floor((c + pad) / S) - 1]), 1 to _MAX_CHANNELS input channels and
-    at most _MAX_WEIGHT_BYTES of product weights."""
-    if _micro.ISA != 1:
+    does not compute it: it needs the AVX2 + FMA path (``convt._kernels._cpu.ISA`` at least
+    1, read on each call), channels-first data, one spatial axis of stride 2 to _MAX_STRIDE
+    (no folding) whose phases all get F(2, 2) tiles (``wino_axes``: two taps one input
+    apart, enough outputs) and read x from offsets at most one apart (true of every 2S-tap
+    layer: phase c's lower tap reads x[q + floor((c + pad) / S) - 1]), 1 to _MAX_CHANNELS
+    input channels and at most _MAX_WEIGHT_BYTES of product weights."""
+    if _cpu.ISA < 1:
         return None
     return _cf_layout(geom, itemsize)
 

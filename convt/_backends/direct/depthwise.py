@@ -21,7 +21,7 @@ import numpy as np
 from .base import DirectKind, Variant
 from .phases import axes, gemm_counts
 from .pixel import bias_filled, new_output, pad3, tables
-from ..._kernels._depthwise import ISA as KERNEL_ISA
+from ..._kernels import _cpu
 from ..._kernels._depthwise import depthwise_ncx
 from ..._kernels._depthwise_nxc import depthwise_nxc
 
@@ -33,9 +33,6 @@ __all__ = ["VARIANT", "DepthwiseLayout", "depthwise_kind", "depthwise_layout", "
 # longer than that are split into blocks, which also gives threads work on long 1-D signals.
 _PHASE_BUFFER = 2048
 _MIN_QBLOCK = 64
-# 1: channels-first rows with innermost stride 1 or 2 run the AVX2 + FMA row kernel
-# (_dwkernel.h); 0: the portable loop everywhere. Tests set it to run both on one machine.
-ISA = KERNEL_ISA
 
 
 @dataclass(frozen=True)
@@ -138,7 +135,7 @@ def _ncx(x, y, b, layout, geom, plan):
     depthwise_ncx(x.reshape(geom.batch, geom.c_in, *i3), plan.w_packed, b,
                   y.reshape(geom.batch, geom.c_out, *o3), layout.tabs[0], layout.tabs[1],
                   layout.rows1, layout.steps, layout.phases, layout.ptaps, layout.qblock,
-                  plan.threads(geom), ISA)
+                  plan.threads(geom), _cpu.ISA)
 
 
 # Below this many input or output channels per group, the depthwise kernel (memory-bound,

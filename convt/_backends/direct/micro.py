@@ -19,16 +19,14 @@ import numpy as np
 
 from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
 from ..._kernels._layout import to_padded_nxc
-from ..._kernels._micro import MR, NR_F32, NR_F64, isa, micro_conv
+from ..._kernels import _cpu
+from ..._kernels._micro import MR, NR_F32, NR_F64, micro_conv
 from ..._kernels._pack import PACK_KB, pack_micro
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .phases import axes, axes3 as _axes3, axis_phases as _axis_phases, phase_combos
 
 __all__ = ["VARIANT", "MicroLayout", "micro_layout", "micro_macs", "micro_nr", "micro_rate",
-           "packed_weights", "packing_arrays", "run_micro", "ISA"]
-
-# The micro-kernel the running CPU gets (1: AVX2 + FMA, 0: portable C), chosen once at import.
-ISA = isa()
+           "packed_weights", "packing_arrays", "run_micro"]
 
 # The tile blocking (public: the Winograd variant runs on the same tiles).
 # Weights of one (tap block x channel chunk) panel: KC rows of NR values, 16 KiB in float32
@@ -186,7 +184,8 @@ def packed_weights(layout, w_iox, groups, workers, buffer=None):
     threads = workers if layout.packed >= PARALLEL_PACK_VALUES else 1
     kdst, kstride = _pack_tables(layout, w3.shape[0] // groups, w3.shape[2])
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
-    finite = pack_micro(w3, out, kdst, kstride, scratch, groups, layout.nr, threads, ISA)
+    finite = pack_micro(w3, out, kdst, kstride, scratch, groups, layout.nr, threads,
+                        _cpu.ISA)
     return out, bool(finite)
 
 
@@ -208,7 +207,7 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     else:
         x = arena.get("x_nxc", (n, *in3, c_in), ct)
         x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
-        to_padded_nxc(x5, x, np.zeros(3, np.int64), workers, ISA)
+        to_padded_nxc(x5, x, np.zeros(3, np.int64), workers, _cpu.ISA)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
     ystr = element_strides(y, geom)
     g = geom.groups
@@ -222,16 +221,25 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
         "pointers", (workers * (layout.mb * (layout.tb + layout.set_max) + layout.mb // MR),),
         np.int64)
     micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1), layout.phases, layout.tap_e,
-               layout.tasks, dims, ystr, tiles, pointers, ISA, workers)
+               layout.tasks, dims, ystr, tiles, pointers, _cpu.ISA, workers)
     return y
+
+
+# The register tiles' speed at each ISA level (convt._kernels._cpu) relative to the AVX2 one
+# the constants were fitted on. AVX-512's 12 x 16 zmm tiles: 0.95-1.05x the 6 x 16 ymm ones on
+# every workload of shared/bench (AMD EPYC Zen 4, 2 threads, 2026-11-26: Zen 4 splits a zmm
+# FMA into two ymm halves, so the peak is the same; docs/performance.md). Not measured on a
+# CPU with two full-width FMA units (Intel Xeon), where it should be higher.
+_LEVEL_RATE = {1: 1.0, 2: 1.0, 3: 1.0}
 
 
 def micro_rate(geom, c):
     """Multiply-adds per second of one float32 thread of the register tiles (the micro,
-    Winograd and upsample variants): half the rate at ``micro_channel_half`` input channels
-    per group."""
+    Winograd and upsample variants) at the process's ISA level: half the rate at
+    ``micro_channel_half`` input channels per group."""
     cg = geom.c_in // geom.groups
-    return c["micro_macs_per_s"] * cg / (cg + c["micro_channel_half"])
+    return (c["micro_macs_per_s"] * _LEVEL_RATE.get(_cpu.ISA, 1.0)
+            * cg / (cg + c["micro_channel_half"]))
 
 
 def micro_macs(geom, nr=NR_F32, per_axis=None):
@@ -261,24 +269,21 @@ def run_instead(xa, fallback, geom, plan, out):
     return runner(xa, state, geom, plan, out)
 
 
-# The rule reads the ISA found at import: tests patch ISA to run the portable kernels on the
-# geometries an AVX2 machine gives these variants.
-_RULE_ISA = ISA
 # Output channels per group padded to the 16-wide tile by at most this factor (fcn32s_k64's
 # 21 -> 32 runs faster as grid-mode GEMMs).
 _MICRO_PAD_OK = 1.25
 
 
 class Micro(Variant):
-    """Register tiles (6 x 16 float32, 6 x 8 float64) over an indirection table of input
-    pixels, on CPUs with AVX2 + FMA. It does not take pure upsampling that grid-mode GEMMs
-    run as one GEMM (every phase at most one tap), nor layers whose tile padding or taps off
-    the data pass the waste bounds."""
+    """Register tiles (6 x 16 float32, 6 x 8 float64; with AVX-512 pairs of them as 12 x 16
+    and 12 x 8) over an indirection table of input pixels, on CPUs with AVX2 + FMA. It does
+    not take pure upsampling that grid-mode GEMMs run as one GEMM (every phase at most one
+    tap), nor layers whose tile padding or taps off the data pass the waste bounds."""
 
     name = "micro"
 
     def claim(self, geom, rule):
-        if _RULE_ISA != 1:
+        if _cpu.ISA < 1:   # the rule and the kernels read the one decision
             return None
         mg = geom.c_out // geom.groups
         one_tap = all(a[4] <= 1 for a in rule.axes)

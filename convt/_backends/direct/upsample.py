@@ -20,7 +20,8 @@ import numpy as np
 from .pixel import new_output, pad3
 from ..._kernels._upsample import upsample_conv
 from .base import DirectKind, Variant
-from .micro import ISA, micro_rate
+from .micro import micro_rate
+from ..._kernels import _cpu
 
 __all__ = ["UpLayout", "up_eligible", "up_macs", "up_layout", "packed_up", "run_up"]
 
@@ -32,7 +33,7 @@ def up_eligible(geom):
     """Whether the upsample kernel computes ``geom``: a CPU with AVX2 and FMA (the kernel's
     only body), channels-first, K == s on every axis (so every phase has one tap), 2 on the
     last, no dilation where K > 1, no padding."""
-    return (ISA == 1 and geom.data_format == "NCX" and geom.c_in > 0
+    return (_cpu.ISA >= 1 and geom.data_format == "NCX" and geom.c_in > 0
             and geom.kernel[-1] == geom.strides[-1] == 2
             and all(k == s and (k == 1 or d == 1)
                     for k, s, d in zip(geom.kernel, geom.strides, geom.dilations))

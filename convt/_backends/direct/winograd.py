@@ -24,6 +24,7 @@ from .base import DirectKind, Variant
 from .micro import packing_arrays
 from .pixel import bias_filled, element_strides, new_output, pad3
 from .winograd_layout import WinoLayout, wino_alignment, wino_axes, wino_layout
+from ..._kernels import _cpu
 from ..._kernels._layout import to_padded_nxc
 from ..._kernels._micro import MR
 from ..._kernels._pack import PACK_KB, WSUM_MAX, pack_taps, pack_wino
@@ -50,8 +51,8 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None, one_shot=Fals
     """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX
     filter in the compute dtype, starting on a 64-byte boundary; finite is False when a
     weight or a sum of weights is not finite (the caller runs another variant then). ``isa``:
-    the sums' kernel (``convt._backends.direct.micro.ISA``; both give identical values). ``one_shot``: the
-    pack serves one call, and is stored past the caches whatever its size
+    the sums' kernel (``convt._kernels._cpu.ISA``; all levels give identical values).
+    ``one_shot``: the pack serves one call, and is stored past the caches whatever its size
     (_STREAM_PACK_BYTES)."""
     out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
@@ -177,7 +178,7 @@ def _run_wino(xa, state, geom, plan, out=None):
     layout, wp, fallback, late = state
     with plan.workspace.borrow() as arena:
         y = run_wino(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom), arena,
-                     micro.ISA, late, out)
+                     _cpu.ISA, late, out)
     if y is not None:
         return y
     return micro.run_instead(xa, fallback, geom, plan, out)
@@ -248,7 +249,7 @@ class Winograd(Variant):
             return prepared if prepared is not None else micro.VARIANT.prepare(geom, plan, None)
         if lay is not None:
             late = late_sums(lay, plan.one_shot, plan.compute_dtype.itemsize)
-            args = (lay, plan.w_iox_compute, geom.groups, plan.workers, micro.ISA,
+            args = (lay, plan.w_iox_compute, geom.groups, plan.workers, _cpu.ISA,
                     plan.pack_buffer("packed_wino"))
             wp, finite = wino_taps(*args) if late else wino_weights(*args, plan.one_shot)
             if finite:
