@@ -221,9 +221,10 @@ def main(argv=None):
     ap.add_argument("--render", nargs="+", default=None, help="JSON files to tabulate")
     ap.add_argument("--fit", nargs="+", default=None, help="JSON files to refit on")
     ap.add_argument("--check", nargs="+", default=(), help="JSON files to judge a fit on")
+    ap.add_argument("--names", nargs="+", default=None, help="the constants to fit (all)")
     args = ap.parse_args(argv)
     if args.fit:
-        consts = fit(args.fit)
+        consts = fit(args.fit, args.names)
         for k, v in consts.items():
             print(f'    "{k}": {v:.3g},')
         for label, paths in (("fitted on", args.fit), ("checked on", args.check)):
