@@ -22,10 +22,11 @@ __all__ = ["CONSTANTS", "DEFAULTS", "set_constants", "on_change", "calibration_p
 # docs/scripts/dispatch_sweep.py --runs 2 --rounds 25 --budget 3 --json sweep.json`, then
 # `--fit sweep.json`) on the 2-core AMD EPYC, 2026-11-21, 2 workers, numpy 2.4.6, scipy
 # 1.17.1, rms log(estimate / measured) 0.40, except where a line says otherwise
-# (docs/dispatch.md, "The constants"). The pixel, depthwise and fft_* rates were refitted on
-# 2026-11-26 (same machine) to issue 38's random sweep, seed 1 (`python
-# docs/scripts/dispatch_random.py --seed 1 --json s1.json`, then `--fit s1.json --names ...`),
-# and checked on seed 2 (docs/dispatch.md, "The random sweep").
+# (docs/dispatch.md, "The constants"). The pixel rate, depthwise_lane_s and four fft_* rates
+# were refitted on 2026-11-26 (same machine) to issue 38's random sweep, seed 1 (`python
+# docs/scripts/dispatch_random.py --seed 1 --json s1.json`, then `--fit s1.json --names ...`;
+# fft_transform_s and fft_axis_call_s held), checked on seed 2 (docs/dispatch.md, "The
+# random sweep (issue 38)").
 DEFAULTS = {
     "call_s": 15e-6,               # fixed cost of one call: set by hand from the smallest calls
     "gemm_macs_per_s": 23.8e9,     # GEMM variant, thick channels
