@@ -50,7 +50,8 @@ def test_counts_match_the_gemm_layout(geom):
 
 
 def test_estimate_is_pure():
-    g = _geom((2, 16, 32, 32), (16, 8, 5, 5), strides=(2, 2))
+    # large enough that the FFT's fixed cost (~0.35 ms in 2-D) leaves it estimated
+    g = _geom((4, 16, 64, 64), (16, 8, 5, 5), strides=(2, 2))
     before = dict(_cost.CONSTANTS)
     a = _cost.estimate(g, np.float32, 2)
     assert _cost.estimate(g, np.float32, 2) == a
@@ -96,6 +97,23 @@ def test_auto_picks_the_clear_winner(x, w, kw, expect):
     op = convt.ConvTranspose(np.zeros(w, np.float32), **kw)
     assert op.method_for(x) == expect
     assert op.explain(x).choice == expect
+
+
+# Few channels on one side with a kernel far longer than the input: the depthwise kernel sweeps
+# every tap over whole blocks of outputs. Measured on the 2-core AMD EPYC (issue 38's random
+# sweep, seed 1, docs/dispatch.md), direct (depthwise) against FFT, prepared: 23.4 against 1.9
+# ms, 1.32 against 0.29, 1.79 against 0.42; estimated 0.9, 0.16 and 0.11 ms before the
+# depthwise kernel's per-output-block term ("depthwise_lane_s"), so "auto" took direct.
+@pytest.mark.parametrize("x, w, kw, dtype", [
+    ((3, 181, 90), (181, 1, 405), dict(strides=(2,), dilations=(2,), pads=(285, 285)),
+     np.float64),
+    ((3, 78, 2), (78, 1, 167), dict(group=2, pads=(19, 19)), np.float32),
+    ((3, 16, 8), (16, 1, 508), dict(strides=(4,), group=16, pads=(30, 30)), np.float32),
+], ids=["181to1_k405", "78to2_g2_k167", "dw16_k508"])
+def test_long_kernels_over_short_inputs_go_to_the_fft(x, w, kw, dtype):
+    op = convt.ConvTranspose(np.zeros(w, dtype), **kw)
+    assert _cost.direct_kind(op.geometry(x)).variant == "depthwise"
+    assert op.method_for(x) == "fft"
 
 
 def test_auto_result_is_exact(rng):

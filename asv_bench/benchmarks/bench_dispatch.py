@@ -6,7 +6,10 @@ backend) on the dispatch sweep's tracked geometries (``dispatch_cases.TRACKED``;
 sweep is ``docs/scripts/dispatch_sweep.py``): 1.0 when it picks the fastest. The backends are
 timed interleaved and the "auto" / "tune" operators are only asked what they pick
 (``method_for``), so noise between two runs of the same backend cannot read as regret.
-``TunedCall`` times a prepared ``method="tune"`` call once its shape is tuned (the lookup on
+``RandomRegret`` tracks the same over 16 geometries drawn from a fixed seed over issue 38's
+space (``random_cases``; the full random sweep is ``docs/scripts/dispatch_random.py``), for
+prepared operators and one-shot calls: the share of them where "auto" is within 1.25x of the
+fastest forced backend, and the worst regret. ``TunedCall`` times a prepared ``method="tune"`` call once its shape is tuned (the lookup on
 top of a plain call, bench_planning.Call).
 
 Where convt has no ``method="fft"`` or ``"tune"`` (older commits) the cases are skipped.
@@ -18,6 +21,7 @@ import numpy as np
 import convt
 
 from .dispatch_cases import CASES, TRACKED
+from .random_cases import cases as random_cases
 
 METHODS = ("direct", "fft")
 
@@ -97,6 +101,47 @@ class TuneRegret(_Regret):
 
     def track_regret(self, case):
         return self._regret()
+
+
+class RandomRegret:
+    """Regret of "auto" on 16 random geometries (seed 38), per call kind."""
+    params = [["prepared", "one-shot"]]
+    param_names = ["call"]
+    unit = "time(picked backend) / time(fastest)"
+    timeout = 600
+    seed, count = 38, 16
+
+    def setup(self, call):
+        from convt._dispatch.cost import estimate
+        from convt._dispatch.plan import pick
+
+        self.regrets = []
+        for case in random_cases(self.seed, self.count):
+            rng = np.random.default_rng(0)
+            x = rng.standard_normal(case["x"]).astype(case["dtype"])
+            w = rng.standard_normal(case["w"]).astype(case["dtype"])
+            kw = case["attrs"]
+            ops = {m: _op(w, m, kw) for m in METHODS}
+            if call == "prepared":
+                calls = {m: (lambda op=op: op(x)) for m, op in ops.items()}
+            else:
+                calls = {m: (lambda m=m: convt.conv_transpose(x, w, method=m, **kw))
+                         for m in METHODS}
+            for f in calls.values():
+                f()
+            geom = ops["direct"].geometry(x.shape)
+            est = estimate(geom, ops["direct"]._plan.compute_dtype, ops["direct"]._plan.workers,
+                           one_shot=call == "one-shot")
+            t = _best_interleaved(calls, rounds=5, budget=0.5)
+            self.regrets.append(t[pick(est)] / min(t.values()))
+
+    def track_share_within_1_25(self, call):
+        return float(np.mean(np.array(self.regrets) <= 1.25))
+
+    track_share_within_1_25.unit = "share of geometries"
+
+    def track_worst(self, call):
+        return max(self.regrets)
 
 
 class TunedCall:

@@ -22,7 +22,11 @@ __all__ = ["CONSTANTS", "DEFAULTS", "set_constants", "on_change", "calibration_p
 # docs/scripts/dispatch_sweep.py --runs 2 --rounds 25 --budget 3 --json sweep.json`, then
 # `--fit sweep.json`) on the 2-core AMD EPYC, 2026-11-21, 2 workers, numpy 2.4.6, scipy
 # 1.17.1, rms log(estimate / measured) 0.40, except where a line says otherwise
-# (docs/dispatch.md, "The constants").
+# (docs/dispatch.md, "The constants"). The pixel rate, depthwise_lane_s and four fft_* rates
+# were refitted on 2026-11-26 (same machine) to issue 38's random sweep, seed 1 (`python
+# docs/scripts/dispatch_random.py --seed 1 --json s1.json`, then `--fit s1.json --names ...`;
+# fft_transform_s and fft_axis_call_s held), checked on seed 2 (docs/dispatch.md, "The
+# random sweep (issue 38)").
 DEFAULTS = {
     "call_s": 15e-6,               # fixed cost of one call: set by hand from the smallest calls
     "gemm_macs_per_s": 23.8e9,     # GEMM variant, thick channels
@@ -31,23 +35,25 @@ DEFAULTS = {
     # at 188-208 GFLOP/s on 2 workers; the half rate from 16-channel layers on one thread
     "micro_macs_per_s": 57e9,
     "micro_channel_half": 7.0,
-    "pixel_macs_per_s": 0.68e9,    # gather kernel: an earlier (loaded-machine) fit's value
-    # depthwise kernel: taps in the data, and per row term set-up (docs/scripts/depthwise_fit.py,
-    # 2026-11-21, 34 few-channel layers x 1 and 2 workers: rms 0.53)
+    "pixel_macs_per_s": 2.78e9,    # gather kernel
+    # depthwise kernel: taps in the data, per row term set-up, and per row term and output
+    # of its phase block (first fitted by docs/scripts/depthwise_fit.py, 2026-11-21; refitted
+    # with the block term on the random sweep, above)
     "depthwise_macs_per_s": 25.1e9,
     "depthwise_row_s": 3.52e-9,
+    "depthwise_lane_s": 5.86e-10,
     "bytes_per_s": 16.0e9,         # copies and writes of x and y
     "thread_efficiency": 0.759,    # second and later threads
     "direct_f64": 1.79,
     # FFT backend at 2 workers, per unit of each convt._backends.fft._features entry:
     # transform samples x log2(length), per-bin complex multiply-adds, values copied,
     # 1-D transforms started
-    "fft_sample_log_s": 2.01e-10,
-    "fft_cmac_s": 3.83e-10,
-    "fft_copy_s": 1.56e-9,
+    "fft_sample_log_s": 2.25e-10,
+    "fft_cmac_s": 2.40e-10,
+    "fft_copy_s": 2.15e-9,
     "fft_transform_s": 5.67e-12,
-    "fft_f64": 2.04,
-    "fft_axis_call_s": 72e-6,      # FFT backend's fixed cost per call and spatial axis
+    "fft_f64": 1.65,
+    "fft_axis_call_s": 72e-6,       # FFT backend's fixed cost per call and spatial axis
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")

@@ -184,7 +184,14 @@ class Depthwise(Variant):
         return c["depthwise_macs_per_s"]
 
     def extra_seconds(self, geom, kind, c):
-        return kind.rows * c["depthwise_row_s"]
+        # Each row term sweeps its tap over a whole block of the phase's outputs (up to
+        # ``_PHASE_BUFFER // s2``) where at most I of them have an input: long kernels over
+        # short inputs (K >> I) ran 5-27x over the MAC-rate estimate without this term for
+        # the outputs beyond I (docs/dispatch.md, "The random sweep").
+        q = -(-geom.out_shape[-1] // geom.strides[-1])
+        block = max(1, min(q, max(_MIN_QBLOCK, _PHASE_BUFFER // geom.strides[-1])))
+        idle = max(0, block - geom.in_shape[-1])
+        return kind.rows * (c["depthwise_row_s"] + idle * c["depthwise_lane_s"])
 
     def layout(self, geom, mode):
         return depthwise_layout(geom)
