@@ -91,6 +91,26 @@ def _fork_and_report(parent):
     return json.loads(data)
 
 
+def _fork_while(start, end):
+    """Fork and report while another thread, having run ``start()``, waits; then ``end()``."""
+    started, stop = threading.Event(), threading.Event()
+
+    def other():
+        start()
+        started.set()
+        stop.wait()
+        end()
+
+    t = threading.Thread(target=other)
+    t.start()
+    started.wait()
+    try:
+        return _fork_and_report(PARENT)
+    finally:
+        stop.set()
+        t.join()
+
+
 def _dask_child(block):
     results, seen = child_report()
     return np.array([json.dumps({**seen, "exact": _compare(PARENT, results)})], dtype=object)
@@ -125,21 +145,9 @@ def run(case):
             outs = arr.compute(scheduler="processes", num_workers=2)
         return [json.loads(s) for s in outs]
     if case == "other_thread":
-        started, stop = threading.Event(), threading.Event()
-
-        def other():
-            convt.conv_transpose(X, W, strides=(2, 2), workers=2)
-            started.set()
-            stop.wait()
-
-        t = threading.Thread(target=other)
-        t.start()
-        started.wait()
-        try:
-            return [_fork_and_report(PARENT)]
-        finally:
-            stop.set()
-            t.join()
+        # Another thread ran convt on 2 threads (its team is alive) when the fork happens.
+        return [_fork_while(lambda: convt.conv_transpose(X, W, strides=(2, 2), workers=2),
+                            lambda: None)]
     if case == "locks":
         # Another thread holds convt's locks (as if it were planning, tuning or inside the
         # GEMM variant) at the moment of the fork: the child must not wait for them.
@@ -149,24 +157,8 @@ def run(case):
 
         held = [OP._plan._lock, tune._lock, plan_module._DECISIONS_LOCK,
                 constants._CACHE_LOCK, blas._LOCK]
-        started, stop = threading.Event(), threading.Event()
-
-        def holder():
-            for lock in held:
-                lock.acquire()
-            started.set()
-            stop.wait()
-            for lock in held:
-                lock.release()
-
-        t = threading.Thread(target=holder)
-        t.start()
-        started.wait()
-        try:
-            return [_fork_and_report(PARENT)]
-        finally:
-            stop.set()
-            t.join()
+        return [_fork_while(lambda: [lock.acquire() for lock in held],
+                            lambda: [lock.release() for lock in held])]
     if case == "grandchild":
         r, w = os.pipe()
         pid = os.fork()
