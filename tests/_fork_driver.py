@@ -74,21 +74,32 @@ def _compare(parent, results):
     return {k: bool(np.array_equal(parent[k], results[k])) for k in parent}
 
 
-def _fork_and_report(parent):
+def _in_child(fn):
+    """Fork; the child runs ``fn()`` and sends back its JSON-able result, which this returns."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:
+    if pid == 0:   # never return into the parent's code from here
         os.close(r)
-        results, seen = child_report()
-        seen["exact"] = _compare(parent, results)
-        os.write(w, json.dumps(seen).encode())
-        os._exit(0)
+        try:
+            os.write(w, json.dumps(fn()).encode())
+        except BaseException as e:
+            os.write(w, json.dumps({"error": repr(e), "exact": {"child": False}}).encode())
+        finally:
+            os._exit(0)
     os.close(w)
     data = b""
     while chunk := os.read(r, 1 << 16):
         data += chunk
     os.waitpid(pid, 0)
     return json.loads(data)
+
+
+def _fork_and_report(parent):
+    def report():
+        results, seen = child_report()
+        return {**seen, "exact": _compare(parent, results)}
+
+    return _in_child(report)
 
 
 def _fork_while(start, end):
@@ -160,19 +171,8 @@ def run(case):
         return [_fork_while(lambda: [lock.acquire() for lock in held],
                             lambda: [lock.release() for lock in held])]
     if case == "grandchild":
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            child_report()            # the child starts a team of its own, then forks
-            os.write(w, json.dumps(_fork_and_report(PARENT)).encode())
-            os._exit(0)
-        os.close(w)
-        data = b""
-        while chunk := os.read(r, 1 << 16):
-            data += chunk
-        os.waitpid(pid, 0)
-        return [json.loads(data)]
+        # the child starts a team of its own, then forks
+        return [_in_child(lambda: (child_report(), _fork_and_report(PARENT))[1])]
     raise SystemExit(f"unknown case {case!r}")
 
 
