@@ -1,4 +1,5 @@
-"""convt: transposed convolution (ConvTranspose) exactly as ONNX, OpenVINO and oneDNN define it.
+"""convt: transposed convolution (ConvTranspose) as ONNX, OpenVINO and oneDNN define it and as
+PyTorch, TensorFlow, Keras and JAX compute it, with a translator between them.
 
 Public API
 ----------
