@@ -42,9 +42,13 @@ class Workspace:
             try:
                 yield Arena(self._bufs)
             finally:
-                if self._keep is not None and self.nbytes() > self._keep:
-                    self._bufs.clear()
-                self._lock.release()
+                # the release in a finally of its own: an exception from a signal handler in
+                # the trimming (Python code) must not leave the workspace locked for good
+                try:
+                    if self._keep is not None and self.nbytes() > self._keep:
+                        self._bufs.clear()
+                finally:
+                    self._lock.release()
         else:
             yield Arena({})
 
