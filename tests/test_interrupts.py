@@ -12,6 +12,7 @@ import pytest
 import convt
 from convt._dispatch import constants, tune
 from convt._dispatch import plan as plan_module
+from convt._dispatch.workspace import one_shot_workspace
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
 
@@ -79,6 +80,7 @@ def test_calls_cut_short_by_a_signal_leave_no_state_behind(tmp_path):
         for lock in (tune._lock, plan_module._DECISIONS_LOCK, constants._CACHE_LOCK):
             assert not lock.locked()
         assert not any(gate.locked() for gate in tune._tuning.values())
+        assert not one_shot_workspace()._lock.locked()   # the one-shot calls' workspace
         for op in ops + [tuned]:
             assert not op._plan._lock.locked()
             assert not op._plan.workspace._lock.locked()
