@@ -11,6 +11,9 @@ output is a sum of K*C products of O(1) numbers:
 - float16 / bfloat16: accumulate in float32, one final rounding: half an ulp, 2^-11 (4.9e-4) and
   2^-8 (3.9e-3) relative to each element, plus the float32 sum: 1e-3 and 8e-3.
 """
+import base64
+import gzip
+import json
 import pathlib
 
 import numpy as np
@@ -47,6 +50,35 @@ DTYPES = ["float64", "float32", "float16"] + (["bfloat16"] if ml_dtypes else [])
 
 def np_dtype(name):
     return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+def fixture_cases(name):
+    """The cases of tests/fixtures/<name>.json.gz, made by docs/scripts/fixtures_<name>.py."""
+    return json.loads(gzip.decompress((FIXTURES / f"{name}.json.gz").read_bytes()))["cases"]
+
+
+def fixture_arrays(case, bias=False):
+    """A golden case's input and weights (and, with ``bias``, its bias or None), drawn as the
+    fixture scripts draw them: standard normal from the case's seed, in that order."""
+    rng = np.random.default_rng(case["seed"])
+    dt = np_dtype(case["dtype"])
+    x = rng.standard_normal(case["x_shape"]).astype(dt)
+    w = rng.standard_normal(case["w_shape"]).astype(dt)
+    if not bias:
+        return x, w
+    return x, w, (None if case["b_shape"] is None
+                  else rng.standard_normal(case["b_shape"]).astype(dt))
+
+
+def fixture_output(case, dtype=None):
+    """A golden case's recorded output (little-endian bytes, base64) in ``dtype`` (default
+    the case's)."""
+    dt = np_dtype(case["dtype"]) if dtype is None else np.dtype(dtype)
+    raw = np.frombuffer(base64.b64decode(case["y"]), dt.newbyteorder("<"))
+    return raw.reshape(case["y_shape"])
 
 
 def assert_close(y, ref, backend, dtype):

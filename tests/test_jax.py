@@ -5,10 +5,6 @@ jax: every output matches, every refusal raises), convt's own reference (and the
 ``_canonical`` describing every call), and, where jax is importable, fresh random cases
 against it.
 """
-import base64
-import gzip
-import json
-import pathlib
 from collections import namedtuple
 
 import numpy as np
@@ -16,19 +12,13 @@ import pytest
 
 import convt
 from convt._backends.reference import conv_transpose_reference
-from conftest import DTYPES, assert_close, np_dtype
+from conftest import (DTYPES, FIXTURES, assert_close, fixture_arrays, fixture_cases,
+                      fixture_output, np_dtype)
 
-FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "jax.json.gz"
-CASES = json.loads(gzip.decompress(FIXTURE.read_bytes()))["cases"]
+FIXTURE = FIXTURES / "jax.json.gz"
+CASES = fixture_cases("jax")
 ct = convt.jax.conv_transpose
 
-
-def fixture_arrays(case):
-    """The case's arrays, as docs/scripts/fixtures_jax.py draws them."""
-    rng = np.random.default_rng(case["seed"])
-    dt = np.dtype(case["dtype"])
-    return (rng.standard_normal(case["x_shape"]).astype(dt),
-            rng.standard_normal(case["w_shape"]).astype(dt))
 
 
 def call_kwargs(case):
@@ -61,8 +51,7 @@ def test_fixture(case):
         return
     y = ct(x, w, **call_kwargs(case))
     dt = np.dtype(case["kwargs"].get("preferred_element_type") or case["dtype"])
-    want = np.frombuffer(base64.b64decode(case["y"]), dt.newbyteorder("<"))
-    want = want.reshape(case["y_shape"])
+    want = fixture_output(case, dt)
     assert y.shape == want.shape and y.dtype == want.dtype
     tol = 1e-12 if dt == np.float64 else 1e-5
     scale = max(1.0, float(np.abs(want).max(initial=0)))

@@ -7,29 +7,20 @@ stride-dilated input by (left_pad, right_pad), correlate with the flipped dilate
 written out here in NumPy -- over a parametrized space, with the translator's ``_canonical``
 describing every call, and, where Keras is importable, fresh random cases against it.
 """
-import base64
-import gzip
-import json
-import pathlib
 
 import numpy as np
 import pytest
 
 import convt
 from convt._backends.reference import conv_transpose_reference
-from conftest import DTYPES, assert_close, np_dtype
+from conftest import (DTYPES, FIXTURES, assert_close, fixture_arrays, fixture_cases,
+                      fixture_output, np_dtype)
 
 K = convt.keras
-FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "keras.json.gz"
-CASES = json.loads(gzip.decompress(FIXTURE.read_bytes()))["cases"]
+FIXTURE = FIXTURES / "keras.json.gz"
+CASES = fixture_cases("keras")
 TOL = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-2, "bfloat16": 2e-2}
 
-
-def fixture_arrays(case):
-    rng = np.random.default_rng(case["seed"])
-    dt = np_dtype(case["dtype"])
-    return (rng.standard_normal(case["x_shape"]).astype(dt),
-            rng.standard_normal(case["w_shape"]).astype(dt))
 
 
 def test_fixture_file_is_small_and_varied():
@@ -49,8 +40,7 @@ def test_fixture(case):
             K.conv_transpose(x, w, **case["kwargs"])
         return
     y = K.conv_transpose(x, w, **case["kwargs"])
-    want = np.frombuffer(base64.b64decode(case["y"]),
-                         np_dtype(case["dtype"]).newbyteorder("<")).reshape(case["y_shape"])
+    want = fixture_output(case)
     assert y.shape == want.shape and y.dtype == want.dtype
     tol = TOL[case["dtype"]]
     want = want.astype(np.float64)

@@ -6,30 +6,20 @@ adjoint (gradient) of a forward convolution written out here in NumPy -- over a 
 space, with the translator's ``_canonical`` describing every call, and, where TensorFlow is
 importable, fresh random cases against it.
 """
-import base64
-import gzip
-import json
-import pathlib
 
 import numpy as np
 import pytest
 
 import convt
 from convt._backends.reference import conv_transpose_reference
-from conftest import DTYPES, assert_close, np_dtype
+from conftest import (DTYPES, FIXTURES, assert_close, fixture_arrays, fixture_cases,
+                      fixture_output, np_dtype)
 
 T = convt.tensorflow
-FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "tensorflow.json.gz"
-CASES = json.loads(gzip.decompress(FIXTURE.read_bytes()))["cases"]
+FIXTURE = FIXTURES / "tensorflow.json.gz"
+CASES = fixture_cases("tensorflow")
 TOL = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-2, "bfloat16": 2e-2}
 
-
-def fixture_arrays(case):
-    """The case's arrays, as docs/scripts/fixtures_tensorflow.py draws them."""
-    rng = np.random.default_rng(case["seed"])
-    dt = np_dtype(case["dtype"])
-    return (rng.standard_normal(case["x_shape"]).astype(dt),
-            rng.standard_normal(case["w_shape"]).astype(dt))
 
 
 def test_fixture_file_is_small_and_varied():
@@ -53,8 +43,7 @@ def test_fixture(case):
             fn(x, w, **case["kwargs"])
         return
     y = fn(x, w, **case["kwargs"])
-    want = np.frombuffer(base64.b64decode(case["y"]),
-                         np_dtype(case["dtype"]).newbyteorder("<")).reshape(case["y_shape"])
+    want = fixture_output(case)
     assert y.shape == want.shape and y.dtype == want.dtype
     tol = TOL[case["dtype"]]
     want = want.astype(np.float64)
@@ -68,7 +57,7 @@ def forward_conv(u, w_oix, strides, dilations, pads_before, out_len):
     """tf.nn.convolution's forward pass on NCX ``u`` with filters (C_out, C_in, *K) (u has
     C_out channels here: the transposed op's output), zero padding ``pads_before`` at the
     start and enough at the end; output of spatial shape ``out_len``."""
-    n, nd = u.shape[0], u.ndim - 2
+    n = u.shape[0]
     kernel = w_oix.shape[2:]
     need = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(out_len, strides, kernel,
                                                                  dilations)]

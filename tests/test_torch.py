@@ -5,10 +5,6 @@ real torch: every output matches, every refusal raises), convt's own reference o
 parametrized space (and the translator's ``_canonical`` describing every call), and, where
 torch is importable, fresh random cases against it.
 """
-import base64
-import gzip
-import json
-import pathlib
 
 import numpy as np
 import pytest
@@ -16,22 +12,14 @@ import pytest
 import convt
 from convt._backends.reference import conv_transpose_reference
 from _helpers import reference_at
-from conftest import DTYPES, assert_close, np_dtype
+from conftest import (DTYPES, FIXTURES, assert_close, fixture_arrays, fixture_cases,
+                      fixture_output, np_dtype)
 
-FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "torch.json.gz"
-CASES = json.loads(gzip.decompress(FIXTURE.read_bytes()))["cases"]
+FIXTURE = FIXTURES / "torch.json.gz"
+CASES = fixture_cases("torch")
 FNS = {1: convt.torch.conv_transpose1d, 2: convt.torch.conv_transpose2d,
        3: convt.torch.conv_transpose3d}
 
-
-def fixture_arrays(case):
-    """The case's arrays, as docs/scripts/fixtures_torch.py draws them."""
-    rng = np.random.default_rng(case["seed"])
-    dt = np.dtype(case["dtype"])
-    x = rng.standard_normal(case["x_shape"]).astype(dt)
-    w = rng.standard_normal(case["w_shape"]).astype(dt)
-    b = None if case["b_shape"] is None else rng.standard_normal(case["b_shape"]).astype(dt)
-    return x, w, b
 
 
 def test_fixture_file_is_small_and_varied():
@@ -44,15 +32,14 @@ def test_fixture_file_is_small_and_varied():
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{i}-{c['fn'][-2:]}" for i, c in enumerate(CASES)])
 def test_fixture(case):
-    x, w, b = fixture_arrays(case)
+    x, w, b = fixture_arrays(case, bias=True)
     fn = getattr(convt.torch, case["fn"])
     if "error" in case:
         with pytest.raises((ValueError, TypeError), match="^torch: "):
             fn(x, w, b, **case["kwargs"])
         return
     y = fn(x, w, b, **case["kwargs"])
-    want = np.frombuffer(base64.b64decode(case["y"]), np.dtype(case["dtype"]).newbyteorder("<"))
-    want = want.reshape(case["y_shape"])
+    want = fixture_output(case)
     assert y.shape == want.shape and y.dtype == want.dtype
     tol = 1e-12 if case["dtype"] == "float64" else 1e-5
     scale = max(1.0, float(np.abs(want).max(initial=0)))
