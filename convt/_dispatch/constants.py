@@ -28,8 +28,9 @@ __all__ = ["CONSTANTS", "DEFAULTS", "PEAK_TIED", "REF_PEAK", "set_constants", "o
 # 2026-11-26 (same machine) to issue 38's random sweep, seed 1 (`python
 # docs/scripts/dispatch_random.py --seed 1 --json s1.json`, then `--fit s1.json --names ...`;
 # fft_transform_s and fft_axis_call_s held), checked on seed 2; the four depthwise_* ones
-# the same day on seed 12, checked on seeds 13 and 14 (docs/dispatch.md, "The random sweep
-# (issue 38)"). The MAC rates are this machine's; PEAK_TIED rescales them elsewhere.
+# and five fft_* ones (fft_axis_call_s held) the same day on seed 12, checked on seeds 13
+# and 14 (docs/dispatch.md, "The random sweep (issue 38)"). The MAC rates are this
+# machine's; PEAK_TIED rescales them elsewhere.
 DEFAULTS = {
     "call_s": 15e-6,               # fixed cost of one call: set by hand from the smallest calls
     "gemm_macs_per_s": 23.8e9,     # GEMM variant, thick channels
@@ -53,11 +54,11 @@ DEFAULTS = {
     # FFT backend at 2 workers, per unit of each convt._backends.fft._features entry:
     # transform samples x log2(length), per-bin complex multiply-adds, values copied,
     # 1-D transforms started
-    "fft_sample_log_s": 2.25e-10,
-    "fft_cmac_s": 2.40e-10,
+    "fft_sample_log_s": 3.73e-10,
+    "fft_cmac_s": 1.79e-10,
     "fft_copy_s": 2.15e-9,
-    "fft_transform_s": 5.67e-12,
-    "fft_f64": 1.65,
+    "fft_transform_s": 1.10e-8,
+    "fft_f64": 1.33,
     "fft_axis_call_s": 72e-6,       # FFT backend's fixed cost per call and spatial axis
 }
 CONSTANTS = dict(DEFAULTS)
