@@ -143,3 +143,27 @@ def test_a_forked_child_probes_or_inherits_without_hanging():
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120, env=env)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr
+
+
+@pytest.mark.parametrize("cap, micro", [("avx2", "probe x1.00 (avx2 peak"),
+                                        ("generic", "shipped (no FMA probe")])
+def test_convt_isa_cap_sets_the_probed_level(cap, micro):
+    """Under CONVT_ISA the micro rate follows the capped level's peak (its kernel's body), the
+    GEMM rate the CPU's own (BLAS is not capped); at generic nothing is probed."""
+    if _cpu.CPU_ISA < 1:
+        pytest.skip("this CPU has no FMA path to probe")
+    script = ("import numpy as np, convt\n"
+              "from convt._dispatch import constants, cost\n"
+              "op = convt.ConvTranspose(np.ones((8, 8, 3, 3), np.float32))\n"
+              "cost.estimate(op.geometry((1, 8, 16, 16)), np.float32, 1)\n"
+              "print(constants.rate_sources()['micro_macs_per_s'])\n"
+              "print(constants.rate_sources()['gemm_macs_per_s'])\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), CONVT_ISA=cap)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert run.returncode == 0, run.stderr
+    got_micro, got_gemm = run.stdout.strip().splitlines()
+    if cap == "avx2" and _constants.peak_scales()["micro_macs_per_s"][0] != 1.0:
+        micro = "(avx2 peak"    # another machine: the scale is its own
+    assert micro in got_micro
+    assert _cpu.NAMES[min(_cpu.CPU_ISA, 2)] + " peak" in got_gemm
