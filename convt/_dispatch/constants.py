@@ -27,10 +27,10 @@ __all__ = ["CONSTANTS", "DEFAULTS", "PEAK_TIED", "REF_PEAK", "set_constants", "o
 # (docs/dispatch.md, "The constants"). The pixel rate and four fft_* rates were refitted on
 # 2026-11-26 (same machine) to issue 38's random sweep, seed 1 (`python
 # docs/scripts/dispatch_random.py --seed 1 --json s1.json`, then `--fit s1.json --names ...`;
-# fft_transform_s and fft_axis_call_s held), checked on seed 2; the four depthwise_* ones
-# and five fft_* ones (fft_axis_call_s held) the same day on seed 12, checked on seeds 13
-# and 14 (docs/dispatch.md, "The random sweep (issue 38)"). The MAC rates are this
-# machine's; PEAK_TIED rescales them elsewhere.
+# fft_transform_s and fft_axis_call_s held), checked on seed 2; the four depthwise_* ones,
+# five fft_* ones (fft_axis_call_s held) and the two pixel_* ones the same day on seed 12,
+# checked on seeds 11 and 13-18 (docs/dispatch.md, "The random sweep (issue 38)"). The MAC
+# rates are this machine's; PEAK_TIED rescales them elsewhere.
 DEFAULTS = {
     "call_s": 15e-6,               # fixed cost of one call: set by hand from the smallest calls
     "gemm_macs_per_s": 23.8e9,     # GEMM variant, thick channels
@@ -39,7 +39,10 @@ DEFAULTS = {
     # at 188-208 GFLOP/s on 2 workers; the half rate from 16-channel layers on one thread
     "micro_macs_per_s": 57e9,
     "micro_channel_half": 7.0,
-    "pixel_macs_per_s": 2.78e9,    # gather kernel
+    # gather kernel: its inner loop runs along a group's output channels, c_out / (c_out +
+    # half) of its rate per group (refitted on the random sweep's seed 12, below)
+    "pixel_macs_per_s": 6.6e9,
+    "pixel_channel_half": 16.6,
     # depthwise kernel (convt._backends.direct.depthwise): multiply-adds in vector blocks,
     # per row term set-up, the cost of a multiply-add taken one vector at a time (a chain of
     # dependent masked FMAs over every tap of the phase) relative to a blocked one, and per
