@@ -99,14 +99,18 @@ def _isa_section(max_threads):
         from convt._kernels import _cpu
     except ImportError:
         return {"isa": _UNKNOWN}
+    from convt._dispatch import constants
+
     counts = range(1, (max_threads if isinstance(max_threads, int) else 1) + 1)
     peaks = [(t, _cpu.fma_peak(t)) for t in counts]
+    constants.current()   # the cost model's rates, tied to the probe's peak (docs/dispatch.md)
     return {
         "isa": _cpu.name(),
         "cpu_isa": _cpu.name(_cpu.CPU_ISA),
         "CONVT_ISA": os.environ.get(_cpu.ENV, "unset"),
         "kernels": [f"{k}={v}" for k, v in _cpu.kernel_isas().items()],
         "fma_peak_gflops": [f"{t}t={p:.0f}" for t, p in peaks if p is not None],
+        "cost_model_rates": [f"{k}: {v}" for k, v in constants.rate_sources().items()],
     }
 
 
@@ -117,8 +121,9 @@ def config_dict():
     -------
     dict
         Sections ``"threading"``, ``"build"``, ``"versions"``, ``"machine"`` and ``"isa"``
-        (the instruction set each kernel runs at, and the float32 FMA peak in GFLOP/s per
-        thread count from a short probe, ``"1t=118"`` for one thread), each a dict
+        (the instruction set each kernel runs at, the float32 FMA peak in GFLOP/s per
+        thread count from a short probe, ``"1t=118"`` for one thread, and where the cost
+        model's compute rates come from: that probe or a calibration), each a dict
         of str to str, int, bool or list. A value that cannot be determined (for instance
         when running from a source tree that was never built) is the string ``"unknown"``.
 

@@ -136,7 +136,7 @@ def test_depthwise_bit_identical_for_any_thread_count(groups, cg, mg, dtype, fmt
     assert_same_for_any_thread_count(w, xl, "depthwise", pin=("depthwise", False), **kw)
 
 
-# Rows for the AVX2 row kernel (_dwkernel.h): innermost stride 1 and 2, interiors shorter than
+# Rows for the AVX2 row kernel (_dwkernel.h): innermost stride 1 to 4, interiors shorter than
 # a vector, between one and four vectors, longer and not a whole number of vectors (the last
 # vector overlaps), odd output lengths (phase 1 one output short), taps on either border,
 # explicit output_shape with bias-only tails, 2-3 channels per group (several rows a term).
@@ -155,6 +155,13 @@ ROWS = [
     # whose runs keep every row's masks
     ((12, 40), (3, 31), (1, 2), (1, 1), (1, 15, 1, 15), (0, 0), (2, 1, 1)),
     ((9, 21), (3, 9), (1, 2), (1, 1), (1, 4, 1, 3), (0, 1), (2, 1, 1)),
+    # innermost stride 3 and 4: the row kernel phase by phase into the phase buffer, phases
+    # of different lengths and interiors, one without taps (kernel shorter than the stride),
+    # long dilated kernels whose border covers most of the row, several blocks of a row
+    ((2, 45), (2, 7), (1, 3), (1, 1), (0, 2, 1, 1), (0, 2), (2, 1, 1)),
+    ((1, 33), (1, 3), (1, 4), (1, 1), (0, 1, 0, 0), (0, 3), (3, 1, 2)),
+    ((2, 90), (1, 41), (1, 3), (1, 2), (0, 20, 0, 13), (0, 1), (2, 2, 1)),
+    ((1, 700), (1, 67), (2, 4), (1, 3), (0, 90, 0, 50), (0, 0), (1, 3, 1)),
 ]
 
 
@@ -174,11 +181,14 @@ def test_depthwise_rows_both_kernels(row, dtype, isa, monkeypatch):
 # Innermost lengths 1..71 walk every path of the AVX2 row kernel's loop (blocks of four and
 # two vectors, single vectors inside one phase's interior and not the other's, masked vectors
 # on either border, rows shorter than a vector, partial last vectors): stride 2 with both
-# phases' interiors offset by one, stride 1 with dilation, and stride 2 with a kernel shorter
-# than the stride (phase 1 without taps) and output_padding (phase 0 one output longer).
+# phases' interiors offset by one, strides 3 and 4 (phase by phase, interleaved), stride 1
+# with dilation, and stride 2 with a kernel shorter than the stride (phase 1 without taps)
+# and output_padding (phase 0 one output longer).
 # (kernel, strides, dilations, pads, output_padding)
 ROW_SWEEP = [
     ((2, 4), (2, 2), (1, 1), (1, 1, 1, 1), (0, 0)),
+    ((2, 7), (1, 3), (1, 2), (0, 3, 0, 1), (0, 2)),
+    ((2, 9), (2, 4), (1, 1), (1, 2, 0, 1), (0, 1)),
     ((3, 3), (1, 1), (1, 2), (0, 2, 0, 1), (0, 0)),
     ((2, 1), (2, 2), (1, 1), (0, 0, 0, 0), (1, 1)),
 ]
@@ -186,7 +196,7 @@ ROW_SWEEP = [
 
 @pytest.mark.parametrize("isa", sorted({0, min(_cpu.ISA, 1)}))
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("geo", ROW_SWEEP, ids=["s2k4", "s1d2", "s2k1op"])
+@pytest.mark.parametrize("geo", ROW_SWEEP, ids=["s2k4", "s3k7d2", "s4k9", "s1d2", "s2k1op"])
 def test_depthwise_every_row_length(geo, dtype, isa, monkeypatch):
     monkeypatch.setattr(_cpu, "ISA", isa)
     k, strides, dil, pads, op = geo

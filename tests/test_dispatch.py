@@ -103,7 +103,8 @@ def test_auto_picks_the_clear_winner(x, w, kw, expect):
 # every tap over whole blocks of outputs. Measured on the 2-core AMD EPYC (issue 38's random
 # sweep, seed 1, docs/dispatch.md), direct (depthwise) against FFT, prepared: 23.4 against 1.9
 # ms, 1.32 against 0.29, 1.79 against 0.42; estimated 0.9, 0.16 and 0.11 ms before the
-# depthwise kernel's per-output-block term ("depthwise_lane_s"), so "auto" took direct.
+# model priced the outputs the kernel takes one vector at a time over every tap of the
+# phase ("depthwise_border": here every output), so "auto" took direct.
 @pytest.mark.parametrize("x, w, kw, dtype", [
     ((3, 181, 90), (181, 1, 405), dict(strides=(2,), dilations=(2,), pads=(285, 285)),
      np.float64),

@@ -102,6 +102,24 @@ def test_time_candidates_is_best_of_interleaved_rounds():
     assert len(calls) == 2 + 2 * _tune._MIN_ROUNDS   # the fake 1 s budget ran out
 
 
+def test_time_candidates_times_a_close_call_again():
+    """Two candidates within _CLOSE of each other get as many rounds again (a measurement of
+    each a second apart ranked such pairs the other way on issue 38's random sweeps); the
+    best of all rounds counts."""
+    now, calls = [0.0], []
+    steps = {"a": iter([9.0] + [5.0, 2.2, 4.0] + [3.0, 1.9, 5.0] * 10),
+             "b": iter([9.0] + [2.1] * 40)}
+
+    def run(name):
+        def f():
+            calls.append(name)
+            now[0] += next(steps[name])
+        return f
+    best = _tune.time_candidates({"a": run("a"), "b": run("b")}, clock_fn=lambda: now[0])
+    assert best == pytest.approx({"a": 1.9, "b": 2.1})
+    assert len(calls) == 2 + 2 * 2 * _tune._MIN_ROUNDS   # two passes of the fake budget
+
+
 @pytest.mark.parametrize("winner", ["fft", "direct"])
 def test_tune_picks_the_measured_winner_and_reuses_it(fake_timing, winner):
     fake_timing.times.update({winner: 0.1, {"fft": "direct", "direct": "fft"}[winner]: 0.5})

@@ -31,7 +31,8 @@ _PRIOR = 0.5          # pull towards the current constants (fit_constants)
 # Physical limits of the dimensionless constants (a loaded machine can push a fit past them:
 # a second thread never slows a kernel down in the model, float64 is never faster).
 _BOUNDS = {"thread_efficiency": (0.3, 1.0), "direct_f64": (1.0, 3.0), "fft_f64": (1.0, 3.0),
-           "gemm_channel_half": (0.5, 64.0), "micro_channel_half": (0.5, 64.0)}
+           "gemm_channel_half": (0.5, 64.0), "micro_channel_half": (0.5, 64.0),
+           "depthwise_border": (1.0, 30.0)}
 
 
 def _samples(make_op, workers, dtype, probes, timer):

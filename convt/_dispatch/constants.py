@@ -13,20 +13,24 @@ import warnings
 
 import numpy as np
 from .threads import renew_after_fork
+from .._kernels import _cpu
 
-__all__ = ["CONSTANTS", "DEFAULTS", "set_constants", "on_change", "calibration_path",
-           "load_calibration", "save_calibration"]
+__all__ = ["CONSTANTS", "DEFAULTS", "PEAK_TIED", "REF_PEAK", "set_constants", "on_change",
+           "calibration_path", "load_calibration", "save_calibration", "current",
+           "peak_scales", "rate_sources"]
 
 # Rates are per thread, float32; ``*_f64`` are float64's slowdowns. Fitted by
 # convt._dispatch.calibrate.fit_constants to the dispatch sweep (`python
 # docs/scripts/dispatch_sweep.py --runs 2 --rounds 25 --budget 3 --json sweep.json`, then
 # `--fit sweep.json`) on the 2-core AMD EPYC, 2026-11-21, 2 workers, numpy 2.4.6, scipy
 # 1.17.1, rms log(estimate / measured) 0.40, except where a line says otherwise
-# (docs/dispatch.md, "The constants"). The pixel rate, depthwise_lane_s and four fft_* rates
-# were refitted on 2026-11-26 (same machine) to issue 38's random sweep, seed 1 (`python
+# (docs/dispatch.md, "The constants"). The pixel rate and four fft_* rates were refitted on
+# 2026-11-26 (same machine) to issue 38's random sweep, seed 1 (`python
 # docs/scripts/dispatch_random.py --seed 1 --json s1.json`, then `--fit s1.json --names ...`;
-# fft_transform_s and fft_axis_call_s held), checked on seed 2 (docs/dispatch.md, "The
-# random sweep (issue 38)").
+# fft_transform_s and fft_axis_call_s held), checked on seed 2; the four depthwise_* ones,
+# five fft_* ones (fft_axis_call_s held) and the two pixel_* ones the same day on seed 12,
+# checked on seeds 11 and 13-18 (docs/dispatch.md, "The random sweep (issue 38)"). The MAC
+# rates are this machine's; PEAK_TIED rescales them elsewhere.
 DEFAULTS = {
     "call_s": 15e-6,               # fixed cost of one call: set by hand from the smallest calls
     "gemm_macs_per_s": 23.8e9,     # GEMM variant, thick channels
@@ -35,29 +39,63 @@ DEFAULTS = {
     # at 188-208 GFLOP/s on 2 workers; the half rate from 16-channel layers on one thread
     "micro_macs_per_s": 57e9,
     "micro_channel_half": 7.0,
-    "pixel_macs_per_s": 2.78e9,    # gather kernel
-    # depthwise kernel: taps in the data, per row term set-up, and per row term and output
-    # of its phase block (first fitted by docs/scripts/depthwise_fit.py, 2026-11-21; refitted
-    # with the block term on the random sweep, above)
-    "depthwise_macs_per_s": 25.1e9,
-    "depthwise_row_s": 3.52e-9,
-    "depthwise_lane_s": 5.86e-10,
+    # gather kernel: its inner loop runs along a group's output channels, c_out / (c_out +
+    # half) of its rate per group (refitted on the random sweep's seed 12, below)
+    "pixel_macs_per_s": 6.6e9,
+    "pixel_channel_half": 16.6,
+    # depthwise kernel (convt._backends.direct.depthwise): multiply-adds in vector blocks,
+    # per row term set-up, the cost of a multiply-add taken one vector at a time (a chain of
+    # dependent masked FMAs over every tap of the phase) relative to a blocked one, and per
+    # call of the row kernel (refitted on the random sweep's seed 12, above)
+    "depthwise_macs_per_s": 19.0e9,
+    "depthwise_row_s": 1.84e-9,
+    "depthwise_border": 4.91,
+    "depthwise_call_s": 25.8e-9,
     "bytes_per_s": 16.0e9,         # copies and writes of x and y
     "thread_efficiency": 0.759,    # second and later threads
     "direct_f64": 1.79,
     # FFT backend at 2 workers, per unit of each convt._backends.fft._features entry:
     # transform samples x log2(length), per-bin complex multiply-adds, values copied,
     # 1-D transforms started
-    "fft_sample_log_s": 2.25e-10,
-    "fft_cmac_s": 2.40e-10,
+    "fft_sample_log_s": 3.73e-10,
+    "fft_cmac_s": 1.79e-10,
     "fft_copy_s": 2.15e-9,
-    "fft_transform_s": 5.67e-12,
-    "fft_f64": 1.65,
+    "fft_transform_s": 1.10e-8,
+    "fft_f64": 1.33,
     "fft_axis_call_s": 72e-6,       # FFT backend's fixed cost per call and spatial axis
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")
+_PROBE_LOCK = renew_after_fork(sys.modules[__name__], "_PROBE_LOCK")
 _LISTENERS = []
+
+# Compute-bound rates follow the machine: at first use of the cost model each is rescaled by
+# this CPU's one-thread FMA peak (convt._kernels._cpu.fma_peak) over the peak of the machine
+# DEFAULTS were fitted on (REF_PEAK), at the ISA level the code behind the rate runs at:
+# "kernel" the kernel's own level (ISA capped by CONVT_ISA and by the kernel's widest body,
+# _cpu.kernel_isas), "blas" the CPU's own level (BLAS picks its kernels itself, CONVT_ISA
+# does not cap it), "clock" the AVX2 level (portable C: scalar and SSE2 code, whose speed
+# follows the clock, which the AVX2 peak of 2 FMA pipes x 8 lanes measures on every AVX2
+# CPU since Haswell and Zen 2). Memory-bound and library rates stay absolute: bytes_per_s
+# follows the memory system, not the FMA units; scipy.fft's pocketfft is compiled for the
+# baseline ISA and dominated by cache traffic at the sizes the FFT backend wins; the
+# per-row and per-call seconds are branchy set-up code.
+PEAK_TIED = {
+    "micro_macs_per_s": ("kernel", "micro"),
+    "gemm_macs_per_s": ("blas", None),
+    "pixel_macs_per_s": ("clock", None),
+    "depthwise_macs_per_s": ("kernel", "depthwise"),
+}
+# One-thread float32 FMA peaks (GFLOP/s) of the machine DEFAULTS were fitted on, per level
+# (fma_peak(1, level), best of REF_PEAK_RUNS runs of the probe, 2-core AMD EPYC Zen 4,
+# 2026-11-26, under the exclusive lock: docs/dispatch.md, "Rates relative to the machine").
+REF_PEAK = {1: 117.4, 2: 117.9}
+# A probed peak within this factor of the reference keeps the shipped rate: the probe's own
+# spread on the reference machine under load, so decisions here do not move with it.
+PEAK_DEAD_BAND = 1.25
+# What the peak-tied rates are: "defaults" (shipped, not yet probed), "probe" (rescaled by
+# the probe), "set" (set_constants: a calibration file or the caller), per ISA level probed.
+_RATES = {"source": "defaults", "isa": None, "scales": {}}
 
 _FORMAT = 1
 
@@ -109,19 +147,84 @@ def load_calibration(path=None, stamp=None):
                       f"{data.get('cpu')!r}, this is {stamp['cpu']!r}", RuntimeWarning,
                       stacklevel=2)
         return False
-    set_constants(consts)
+    set_constants(consts, _source="set")
     return True
 
 
-def set_constants(consts):
+def set_constants(consts, _source="set"):
     """Replace ``CONSTANTS`` and forget every decision made with the old ones (the caches
-    that registered with ``on_change``)."""
+    that registered with ``on_change``). Constants set so (a calibration, or the caller's)
+    are used as they are: the machine probe no longer rescales them."""
     # In place and key by key, never cleared: a thread estimating meanwhile sees old or new
     # values, never a missing one (callers pass the full key set, load_calibration checks it).
     CONSTANTS.update(consts)
+    _RATES["source"] = _source
     with _CACHE_LOCK:
         for forget in _LISTENERS:
             forget()
+
+
+def _probe_level(kind, kernel, cpu):
+    """The ISA level whose FMA peak a rate of ``kind`` follows (see PEAK_TIED), or 0."""
+    if kind == "blas":
+        return min(cpu.CPU_ISA, 2)
+    if kind == "clock":
+        return 1 if cpu.ISA >= 1 else 0
+    return cpu.NAMES.index(cpu.kernel_isas()[kernel])
+
+
+def peak_scales(cpu=None):
+    """{rate name: (scale, level, probed GFLOP/s)} of the peak-tied rates on this machine:
+    the probed one-thread peak over REF_PEAK at that level, 1.0 within PEAK_DEAD_BAND, at
+    level 0 (no FMA path: no probe) or when the probe fails."""
+    cpu = _cpu if cpu is None else cpu
+    out = {}
+    for name, (kind, kernel) in PEAK_TIED.items():
+        level = min(_probe_level(kind, kernel, cpu), 2)
+        peak = cpu.fma_peak(1, level) if level >= 1 else None
+        scale = 1.0
+        if peak and REF_PEAK.get(level):
+            ratio = peak / REF_PEAK[level]
+            if not 1 / PEAK_DEAD_BAND <= ratio <= PEAK_DEAD_BAND:
+                scale = ratio
+        out[name] = (scale, level, peak)
+    return out
+
+
+def current():
+    """``CONSTANTS``, its peak-tied rates first rescaled to this machine (``peak_scales``)
+    when they are still the shipped ones: once per process and ISA level (a test may lower
+    ``convt._kernels._cpu.ISA``), never at import. A forked child inherits the result."""
+    if _RATES["source"] in ("defaults", "probe") and _RATES["isa"] != _cpu.ISA:
+        with _PROBE_LOCK:
+            if _RATES["source"] in ("defaults", "probe") and _RATES["isa"] != _cpu.ISA:
+                scales = peak_scales(_cpu)
+                rates = {k: DEFAULTS[k] * s for k, (s, _, _) in scales.items()}
+                changed = any(CONSTANTS[k] != v for k, v in rates.items())
+                _RATES.update(isa=_cpu.ISA, scales=scales)
+                if changed:
+                    set_constants(rates, _source="probe")
+                else:
+                    _RATES["source"] = "probe"
+    return CONSTANTS
+
+
+def rate_sources():
+    """{peak-tied rate: where its value comes from}, for ``explain`` and ``show_config``:
+    "probe x<scale> (<level> peak <p>, fitted at <ref> GFLOP/s)" (x1.00: within the dead
+    band), "shipped (not probed yet)", or "set (calibration or set_constants)"."""
+    out = {}
+    for name in PEAK_TIED:
+        if _RATES["source"] == "set":
+            out[name] = "set (calibration or set_constants)"
+        elif _RATES["source"] == "defaults" or name not in _RATES["scales"]:
+            out[name] = "shipped (not probed yet)"
+        else:
+            scale, level, peak = _RATES["scales"][name]
+            out[name] = (f"probe x{scale:.2f} ({_cpu.NAMES[level]} peak {peak:.0f}, fitted at "
+                         f"{REF_PEAK[level]:.0f} GFLOP/s)" if peak else
+                         "shipped (no FMA probe at this ISA level)")
+    return out
 
 
 def on_change(forget):

@@ -14,8 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .constants import (CONSTANTS, DEFAULTS, calibration_path, load_calibration,  # noqa: F401
-                        on_change, save_calibration, set_constants)
+from .constants import (CONSTANTS, DEFAULTS, calibration_path, current,  # noqa: F401
+                        load_calibration, on_change, rate_sources, save_calibration,
+                        set_constants)
 from .._backends import BACKENDS
 from .._backends.direct import registry as direct
 from .._backends.direct.base import DirectKind
@@ -51,6 +52,7 @@ def isa_cached(maxsize):
 
         @functools.wraps(func)
         def call(*args):
+            current()   # the peak-tied rates follow the machine from the first use on
             return cached(_cpu.ISA, *args)
 
         call.cache_clear = cached.cache_clear
@@ -78,7 +80,7 @@ def seconds(geom, compute_dtype, workers, method, constants=None):
     """Estimated seconds of ``method`` (a backend that estimates itself, or "depthwise": the
     depthwise kernel even where the direct backend would run another variant) on ``geom``,
     always computed (``estimate`` skips hopeless ones); for fitting the constants."""
-    c = CONSTANTS if constants is None else constants
+    c = current() if constants is None else constants
     if method in ("direct", "depthwise"):
         kind = (direct.depthwise.depthwise_kind(geom) if method == "depthwise"
                 else direct_kind(geom))
@@ -101,7 +103,7 @@ def estimate(geom, compute_dtype, workers, constants=None, one_shot=False):
     Another backend than the direct one is not estimated (None) when the direct estimate is
     below its fixed cost alone or when no output position has an input.
     """
-    c = CONSTANTS if constants is None else constants
+    c = current() if constants is None else constants
     kind = direct_kind(geom)
     run = direct.BACKEND.estimate(geom, compute_dtype, workers, c, kind)
     pack = _packing_seconds(geom, compute_dtype, c)

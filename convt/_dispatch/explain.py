@@ -7,6 +7,7 @@ from . import tune as _tune
 from .._backends.direct.registry import describe
 from .._geometry.dtypes import compute_dtype
 from .._geometry.geometry import resolve
+from .constants import rate_sources
 from .guard import check_range
 from .plan import pick, tune_candidates
 
@@ -47,6 +48,10 @@ class Explanation:
         a one-shot call computes the FFT's kernel spectra (with its own, shorter,
         transforms) and packs the direct backend's weights. ``estimates`` holds the one
         this operator makes (one-shot for `convt.explain` and `convt.conv_transpose`).
+    rates : dict or None, optional
+        Where the cost model's compute rates come from, per constant: this machine's FMA
+        peak probe (rescaled, or the shipped value when the peak is within the dead band of
+        the machine they were fitted on), or a calibration (docs/dispatch.md).
 
     Examples
     --------
@@ -76,6 +81,7 @@ class Explanation:
     dtype: str
     measured: dict | None = None
     split: dict | None = None
+    rates: dict | None = None
 
     def __str__(self):
         g = self.geometry
@@ -94,6 +100,9 @@ class Explanation:
                 t = f"{_ms(both[0])} prepared, {_ms(both[1])} one-shot"
             lines.append(f"  {m:8s} " + ("not estimated" if t is None else
                                          t if isinstance(t, str) else _ms(t)) + what)
+        if self.rates:
+            lines.append("compute rates: " + "; ".join(
+                f"{k.split('_')[0]} {v}" for k, v in self.rates.items()))
         if self.measured:
             lines.append("measured by tuning (best of):")
             lines += [f"  {m:8s} {_ms(t)}" for m, t in self.measured.items()]
@@ -134,7 +143,7 @@ def explain_plan(plan, x_shape):
     return Explanation(geometry=geom, method=plan.method, choice=choice, reason=reason,
                        estimates=dict(est.seconds), direct=direct, threads=est.threads,
                        workers=plan.workers, dtype=plan.dtype.name, measured=measured,
-                       split=dict(est.split))
+                       split=dict(est.split), rates=rate_sources())
 
 
 def _tune_within():

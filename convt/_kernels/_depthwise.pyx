@@ -18,7 +18,11 @@ buffers are then interleaved into y's row. Phases without taps hold the bias. Wh
 AVX2 and FMA and s2 is 1 or 2, _dwkernel.h's row kernel runs instead: both phases in one
 pass, vectors interleaved straight into y, masked vectors on the borders, one fused
 multiply-add per tap; and one call takes a run of rows (rows1[k, 1]: row o1 + s1 after row
-o1 with the same taps, one input row further), whose terms are built once. On
+o1 with the same taps, one input row further), whose terms are built once. With s2 >= 3 the
+row kernel takes the phases one by one (as a stride-1 row) into the phase buffers, which are
+then interleaved, with no runs: the portable loop's borders, a scalar loop over every tap of
+the phase with a branch per tap, took most of the time of long dilated kernels (1-D, 225-367
+taps, strides 3-4: 1.7-2.5x faster so, 2 threads; docs/dispatch.md, "The random sweep"). On
 depthwise_bilinear the row kernel was 1.25x the portable loop (in-process A/B); runs and
 masked borders then took the layer from 1.39 to 0.81 ms on 2 threads and from 2.71 to 1.64 ms
 on 1 (processes alternating, best of 8 and 5 rounds). The two kernels agree to rounding;
@@ -252,6 +256,15 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
     if dims[17] and s2 <= 2:
         _row_avx2(yr, x, w, arow, na, phases, ptaps, qa, QB, b, wstride, I2, s2, nrows, ystep,
                   off, te, wv)
+        return
+    if dims[17]:
+        # s2 >= 3: the AVX2 kernel phase by phase (as stride 1) into the phase buffer, then
+        # interleaved; no runs (nrows is 1 here)
+        for c in range(s2):
+            if phases[5 * c] > qa:
+                _row_avx2(buf + c * QB - qa, x, w, arow, na, phases + 5 * c, ptaps, qa, QB, b,
+                          wstride, I2, 1, 1, 0, off, te, wv)
+        _interleave(yr, buf, phases, s2, QB, qa)
         return
     if s2 == 1:
         qe = min(qa + QB, O2)

@@ -1,5 +1,6 @@
 /* AVX2 + FMA row kernel of the direct backend's depthwise variant (convt/_kernels/_depthwise.pyx),
- * channels first, innermost stride s2 = 1 or 2.
+ * channels first, innermost stride s2 = 1 or 2 (larger strides call it phase by phase, as
+ * s2 = 1 rows of the phase buffer).
  *
  * One call computes one block of nrows output rows, row r at y + r*ystep reading x + r*xstep
  * (rows whose taps are the first row's, one input row further per row: convt._backends.direct.depthwise's

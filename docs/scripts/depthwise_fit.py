@@ -1,14 +1,16 @@
-"""Refit the depthwise variant's two cost-model constants on depthwise layers.
+"""Refit the depthwise variant's cost-model constants on depthwise layers.
 
     python docs/scripts/depthwise_fit.py
 
 Times 22 depthwise layers (1-D to 3-D, strides 1-4, kernels 3-255, channel multipliers 1-3,
 both layouts) and 12 layers with few channels on one side only (1-3 in or out, up to 128 on
-the other) on the depthwise kernel (pinned) on 1 and 2 workers, float32, then fits
-``depthwise_macs_per_s`` and ``depthwise_row_s`` (the others held at their current values)
-with ``convt._dispatch.calibrate.fit_constants`` (least squares on log(estimate / measured)).
-Prints both constants and each layer's estimate / measured before and after. The values in
-``convt._dispatch.cost.DEFAULTS`` come from one run of this script (docs/dispatch.md).
+the other) on the depthwise kernel (pinned) on 1 and 2 workers, float32, then fits the four
+``depthwise_*`` constants (the others held at their current values) with
+``convt._dispatch.calibrate.fit_constants`` (least squares on log(estimate / measured)).
+Prints the constants and each layer's estimate / measured before and after. The values in
+``convt._dispatch.cost.DEFAULTS`` come from the random sweep's seed 12 since 2026-11-26
+(``dispatch_random.py --fit``, docs/dispatch.md); this script checks them on hand-picked
+layers.
 """
 import math
 import os
@@ -63,7 +65,7 @@ LAYERS = [  # (x shape, w shape, keywords)
     ((1, 3, 24, 24, 24), (3, 16, 3, 3, 3), dict(group=1, pads=P2)),
     ((4, 4, 128, 128), (4, 2, 3, 3), dict(group=1, pads=P1)),
 ]
-NAMES = ["depthwise_macs_per_s", "depthwise_row_s"]
+NAMES = ["depthwise_macs_per_s", "depthwise_row_s", "depthwise_border", "depthwise_call_s"]
 
 
 def samples():

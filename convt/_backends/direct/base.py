@@ -7,10 +7,11 @@ in rule order). The registry asks each, in turn:
     the ``DirectKind`` that runs ``geom`` (usually its own; it may return the kind the later
     variants chose, ``rule.next()``), or None to leave ``geom`` to the later variants. The
     last variant (pixel) claims every geometry;
-``rate(geom, kind, c)``, ``extra_moved(geom, kind)``, ``extra_seconds(geom, kind, c)``
+``rate(geom, kind, c)``, ``extra_moved(geom, kind)``, ``extra_seconds(geom, kind, c, rate)``
     its cost: multiply-adds per second of one float32 thread, values moved besides reading x
-    and writing y once, seconds of per-row set-up (``convt._backends.direct.seconds`` adds
-    the call cost and the threads);
+    and writing y once, seconds of per-row set-up and slow multiply-adds (``rate``: the
+    rate for the compute dtype; ``convt._backends.direct.seconds`` adds the call cost and
+    the threads);
 ``layout(geom, mode)``
     what it plans from the geometry alone (cached per geometry by the registry), or None;
 ``prepare(geom, plan, layout)``
@@ -43,12 +44,14 @@ class DirectKind(NamedTuple):
     """How the direct backend runs a geometry: ``variant`` (a registry name); ``mode``
     "grid" or "batch-rows" (gemm), "channels-first" (winograd's channels-first kernel), else
     ""; multiply-adds it performs and useful ones; ``rows``: the depthwise kernel's row
-    terms, 0 for the others."""
+    terms, ``border``: of its multiply-adds, those taken one vector at a time (0 for the
+    others)."""
     variant: str
     mode: str
     macs: int
     useful: int
     rows: int = 0
+    border: int = 0
 
 
 class Variant:
@@ -71,7 +74,7 @@ class Variant:
     def extra_moved(self, geom, kind):
         return 0
 
-    def extra_seconds(self, geom, kind, c):
+    def extra_seconds(self, geom, kind, c, rate):
         return 0.0
 
     def layout(self, geom, mode):

@@ -15,18 +15,19 @@ channels-last loop (e.g. 128 channels, 2 per group in and out, 32x32: 3.0 ms vs 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 import numpy as np
 
 from .base import DirectKind, Variant
-from .phases import axes, gemm_counts
+from .phases import axes, axis_phases, gemm_counts
 from .pixel import bias_filled, new_output, pad3, tables
 from ..._kernels import _cpu
 from ..._kernels._depthwise import depthwise_ncx
 from ..._kernels._depthwise_nxc import depthwise_nxc
 
 __all__ = ["VARIANT", "DepthwiseLayout", "depthwise_kind", "depthwise_layout", "inner_phases",
-           "run_depthwise"]
+           "inner_split", "run_depthwise"]
 
 # Per-thread phase buffer, in elements: s2 phases of at most QB outputs each. 2048 float32
 # (8 KiB) stays in L1 while the phases are accumulated and interleaved into y's row; rows
@@ -146,16 +147,70 @@ MIN_DENSE_CHANNELS = 4
 _THICK_SIDE = 16
 
 
+# Outputs a phase's interior takes in blocks of vectors (_dwkernel.h: 2 or 4 float32 vectors
+# of 8 lanes); the rest of a row goes one vector at a time, one chain of dependent fused
+# multiply-adds over every tap of the phase, masked outside its interior.
+_BLOCK_LANES = 16
+
+
+def inner_split(geom):
+    """(fast, slow): per output row term set (an output row x input channel x tap row in the
+    data), the innermost axis's taps x outputs the channels-first kernel runs in vector
+    blocks (every tap in range), and those it runs one vector at a time over every tap of
+    the phase (row ends, phases' borders, and outputs no tap of the phase reaches). With
+    stride 1-2 the phases share one interior (both are taken in one pass), with 3-4 each
+    phase has its own (_depthwise.pyx: the row kernel phase by phase)."""
+    s, d, k_len = geom.strides[-1], geom.dilations[-1], geom.kernel[-1]
+    i_len, pb, o_len = geom.in_shape[-1], geom.pads_begin[-1], geom.out_shape[-1]
+    phases = [(q, [e for _, e in taps]) for q, taps in axis_phases(s, d, k_len, pb, o_len)]
+    spans = [(max(0, -min(es, default=0)), min(q, i_len - max(es, default=0)))
+             for q, es in phases]
+    if s <= 2:
+        common = (max(lo for lo, _ in spans), min(hi for _, hi in spans))
+        spans = [common] * s
+    fast = slow = 0
+    for (q, es), (lo, hi) in zip(phases, spans):
+        inner = max(0, hi - lo) // _BLOCK_LANES * _BLOCK_LANES
+        fast += inner * len(es)
+        slow += (q - inner) * len(es)
+    return fast, slow
+
+
 def depthwise_kind(geom, per_axis=None, exact=None):
     """The ``DirectKind`` of the depthwise kernel on ``geom``. Its row terms: per output row
     (axes 0, 1) and input channel of its group, each tap row in the data (``axis_sums``'
-    ``inside``), times the innermost axis's taps (set up per row, ``_row_ncx``)."""
+    ``inside``), times the innermost axis's taps (set up per row, ``_row_ncx``). Its
+    multiply-adds: those ``inner_split`` counts, per row term set; ``border`` the slow ones
+    (the channels-last kernel with one channel per group runs the taps in the data only)."""
     per_axis = axes(geom) if per_axis is None else per_axis
     if exact is None:
         exact = gemm_counts(geom, per_axis)[1]
     (_, _, _, in0, _), (_, _, _, in1, _) = per_axis[:2]
-    rows = geom.batch * geom.c_out * (geom.c_in // geom.groups) * in0 * in1 * geom.kernel[-1]
-    return DirectKind("depthwise", "", exact, exact, rows)
+    sets = geom.batch * geom.c_out * (geom.c_in // geom.groups) * in0 * in1
+    rows = sets * geom.kernel[-1]
+    if geom.data_format == "NXC" and geom.c_in == geom.groups == geom.c_out:
+        return DirectKind("depthwise", "", exact, exact, rows)
+    fast, slow = inner_split(geom)
+    return DirectKind("depthwise", "", sets * (fast + slow), exact, rows, sets * slow)
+
+
+def _row_calls(geom):
+    """Row kernel calls of the channels-first kernel (_row_ncx): per output row of axis 0 and
+    block of an innermost row, with innermost stride 1-2 one per run of axis 1's rows (a
+    phase's rows with its full set of taps are one run, each border row one: at most 2T - 1
+    runs of a phase with T taps; at least one per task of 64 rows), from stride 3 on one per
+    row of axis 1 and phase."""
+    s2 = geom.strides[-1]
+    q = -(-geom.out_shape[-1] // s2)
+    block = max(1, min(q, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    o0, o1, _ = pad3(geom.out_shape, 1)
+    outer = geom.batch * geom.c_out * o0 * -(-q // block)
+    if s2 > 2:
+        return outer * o1 * s2
+    s1, d1, k1 = (pad3(v, 1)[1] for v in (geom.strides, geom.dilations, geom.kernel))
+    runs = sum(min(q1, max(1, 2 * len(taps) - 1))
+               for q1, taps in axis_phases(s1, d1, k1, pad3(geom.pads_begin, 0)[1], o1))
+    return outer * max(runs, -(-o1 // 64))
 
 
 class Depthwise(Variant):
@@ -183,15 +238,14 @@ class Depthwise(Variant):
     def rate(self, geom, kind, c):
         return c["depthwise_macs_per_s"]
 
-    def extra_seconds(self, geom, kind, c):
-        # Each row term sweeps its tap over a whole block of the phase's outputs (up to
-        # ``_PHASE_BUFFER // s2``) where at most I of them have an input: long kernels over
-        # short inputs (K >> I) ran 5-27x over the MAC-rate estimate without this term for
-        # the outputs beyond I (docs/dispatch.md, "The random sweep").
-        q = -(-geom.out_shape[-1] // geom.strides[-1])
-        block = max(1, min(q, max(_MIN_QBLOCK, _PHASE_BUFFER // geom.strides[-1])))
-        idle = max(0, block - geom.in_shape[-1])
-        return kind.rows * (c["depthwise_row_s"] + idle * c["depthwise_lane_s"])
+    def extra_seconds(self, geom, kind, c, rate):
+        # The multiply-adds taken one vector at a time (kind.border: a chain of dependent
+        # fused multiply-adds, masked, over every tap of the phase) cost depthwise_border
+        # times a blocked one: long kernels over short inputs (K >> I, every output a
+        # border one) and stride 3-4 rows ran 5-27x over a taps-in-the-data estimate
+        # (docs/dispatch.md, "The random sweep").
+        return (kind.rows * c["depthwise_row_s"] + _row_calls(geom) * c["depthwise_call_s"]
+                + kind.border * (c["depthwise_border"] - 1) / rate)
 
     def layout(self, geom, mode):
         return depthwise_layout(geom)

@@ -151,7 +151,9 @@ class Pixel(Variant):
         return DirectKind("pixel", "", rule.exact, rule.exact)
 
     def rate(self, geom, kind, c):
-        return c["pixel_macs_per_s"]
+        # the kernel's innermost loop runs along a group's output channels (_direct.pyx)
+        mg = geom.c_out // geom.groups
+        return c["pixel_macs_per_s"] * mg / (mg + c["pixel_channel_half"])
 
     def layout(self, geom, mode):
         return tables(geom)

@@ -78,7 +78,7 @@ def seconds(geom, kind, f64, threads, c):
     if f64:
         rate /= c["direct_f64"]
     work = kind.macs / rate + moved / c["bytes_per_s"]
-    work += variant.extra_seconds(geom, kind, c)
+    work += variant.extra_seconds(geom, kind, c, rate)
     return c["call_s"] + work / parallel(threads, c)
 
 
