@@ -21,6 +21,7 @@ import numpy as np
 from .base import DirectKind, Variant
 from .phases import axes, gemm_counts
 from .pixel import bias_filled, new_output, pad3, tables
+from .storage import as_compute
 from ..._kernels import _cpu
 from ..._kernels._depthwise import depthwise_ncx
 from ..._kernels._depthwise_nxc import depthwise_nxc
@@ -111,7 +112,7 @@ def run_depthwise(xa, layout, geom, plan, out=None):
     y = new_output(geom, ct, out)
     if y.size == 0:
         return y
-    x = np.ascontiguousarray(xa, dtype=ct)
+    x = as_compute(xa, ct, plan.threads(geom))   # 16-bit: one parallel widening
     i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
     tabs = layout.tabs
     if nxc and (geom.c_in != geom.groups or geom.c_out != geom.groups):

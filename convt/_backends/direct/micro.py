@@ -18,7 +18,7 @@ from math import prod
 import numpy as np
 
 from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
-from ..._kernels._layout import to_padded_nxc
+from .storage import as_compute, padded_nxc
 from ..._kernels import _cpu
 from ..._kernels._micro import MR, NR_F32, NR_F64, micro_conv
 from ..._kernels._pack import PACK_KB, pack_micro
@@ -202,12 +202,11 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     if y.size == 0:
         return y
     in3 = pad3(geom.in_shape, 1)
-    if nxc:
-        x = np.ascontiguousarray(xa, dtype=ct)
-    else:
+    if nxc:   # 16-bit data widened in one parallel pass
+        x = as_compute(xa, ct, workers, arena)
+    else:     # ... or by the transpose as it reads
         x = arena.get("x_nxc", (n, *in3, c_in), ct)
-        x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
-        to_padded_nxc(x5, x, np.zeros(3, np.int64), workers, _cpu.ISA)
+        padded_nxc(xa.reshape(n, c_in, *in3), x, (0, 0, 0), workers, _cpu.ISA)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
     ystr = element_strides(y, geom)
     g = geom.groups

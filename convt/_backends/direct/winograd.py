@@ -23,6 +23,7 @@ from .cfwino import cf_layout as _cf_rule_layout   # (tests patch cfwino.cf_layo
 from .base import DirectKind, Variant
 from .micro import packing_arrays
 from .pixel import bias_filled, element_strides, new_output, pad3
+from .storage import padded_nxc
 from .winograd_layout import WinoLayout, wino_alignment, wino_axes, wino_layout
 from ..._kernels import _cpu
 from ..._kernels._layout import to_padded_nxc
@@ -134,8 +135,8 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
             xa.reshape(n, *in3, c_in)
         ready = wino_ready(x.reshape(-1), spare, workers)
     else:   # the transpose tests each block it reads: no second pass, no second region
-        x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
-        ready = to_padded_nxc(x5, x, np.array(h, np.int64), workers, isa, spare)
+        # (16-bit data widened by the same pass)
+        ready = padded_nxc(xa.reshape(n, c_in, *in3), x, h, workers, isa, spare)
     if not ready:
         return None
     x = x.reshape(-1)
