@@ -130,7 +130,8 @@ _VARIANTS = [
      dict(strides=(2, 2), pads=(1, 1, 1, 1))),
     (("winograd", None), "winograd", (1, 64, 300), (64, 32, 4), dict(strides=(2,), pads=(1, 1))),
     (("gemm", False), "gemm", (2, 16, 5, 5), (16, 12, 2, 2), dict(strides=(2, 2))),
-    (("gemm", True), "gemm", (3, 16, 4, 4), (16, 12, 3, 3), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    (("gemm", True), "gemm", (3, 16, 4, 4), (16, 12, 3, 3),
+     dict(strides=(2, 2), pads=(1, 1, 1, 1))),
     (("pixel", False), "pixel", (2, 6, 5, 4), (6, 5, 3, 2), dict(strides=(2, 1), dilations=(1, 2))),
     (("depthwise", False), "depthwise", (2, 16, 9, 8), (16, 1, 4, 4),
      dict(strides=(2, 2), pads=(1, 1, 1, 1), group=16)),
@@ -221,3 +222,55 @@ def test_one_shot_weights_widened_into_the_workspace(rng):
         y = convt.conv_transpose(x, w, strides=(2, 2), method="direct")
         ref = convt.ConvTranspose(w, strides=(2, 2), method="direct")(x)
         np.testing.assert_array_equal(_bits(y), _bits(ref))
+
+
+@pytest.mark.parametrize("isa", LEVELS)
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("cin, mg, kt, groups", [(8, 32, 16, 1), (12, 16, 9, 3), (4, 48, 5, 2)])
+def test_pack_taps16_packs_as_pack_taps_on_the_widened_weights(cin, mg, kt, groups, name, isa,
+                                                               rng):
+    from convt._backends.direct.micro import packing_arrays
+    from convt._kernels._pack import pack_taps
+    dt = np_dtype(name)
+    w = rng.standard_normal((cin, mg, kt)).astype(dt)
+    line = (mg // 16) * cin * 16 + 16
+    for stream in (False, True):
+        for spare, poke in ((0, None), (120, 1e4), (0, np.inf)):   # 120: bound 2^8
+            wp = w.copy()
+            if poke is not None:
+                wp[cin - 1, mg - 1, kt - 1] = poke
+            got, _ = packing_arrays(kt * line, w, dtype=np.float32)
+            want, _ = packing_arrays(kt * line, w, dtype=np.float32)
+            got[:] = 0
+            want[:] = 0
+            ok16 = _half.pack_taps16(wp.view(np.uint16), got, groups, line, 2, isa, stream,
+                                     spare, _half.KINDS[name])
+            ok32 = pack_taps(wp.astype(np.float32), want, groups, line, 2, isa, stream, spare)
+            np.testing.assert_array_equal(_bits(got), _bits(want))
+            assert ok16 == ok32 and ok16 == (poke is None)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_one_shot_late_sums_pack_16_bit_weights_directly(name, rng, monkeypatch):
+    # a one-shot call whose Winograd products would be large sums them in the kernel from
+    # taps packed straight from the 16-bit weights: the prepared call's bits
+    from convt._backends.direct import winograd
+    monkeypatch.setattr(winograd, "_LATE_SUM_BYTES", 0)
+    dt = np_dtype(name)
+    x = rng.standard_normal((2, 32, 6, 6)).astype(dt)
+    w = rng.standard_normal((32, 32, 4, 4)).astype(dt)
+    b = rng.standard_normal(32).astype(dt)
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1), method="direct")
+    from convt._dispatch import plan as _plan
+    pick = _plan.direct_variant
+    monkeypatch.setattr(_plan, "direct_variant",
+                        lambda geom, pin=None: pick(geom, ("winograd", None)))
+    calls = []
+    orig = winograd.wino_taps
+    monkeypatch.setattr(winograd, "wino_taps", lambda lay, w_, *a: calls.append(w_.dtype)
+                        or orig(lay, w_, *a))
+    op = convt.ConvTranspose(w, b, **kw)
+    assert op._plan.geometry(x.shape).variant == "winograd"
+    y = convt.conv_transpose(x, w, b, **kw)
+    assert calls == [dt]
+    np.testing.assert_array_equal(_bits(y), _bits(op(x)))

@@ -185,8 +185,8 @@ static inline void convt_narrow8_avx2(int kind, __m256 v, uint16_t* dst)
 /* convt_t8c_f32 (_transpose.h) from 16-bit rows: dst[j*ldd + k] = widen(src[k*lds + j]),
  * with the exponent test (spare >= 0) on the widened values. */
 __attribute__((target("avx2,f16c")))
-static int convt_t8w_avx2(int kind, const uint16_t* src, int64_t lds, float* dst, int64_t ldd,
-                          int spare)
+static inline int convt_t8w_avx2(int kind, const uint16_t* src, int64_t lds, float* dst,
+                                 int64_t ldd, int spare)
 {
     __m256 r[8], c[8];
     __m256i top = _mm256_setzero_si256(), expo = _mm256_set1_epi32(0x7f800000);
@@ -205,7 +205,7 @@ static int convt_t8w_avx2(int kind, const uint16_t* src, int64_t lds, float* dst
 }
 #endif
 
-static int convt_t8w_generic(int kind, const uint16_t* src, int64_t lds, float* dst,
+static inline int convt_t8w_generic(int kind, const uint16_t* src, int64_t lds, float* dst,
                              int64_t ldd, int spare)
 {
     int64_t j, k;
@@ -233,7 +233,7 @@ static inline int convt_t8w(int isa, int kind, const uint16_t* src, int64_t lds,
 
 #if CONVT_HAVE_AVX2_PATH
 __attribute__((target("avx2,f16c")))
-static void convt_widen_avx2(int kind, const uint16_t* src, float* dst, int64_t n)
+static inline void convt_widen_avx2(int kind, const uint16_t* src, float* dst, int64_t n)
 {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -243,7 +243,7 @@ static void convt_widen_avx2(int kind, const uint16_t* src, float* dst, int64_t 
 }
 
 __attribute__((target("avx2,f16c")))
-static void convt_narrow_avx2(int kind, const float* src, uint16_t* dst, int64_t n)
+static inline void convt_narrow_avx2(int kind, const float* src, uint16_t* dst, int64_t n)
 {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -279,6 +279,97 @@ static inline void convt_narrow(int isa, int kind, const float* src, uint16_t* d
 #endif
     for (i = 0; i < n; i++)
         dst[i] = convt_narrow1(kind, src[i]);
+}
+
+/* The Winograd late sums' taps (_packkernel.h's convt_taps_f32) from 16-bit weights, widened
+ * as they are read: one input channel's taps, tap k of output channel m (src[m * KT + k]) to
+ * dst[k * line + (m / 16) * ps + m % 16], Mg % 16 == 0. Returns 1 when a widened value's
+ * exponent field is at least (0xff - spare), else 0. The AVX2 body widens 8 rows of 8 taps
+ * in registers and transposes them (convt_taps_f32's blocks and stores: both halves of each
+ * 64-byte line, streamed past the caches when stream; the caller fences). */
+static inline int convt_taps_h16_generic(int kind, const uint16_t* src, int64_t Mg, int64_t KT,
+                                  float* dst, int64_t line, int64_t ps, int spare)
+{
+    int64_t m, k;
+    uint32_t bad = 0, lim = (0xffu - (uint32_t) spare) << 23;
+    for (m = 0; m < Mg; m++)
+        for (k = 0; k < KT; k++) {
+            float v = convt_widen1(kind, src[m * KT + k]);
+            bad |= (convt_f32_bits(v) & 0x7f800000u) >= lim;
+            dst[k * line + (m / 16) * ps + m % 16] = v;
+        }
+    return bad != 0;
+}
+
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2,f16c")))
+static inline void convt_wtr8_avx2(int kind, const uint16_t* src, int64_t lds, __m256* c)
+{
+    /* c[j] = (widen(src[0*lds + j]), ..., widen(src[7*lds + j])) for j < 8 */
+    __m256 r[8];
+    int j;
+    for (j = 0; j < 8; j++)
+        r[j] = convt_widen8_avx2(kind, src + j * lds);
+    convt_tr8_f32(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], c);
+}
+
+__attribute__((target("avx2,f16c")))
+static inline int convt_taps_h16_avx2(int kind, const uint16_t* src, int64_t Mg, int64_t KT,
+                               float* dst, int64_t line, int64_t ps, int spare, int stream)
+{
+    __m256 c[8], e[8];
+    __m256i expo = _mm256_set1_epi32(0x7f800000), below = _mm256_set1_epi32(
+        (int) (((0xffu - (uint32_t) spare) << 23) - 1)), bad = _mm256_setzero_si256();
+    int64_t m, k, j, K8 = KT - KT % 8;
+    uint32_t tail = 0, lim = (0xffu - (uint32_t) spare) << 23;
+    for (m = 0; m < Mg; m += 16) {
+        for (k = K8; k < KT; k++)
+            for (j = 0; j < 16; j++) {
+                float v = convt_widen1(kind, src[(m + j) * KT + k]);
+                tail |= (convt_f32_bits(v) & 0x7f800000u) >= lim;
+                dst[k * line + (m / 16) * ps + j] = v;
+            }
+        for (k = 0; k < K8; k += 8) {
+            float* d = dst + k * line + (m / 16) * ps;
+            convt_wtr8_avx2(kind, src + m * KT + k, KT, c);
+            convt_wtr8_avx2(kind, src + (m + 8) * KT + k, KT, e);
+            for (j = 0; j < 8; j++) {
+                if (stream) {
+                    _mm256_stream_ps(d + j * line, c[j]);
+                    _mm256_stream_ps(d + j * line + 8, e[j]);
+                } else {
+                    _mm256_storeu_ps(d + j * line, c[j]);
+                    _mm256_storeu_ps(d + j * line + 8, e[j]);
+                }
+                bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(
+                    _mm256_and_si256(_mm256_castps_si256(c[j]), expo), below));
+                bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(
+                    _mm256_and_si256(_mm256_castps_si256(e[j]), expo), below));
+            }
+        }
+    }
+    return tail || !_mm256_testz_si256(bad, bad);
+}
+#endif
+
+static inline int convt_taps_h16(int isa, int kind, const uint16_t* src, int64_t Mg,
+                                 int64_t KT, float* dst, int64_t line, int64_t ps, int spare,
+                                 int stream)
+{
+#if CONVT_HAVE_AVX2_PATH
+    if (isa >= 1)
+        return convt_taps_h16_avx2(kind, src, Mg, KT, dst, line, ps, spare, stream);
+#endif
+    (void) stream;
+    return convt_taps_h16_generic(kind, src, Mg, KT, dst, line, ps, spare);
+}
+
+/* orders the streamed stores before the packed lines are read */
+static inline void convt_half_fence(void)
+{
+#if CONVT_HAVE_AVX2_PATH
+    _mm_sfence();
+#endif
 }
 
 #endif /* CONVT_HALF_H */

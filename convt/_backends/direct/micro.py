@@ -159,14 +159,16 @@ def _pack_tables(layout, cg, kt):
     return kdst, kstride
 
 
-def packing_arrays(values, w_iox, buffer=None):
-    """(out, w3): ``values`` (at least one) uninitialised values of ``w_iox``'s dtype starting
-    on a 64-byte boundary (one cache line), and the IOX weights as (C_in, Mg, prod(K)),
-    C-contiguous (None when there is nothing to pack). ``buffer(size, dtype)``: where the
-    values come from (a one-shot plan's workspace, convt._dispatch.plan), default a new array."""
-    item = w_iox.dtype.itemsize
+def packing_arrays(values, w_iox, buffer=None, dtype=None):
+    """(out, w3): ``values`` (at least one) uninitialised values of ``dtype`` (default
+    ``w_iox``'s) starting on a 64-byte boundary (one cache line), and the IOX weights as
+    (C_in, Mg, prod(K)), C-contiguous (None when there is nothing to pack).
+    ``buffer(size, dtype)``: where the values come from (a one-shot plan's workspace,
+    convt._dispatch.plan), default a new array."""
+    dtype = w_iox.dtype if dtype is None else np.dtype(dtype)
+    item = dtype.itemsize
     size = max(1, values) + 64 // item
-    buf = np.empty(size, w_iox.dtype) if buffer is None else buffer(size, w_iox.dtype)
+    buf = np.empty(size, dtype) if buffer is None else buffer(size, dtype)
     start = (-buf.ctypes.data % 64) // item
     out = buf[start:start + max(1, values)]
     w3 = np.ascontiguousarray(w_iox).reshape(*w_iox.shape[:2], -1) if values else None
