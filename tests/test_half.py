@@ -176,6 +176,7 @@ def test_every_variant_gives_the_float32_result_rounded_once(case, name, data_fo
     if data_format == "NXC":
         x = np.ascontiguousarray(np.moveaxis(x, 1, -1))
     f32 = [a.astype(np.float32) for a in (x, w, b)]
+    ys = []
     for workers in (1, 2):
         op16 = _pinned(w, b, pin, kw, data_format, workers)
         op32 = _pinned(f32[1], f32[2], pin, kw, data_format, workers)
@@ -186,6 +187,7 @@ def test_every_variant_gives_the_float32_result_rounded_once(case, name, data_fo
         with np.errstate(invalid="ignore", over="ignore"):
             want = op32(f32[0]).astype(dt)
         y = op16(x)
+        ys.append(_bits(y))
         assert y.dtype == dt and y.shape == want.shape and y.flags.c_contiguous
         np.testing.assert_array_equal(_bits(y), _bits(want))
         out = np.full(want.shape, 7, dt)
@@ -196,6 +198,7 @@ def test_every_variant_gives_the_float32_result_rounded_once(case, name, data_fo
         if not special:   # the one-shot call may choose another variant: same values
             np.testing.assert_allclose(one.astype(np.float32), want.astype(np.float32),
                                        rtol=2e-2, atol=2e-2)
+    np.testing.assert_array_equal(ys[0], ys[1])   # 1 and 2 threads: the same bits
 
 
 @pytest.mark.parametrize("name", HALF)
@@ -274,3 +277,25 @@ def test_one_shot_late_sums_pack_16_bit_weights_directly(name, rng, monkeypatch)
     y = convt.conv_transpose(x, w, b, **kw)
     assert calls == [dt]
     np.testing.assert_array_equal(_bits(y), _bits(op(x)))
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_other_byte_order_and_large_results_give_the_same_bits(name, rng, monkeypatch):
+    # byte-swapped data is converted by NumPy (half_kind: None); a result too large to keep
+    # in the plan's stage gets a new float32 array: the bits do not change
+    from convt._backends.direct.storage import as_compute, half_kind
+    from convt._dispatch import plan as _plan
+    dt = np_dtype(name)
+    x = rng.standard_normal((2, 8, 6, 5)).astype(dt)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(dt)
+    swapped = x.astype(dt.newbyteorder())
+    assert half_kind(swapped.dtype) is None and half_kind(dt) == _half.KINDS[name]
+    np.testing.assert_array_equal(_bits(as_compute(swapped, np.dtype(np.float32), 2)),
+                                  _bits(x.astype(np.float32)))
+    op = convt.ConvTranspose(w, strides=(2, 2), method="direct")
+    want = op(x)
+    np.testing.assert_array_equal(_bits(op(swapped)), _bits(want))
+    monkeypatch.setattr(_plan, "ONE_SHOT_KEEP", 16)
+    big = convt.ConvTranspose(w, strides=(2, 2), method="direct")
+    np.testing.assert_array_equal(_bits(big(x)), _bits(want))
+    assert big._plan.stage.nbytes() == 0 and op._plan.stage.nbytes() > 0

@@ -9,6 +9,7 @@ import copy
 import functools
 import os
 import sys
+from math import prod
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -18,7 +19,7 @@ from . import tune as _tune
 from .constants import on_change
 from .cost import direct_kind, direct_threads, estimate, isa_cached
 from .guard import check_memory, check_out, check_range, deliver, memory_limit
-from .workspace import Workspace, one_shot_workspace
+from .workspace import ONE_SHOT_KEEP, Workspace, one_shot_workspace
 from .._backends import BACKENDS
 from .._backends.direct import registry as direct
 from .._backends import fft as _fft
@@ -157,7 +158,8 @@ class Plan:
         self.pin = None  # the direct variant to run, (name, batch_rows); None: choose
         self.workspace = one_shot_workspace() if one_shot else Workspace()
         # a 16-bit call's float32 result, kept from call to call (a new 8 MB array cost about
-        # 1 ms of page faults a call), then rounded into the 16-bit result by ``deliver``
+        # 1 ms of page faults a call), then rounded into the 16-bit result by ``deliver``;
+        # results over ONE_SHOT_KEEP bytes in float32 get a new array each call instead
         self.stage = one_shot_workspace("stage") if one_shot else Workspace()
         self.one_shot = one_shot
         self._lock = _threads.renew_after_fork(self)
@@ -331,7 +333,8 @@ class Plan:
                       {self.spec.input_name: x} if inputs is None else inputs)
             # the kernels write a result in the compute dtype straight into out (no copy)
             dest = out if out.dtype == self.compute_dtype else None
-        if dest is None and self.dtype != self.compute_dtype:
+        if (dest is None and self.dtype != self.compute_dtype
+                and prod(p.geom.array_shape("output")) * 4 <= ONE_SHOT_KEEP):
             with self.stage.borrow() as arena:   # 16-bit: the float32 result staged
                 dest = arena.get("y", p.geom.array_shape("output"), self.compute_dtype)
                 y = p.runner(xa, p.state, p.geom, self, dest)

@@ -15,10 +15,11 @@ __all__ = ["half_kind", "as_compute", "padded_nxc", "widen_into"]
 
 
 def half_kind(dt):
-    """0 for float16, 1 for bfloat16 (the convertible 16-bit storage types), else None."""
-    if dt.itemsize != 2:
+    """0 for float16, 1 for bfloat16 (the 16-bit storage types the kernels convert, in native
+    byte order), else None (NumPy converts those)."""
+    if dt.itemsize != 2 or not dt.isnative:
         return None
-    return 0 if dt == np.float16 else 1
+    return _half.KINDS.get(dt.name)
 
 
 def widen_into(a, dst, workers):
