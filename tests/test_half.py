@@ -299,3 +299,23 @@ def test_other_byte_order_and_large_results_give_the_same_bits(name, rng, monkey
     big = convt.ConvTranspose(w, strides=(2, 2), method="direct")
     np.testing.assert_array_equal(_bits(big(x)), _bits(want))
     assert big._plan.stage.nbytes() == 0 and op._plan.stage.nbytes() > 0
+
+
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("case", range(len(_VARIANTS)))
+def test_without_f16c_the_portable_bodies_give_the_same_bits(case, data_format, rng,
+                                                              monkeypatch):
+    # a CPU with AVX2 but no F16C runs the float16 conversions and 16-bit stores in portable
+    # C (_half.level), beside the AVX2 kernels
+    monkeypatch.setattr(_half, "F16C", False)
+    assert _half.level(0, 2) == 0 and _half.level(1, 2) == 2
+    pin, variant, xs, ws, kw = _VARIANTS[case]
+    x, w = _data("float16", xs, ws, rng, True)
+    b = rng.standard_normal(ws[1] * kw.get("group", 1)).astype(np.float16)
+    if data_format == "NXC":
+        x = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    op16 = _pinned(w, b, pin, kw, data_format, 2)
+    op32 = _pinned(w.astype(np.float32), b.astype(np.float32), pin, kw, data_format, 2)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = op32(x.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(_bits(op16(x)), _bits(want))

@@ -372,4 +372,35 @@ static inline void convt_half_fence(void)
 #endif
 }
 
+/* dst[i] = narrow(src[i] + bias[i]), i < n: a channels-last tile row written with its bias
+ * (one float32 rounding of the addition, then one to 16 bits: the float32 write-out's value,
+ * rounded as astype rounds it) */
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2,f16c")))
+static inline void convt_narrow_bias_avx2(int kind, const float* src, const float* bias,
+                                          uint16_t* dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        convt_narrow8_avx2(kind, _mm256_add_ps(_mm256_loadu_ps(src + i),
+                                               _mm256_loadu_ps(bias + i)), dst + i);
+    for (; i < n; i++)
+        dst[i] = convt_narrow1(kind, src[i] + bias[i]);
+}
+#endif
+
+static inline void convt_narrow_bias(int isa, int kind, const float* src, const float* bias,
+                                     uint16_t* dst, int64_t n)
+{
+    int64_t i;
+#if CONVT_HAVE_AVX2_PATH
+    if (isa >= 1) {
+        convt_narrow_bias_avx2(kind, src, bias, dst, n);
+        return;
+    }
+#endif
+    for (i = 0; i < n; i++)
+        dst[i] = convt_narrow1(kind, src[i] + bias[i]);
+}
+
 #endif /* CONVT_HALF_H */

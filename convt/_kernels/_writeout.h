@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "_half.h"
 #include "_isa.h"
 #include "_transpose.h"
 
@@ -74,6 +75,62 @@ static inline void convt_cf8_f32(int isa, const float* ta, const float* tb, int6
     }
 #endif
     convt_cf8_f32_generic(ta, tb, ldc, bias, y, cs);
+}
+
+/* convt_cf8_f32 into a 16-bit y (_half.h's kind), each value rounded once to 16 bits as it
+ * is stored (the float32 value, then astype's rounding: the same bits as writing float32 and
+ * narrowing the array afterwards, without the float32 array). */
+static inline void convt_cf8_h16_generic(int kind, const float* ta, const float* tb, int64_t ldc,
+                                  const float* bias, uint16_t* y, int64_t cs)
+{
+    int64_t j, k;
+    for (j = 0; j < 8; j++)
+        for (k = 0; k < 8; k++) {
+            if (tb == NULL) {
+                y[j * cs + k] = convt_narrow1(kind, ta[k * ldc + j] + bias[j]);
+            } else {
+                y[j * cs + 2 * k] = convt_narrow1(kind, ta[k * ldc + j] + bias[j]);
+                y[j * cs + 2 * k + 1] = convt_narrow1(kind, tb[k * ldc + j] + bias[j]);
+            }
+        }
+}
+
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2,f16c")))
+static inline void convt_cf8_h16_avx2(int kind, const float* ta, const float* tb, int64_t ldc,
+                               const float* bias, uint16_t* y, int64_t cs)
+{
+    __m256 a[8], b[8];
+    int j;
+    convt_transpose8_f32(ta, ldc, a);
+    for (j = 0; j < 8; j++)
+        a[j] = _mm256_add_ps(a[j], _mm256_broadcast_ss(bias + j));
+    if (tb == NULL) {
+        for (j = 0; j < 8; j++)
+            convt_narrow8_avx2(kind, a[j], y + j * cs);
+        return;
+    }
+    convt_transpose8_f32(tb, ldc, b);
+    for (j = 0; j < 8; j++) {
+        b[j] = _mm256_add_ps(b[j], _mm256_broadcast_ss(bias + j));
+        __m256 lo = _mm256_unpacklo_ps(a[j], b[j]), hi = _mm256_unpackhi_ps(a[j], b[j]);
+        convt_narrow8_avx2(kind, _mm256_permute2f128_ps(lo, hi, 0x20), y + j * cs);
+        convt_narrow8_avx2(kind, _mm256_permute2f128_ps(lo, hi, 0x31), y + j * cs + 8);
+    }
+}
+#endif
+
+/* isa: the level for float16 already lowered to 0 without F16C (_half.level) */
+static inline void convt_cf8_h16(int isa, int kind, const float* ta, const float* tb,
+                                 int64_t ldc, const float* bias, uint16_t* y, int64_t cs)
+{
+#if CONVT_HAVE_AVX2_PATH
+    if (isa >= 1) {
+        convt_cf8_h16_avx2(kind, ta, tb, ldc, bias, y, cs);
+        return;
+    }
+#endif
+    convt_cf8_h16_generic(kind, ta, tb, ldc, bias, y, cs);
 }
 
 /* The channels-first write-out of 8 consecutive outputs of a line of y, each a tile row of

@@ -18,7 +18,7 @@ from math import prod
 import numpy as np
 
 from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
-from .storage import as_compute, padded_nxc
+from .storage import as_compute, half_kind, padded_nxc
 from ..._kernels import _cpu
 from ..._kernels._micro import MR, NR_F32, NR_F64, micro_conv
 from ..._kernels._pack import PACK_KB, pack_micro
@@ -193,8 +193,9 @@ def packed_weights(layout, w_iox, groups, workers, buffer=None):
 
 def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     """y in ``geom``'s data layout and the dtype of ``wp`` (``out`` when given:
-    ``new_output``); ``xa`` in that layout too; ``bias`` (C_out,) contiguous in that dtype
-    (zeros for none)."""
+    ``new_output``; a float16 or bfloat16 ``out`` of float32 weights gets each value rounded
+    once as the kernel stores it); ``xa`` in that layout too; ``bias`` (C_out,) contiguous in
+    that dtype (zeros for none)."""
     ct = wp.dtype
     n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
     nxc = geom.data_format == "NXC"
@@ -221,8 +222,11 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     pointers = arena.get(
         "pointers", (workers * (layout.mb * (layout.tb + layout.set_max) + layout.mb // MR),),
         np.int64)
-    micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1), layout.phases, layout.tap_e,
-               layout.tasks, dims, ystr, tiles, pointers, _cpu.ISA, workers)
+    kind = half_kind(y.dtype) if ct == np.float32 else None
+    y16 = {} if kind is None else dict(y16=y.reshape(-1).view(np.uint16), kind=kind)
+    micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1) if kind is None else zero,
+               layout.phases, layout.tap_e, layout.tasks, dims, ystr, tiles, pointers,
+               _cpu.ISA, workers, **y16)
     return y
 
 
@@ -282,6 +286,7 @@ class Micro(Variant):
     tap), nor layers whose tile padding or taps off the data pass the waste bounds."""
 
     name = "micro"
+    writes_16bit = True
 
     def claim(self, geom, rule):
         if _cpu.ISA < 1:   # the rule and the kernels read the one decision
