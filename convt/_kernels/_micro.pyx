@@ -118,7 +118,8 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
         while i0 < mp:
             for g in range(G):
                 if real is float and y16 != NULL:
-                    _cols16(kind, tp + g * gw if pp[7] else NULL, NULL, ldc, bias + g * Mg,
+                    _cols16(hisa, kind, tp + g * gw if pp[7] else NULL, NULL, ldc,
+                            bias + g * Mg,
                             y16 + g * Mg * cs, cs, off + p * MB, i0,
                             min(mp, i0 + _WRITE_ROWS), Mg)
                     continue

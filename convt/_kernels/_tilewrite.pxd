@@ -110,18 +110,37 @@ cdef inline void _write_nxc16(int hisa, int kind, const float* t, int64_t ldc,
                               y + off[i] + g * Mg, Mg)
 
 
-cdef inline void _cols16(int kind, const float* ta, const float* tb, int64_t ldc,
+cdef inline void _cols16(int hisa, int kind, const float* ta, const float* tb, int64_t ldc,
                          const float* bias, uint16_t* y, int64_t cs, const int64_t* op,
                          int64_t i0, int64_t i1, int64_t nch) noexcept nogil:
-    cdef int64_t j, i
+    # _cols into a 16-bit y: per channel, up to _WRITE_ROWS rows (and their pair) summed
+    # with the bias into a small buffer, rounded there in vectors, then stored one by one
+    # (rounding value by value in portable C cost grouped_g8's call 0.45 of 2.1 ms)
+    cdef float v[2 * _WRITE_ROWS]
+    cdef uint16_t h[2 * _WRITE_ROWS]
+    cdef int64_t j, i, c, e, n
     cdef float bc
     for j in range(nch):
         bc = bias[j]
-        for i in range(i0, i1):
-            y[j * cs + op[i]] = convt_narrow1(kind, (ta[i * ldc + j] + bc) if ta != NULL
-                                              else bc)
-            if tb != NULL:
-                y[j * cs + op[i] + 1] = convt_narrow1(kind, tb[i * ldc + j] + bc)
+        c = i0
+        while c < i1:
+            e = min(i1, c + _WRITE_ROWS)
+            n = 0
+            for i in range(c, e):
+                v[n] = (ta[i * ldc + j] + bc) if ta != NULL else bc
+                n += 1
+                if tb != NULL:
+                    v[n] = tb[i * ldc + j] + bc
+                    n += 1
+            convt_narrow(hisa, kind, v, h, n)
+            n = 0
+            for i in range(c, e):
+                y[j * cs + op[i]] = h[n]
+                n += 1
+                if tb != NULL:
+                    y[j * cs + op[i] + 1] = h[n]
+                    n += 1
+            c = e
 
 
 cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const float* tb,
@@ -139,7 +158,8 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
             b = tb + g * gw + mm0 if tb != NULL else NULL
             co = g * Mg + mm0
             if mm0 + 8 > Mg:
-                _cols16(kind, a, b, ldc, bias + co, y + co * cs, cs, op, 0, mp, Mg - mm0)
+                _cols16(hisa, kind, a, b, ldc, bias + co, y + co * cs, cs, op, 0, mp,
+                        Mg - mm0)
                 break
             i = 0
             while i < mp:
@@ -151,6 +171,6 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
                     convt_cf8_h16(hisa, kind, a + k * ldc, b + k * ldc if b != NULL else NULL,
                                   ldc, bias + co, y + co * cs + op[k], cs)
                     k += 8
-                _cols16(kind, a, b, ldc, bias + co, y + co * cs, cs, op, k, j, 8)
+                _cols16(hisa, kind, a, b, ldc, bias + co, y + co * cs, cs, op, k, j, 8)
                 i = j
             mm0 += 8
