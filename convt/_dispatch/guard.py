@@ -20,6 +20,7 @@ from .cost import direct_kind
 from .._backends import BACKENDS
 from .._geometry.dtypes import compute_dtype, dtype_name
 from .._geometry.validate import bad_type, fail
+from .._kernels import _half
 
 __all__ = ["MEMORY_LIMIT", "MAX_FRAME", "memory_limit", "estimate_bytes", "check_range",
            "check_memory", "check_out", "deliver"]
@@ -136,10 +137,20 @@ def check_out(conv, out, shape, dtype, inputs):
                        "an overlapping array")
 
 
-def deliver(y, dtype, out):
+def deliver(y, dtype, out, workers=1):
     """The result ``y`` (in the compute dtype) in ``dtype``: C-contiguous, or copied into
     ``out`` (already checked, of ``dtype``) and ``out`` returned. The one conversion either
-    way (float32 to float16 or bfloat16: ``astype``'s rounding, to nearest even)."""
+    way (float32 to float16 or bfloat16: ``astype``'s rounding, to nearest even), from
+    float32 in parallel blocks on ``workers`` threads (convt._kernels._half.narrow: F16C /
+    AVX2, the bits astype gives)."""
+    kind = _half.KINDS.get(dtype_name(dtype))
+    if kind is not None and y.dtype == np.float32:
+        y = np.ascontiguousarray(y)   # (the pixel kernel's channels-first view)
+        if out is None:
+            out = np.empty(y.shape, dtype)
+        if out.dtype.isnative:
+            _half.narrow(y.reshape(-1), out.reshape(-1).view(np.uint16), kind, workers)
+            return out
     if out is None:
         return np.ascontiguousarray(y, dtype=dtype)
     np.copyto(out, y, casting="equiv" if y.dtype == dtype else "unsafe")

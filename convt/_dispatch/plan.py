@@ -9,6 +9,7 @@ import copy
 import functools
 import os
 import sys
+from math import prod
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -18,7 +19,7 @@ from . import tune as _tune
 from .constants import on_change
 from .cost import direct_kind, direct_threads, estimate, isa_cached
 from .guard import check_memory, check_out, check_range, deliver, memory_limit
-from .workspace import Workspace, one_shot_workspace
+from .workspace import ONE_SHOT_KEEP, Workspace, one_shot_workspace
 from .._backends import BACKENDS
 from .._backends.direct import registry as direct
 from .._backends import fft as _fft
@@ -26,6 +27,7 @@ from .._backends.direct.pixel import pack_weights
 from .._geometry.dtypes import as_array, cast_hint, compute_dtype, dtype_name
 from .._geometry.geometry import Geometry, resolve
 from .._geometry.validate import choice, fail, int_scalar
+from .._kernels import _half
 
 __all__ = ["Plan", "Planned", "METHODS", "pick", "resolve_workers", "tune_candidates"]
 
@@ -155,6 +157,10 @@ class Plan:
         self._packed = {}
         self.pin = None  # the direct variant to run, (name, batch_rows); None: choose
         self.workspace = one_shot_workspace() if one_shot else Workspace()
+        # a 16-bit call's float32 result, kept from call to call (a new 8 MB array cost about
+        # 1 ms of page faults a call), then rounded into the 16-bit result by ``deliver``;
+        # results over ONE_SHOT_KEEP bytes in float32 get a new array each call instead
+        self.stage = one_shot_workspace("stage") if one_shot else Workspace()
         self.one_shot = one_shot
         self._lock = _threads.renew_after_fork(self)
 
@@ -176,7 +182,9 @@ class Plan:
         other = copy.copy(self)
         other.spec, other._geoms, other.pin = spec, {}, pin
         other.workspace, other._lock = Workspace(), _threads.renew_after_fork(other)
+        other.stage = Workspace()
         other.one_shot = False
+        other.__dict__.pop("w_iox_compute", None)   # a one-shot plan's is in its workspace
         return other
 
     @functools.cached_property
@@ -187,8 +195,18 @@ class Plan:
 
     @functools.cached_property
     def w_iox_compute(self):
-        """The IOX weights, C-contiguous in the compute dtype (a view when they already are)."""
-        return np.ascontiguousarray(self.w_iox, dtype=self.compute_dtype)
+        """The IOX weights, C-contiguous in the compute dtype (a view when they already are);
+        16-bit weights widened in one parallel pass (convt._kernels._half), a one-shot
+        plan's into its workspace (the packs read them once, in this call)."""
+        kind = _half.KINDS.get(dtype_name(self.dtype))
+        if kind is None or self.compute_dtype != np.float32:
+            return np.ascontiguousarray(self.w_iox, dtype=self.compute_dtype)
+        size = self.w_iox.size
+        dst = (self.workspace.buffer("w_widened", size, np.float32) if self.one_shot
+               else np.empty(size, np.float32))
+        src = np.ascontiguousarray(self.w_iox).reshape(-1).view(np.uint16)
+        _half.widen(src, dst, kind, self.workers)
+        return dst.reshape(self.w_iox.shape)
 
     @property
     def workers(self):
@@ -315,8 +333,21 @@ class Plan:
                       {self.spec.input_name: x} if inputs is None else inputs)
             # the kernels write a result in the compute dtype straight into out (no copy)
             dest = out if out.dtype == self.compute_dtype else None
+        if (dest is None and self.dtype != self.compute_dtype and p.method == "direct"
+                and direct.BY_NAME[p.variant].writes_16bit
+                and (out is None or out.dtype.isnative)):
+            # the kernel rounds each value into the 16-bit result as it stores it
+            y16 = np.empty(p.geom.array_shape("output"), self.dtype) if out is None else out
+            y = p.runner(xa, p.state, p.geom, self, y16)
+            return y if y is y16 else deliver(y, self.dtype, out, self.workers)
+        if (dest is None and self.dtype != self.compute_dtype
+                and prod(p.geom.array_shape("output")) * 4 <= ONE_SHOT_KEEP):
+            with self.stage.borrow() as arena:   # 16-bit: the float32 result staged
+                dest = arena.get("y", p.geom.array_shape("output"), self.compute_dtype)
+                y = p.runner(xa, p.state, p.geom, self, dest)
+                return deliver(y, self.dtype, out, self.workers)
         y = p.runner(xa, p.state, p.geom, self, dest)
-        return out if y is out else deliver(y, self.dtype, out)
+        return out if y is out else deliver(y, self.dtype, out, self.workers)
 
 
 # "tune" times every backend whose estimate is within this factor of the best one; a backend

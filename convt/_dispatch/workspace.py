@@ -63,11 +63,13 @@ class Workspace:
         return sum(buf.nbytes for buf, _ in self._bufs.values())
 
 
-def one_shot_workspace():
-    """The calling thread's workspace for one-shot calls (created on first use)."""
-    ws = getattr(_THREAD, "workspace", None)
+def one_shot_workspace(name="workspace"):
+    """The calling thread's workspace ``name`` for one-shot calls (created on first use):
+    "workspace" for the backends' scratch, "stage" for a 16-bit call's float32 result."""
+    ws = getattr(_THREAD, name, None)
     if ws is None:
-        ws = _THREAD.workspace = Workspace(keep=ONE_SHOT_KEEP)
+        ws = Workspace(keep=ONE_SHOT_KEEP)
+        setattr(_THREAD, name, ws)
     return ws
 
 

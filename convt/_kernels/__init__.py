@@ -59,6 +59,10 @@
 #                      tile per pair of output rows (_upkernel.h).
 # _pack                weight packing: pack_micro (micro panels), pack_wino (Winograd
 #                      products' weights as sums of taps), pack_taps (taps for late sums).
+# _half               16-bit storage: widen (float16 / bfloat16 -> float32) and narrow (float32
+#                      -> 16-bit, round to nearest even), parallel blocks, the bits of NumPy's
+#                      and ml_dtypes' astype; pack_taps16 (the late sums' taps from 16-bit
+#                      weights). _layout.to_padded_nxc16 widens as it transposes.
 # _fftmul.fft_contract the FFT backend's per-bin channel contraction (split real / imaginary
 #                      kernel spectra, OpenMP over bins: bit-identical for any thread count).
 # _openmp_helpers      whether OpenMP was compiled in, omp_get_max_threads(), release_threads().
@@ -77,6 +81,7 @@
 # _writeout.h          tile write-outs with the bias into channels-first y.
 # _corners.h           the Winograd input transforms (signed sums of corners).
 # _packkernel.h        tap transposes for late sums, product-weight sums, store fence.
+# _half.h              16-bit <-> float32 conversions (F16C + AVX2; NaN bits as NumPy keeps them).
 # _dwkernel.h, _cwkernel.h, _upkernel.h   the depthwise, channels-first Winograd and upsample
 #                      kernels' AVX2 bodies.
 

@@ -13,15 +13,21 @@ is a multiple of 4 KiB), 16 GB/s with them outer, 19-31 GB/s transposed in regis
 fewer rows than 4 items per thread), are independent: an OpenMP prange over them, each
 written by one thread.
 
-Assumes: x and xp C-contiguous of the same dtype; H + I <= P per axis.
+to_padded_nxc16: the same from 16-bit x (float16 or bfloat16, as uint16 bits) into a float32
+grid, widened in the same pass (_half.h: 8 rows of 8 values widened in registers, then
+transposed), so a 16-bit input costs one pass, not a conversion and then the transpose.
+
+Assumes: x and xp C-contiguous of the same dtype (to_padded_nxc16: x 16-bit, xp float32);
+H + I <= P per axis.
 """
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint16_t, uint32_t
 
 from ._finite cimport _exponent_at_least
 from ._types cimport real
 
 from . import _cpu
+from ._half import level as _half_level
 
 cdef extern from "_transpose.h" nogil:
     void convt_t8_f32(int isa, const float* src, int64_t lds, float* dst, int64_t ldd)
@@ -29,6 +35,12 @@ cdef extern from "_transpose.h" nogil:
                       int spare)
     int convt_t8c_f64(int isa, const double* src, int64_t lds, double* dst, int64_t ldd,
                       int spare)
+
+cdef extern from "_half.h" nogil:
+    int convt_t8w(int isa, int kind, const uint16_t* src, int64_t lds, float* dst, int64_t ldd,
+                  int spare)
+    float convt_widen1(int kind, uint16_t h)
+    uint32_t convt_f32_bits(float v)
 
 cdef int64_t _CBLOCK = 16
 cdef enum:
@@ -86,6 +98,35 @@ cdef int64_t _row(int isa, const real* src, real* dst, int64_t C, int64_t I2,
     return bad
 
 
+cdef int64_t _row16(int isa, int kind, const uint16_t* src, float* dst, int64_t C, int64_t I2,
+                    int64_t plane, int64_t spare) noexcept nogil:
+    # _row from 16-bit src, widened as read (convt_t8w: in registers); spare as in _row
+    cdef int64_t c0, c, i2, p0, pend, cend, bad = 0
+    cdef uint32_t lim = (0xff - <uint32_t> max(spare, 0)) << 23
+    cdef float v
+    p0 = 0
+    while p0 < I2:
+        pend = min(I2, p0 + 2 * _T8)
+        c0 = 0
+        while c0 < C:
+            cend = min(C, c0 + _T8)
+            if pend - p0 == 2 * _T8 and cend - c0 == _T8:
+                bad |= convt_t8w(isa, kind, src + c0 * plane + p0, plane, dst + p0 * C + c0,
+                                 C, <int> spare)
+                bad |= convt_t8w(isa, kind, src + c0 * plane + p0 + _T8, plane,
+                                 dst + (p0 + _T8) * C + c0, C, <int> spare)
+            else:
+                for c in range(c0, cend):
+                    for i2 in range(p0, pend):
+                        v = convt_widen1(kind, src[c * plane + i2])
+                        dst[i2 * C + c] = v
+                        if spare >= 0:
+                            bad |= (convt_f32_bits(v) & 0x7f800000u) >= lim
+            c0 = cend
+        p0 = pend
+    return bad
+
+
 cdef inline void _copy(real* dst, const real* src, int64_t n) noexcept nogil:
     cdef int64_t i
     for i in range(n):
@@ -136,6 +177,47 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
             src = xs + n * C * plane + (i0 * I1 + i1) * I2 + lo
             bad += _row(isa, src, xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C,
                         C, m, plane, spare_bits)
+    return bad == 0
+
+
+def to_padded_nxc16(const uint16_t[:, :, :, :, ::1] x,  # IN  (N, C, I0, I1, I2), 16-bit bits
+                    float[:, :, :, :, ::1] xp,             # OUT (N, P0, P1, P2, C), interior only
+                    const int64_t[::1] halo,               # IN  (H0, H1, H2)
+                    int num_threads, int isa=-1,           # isa: level (_cpu), -1 _cpu.ISA
+                    int64_t spare_bits=-1,                 # as to_padded_nxc's
+                    int kind=0):                           # 0 float16, 1 bfloat16
+    """to_padded_nxc from 16-bit x (``x.view(np.uint16)``), widened to float32 in the same
+    pass; the same return value (the test on the widened values)."""
+    cdef int64_t N = x.shape[0], C = x.shape[1], I0 = x.shape[2], I1 = x.shape[3]
+    cdef int64_t I2 = x.shape[4], P0 = xp.shape[1], P1 = xp.shape[2], P2 = xp.shape[3]
+    cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo
+    cdef int64_t bad = 0, m
+    cdef int64_t H0 = halo[0], H1 = halo[1], H2 = halo[2]
+    cdef int64_t blk = _I2BLOCK, want
+    want = (4 * num_threads + rows - 1) // rows if rows else 1
+    if (I2 + blk - 1) // blk < want:
+        blk = ((I2 + want - 1) // want + 2 * _T8 - 1) // (2 * _T8) * 2 * _T8
+        blk = max(<int64_t> 2 * _T8, blk)
+    cdef int64_t nb = (I2 + blk - 1) // blk
+    if rows == 0 or C == 0 or I2 == 0:
+        return True
+    isa = _half_level(kind, isa)
+    cdef const uint16_t* xs = &x[0, 0, 0, 0, 0]
+    cdef const uint16_t* src
+    cdef float* xd = &xp[0, 0, 0, 0, 0]
+    with nogil:
+        for item in prange(rows * nb, schedule="static", num_threads=num_threads):
+            b = item % nb
+            r = item // nb
+            i1 = r % I1
+            i0 = (r // I1) % I0
+            n = r // (I1 * I0)
+            lo = b * blk
+            m = min(blk, I2 - lo)
+            src = xs + n * C * plane + (i0 * I1 + i1) * I2 + lo
+            bad += _row16(isa, kind, src,
+                          xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C,
+                          C, m, plane, spare_bits)
     return bad == 0
 
 

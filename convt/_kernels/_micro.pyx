@@ -44,12 +44,15 @@ micro_conv; ystr = element strides (n, o0, o1, o2, channel), the last axis conti
 channels-first.
 """
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint16_t, uint64_t
 
 from ._tile cimport (CONVT_MR, CONVT_NR_F32, CONVT_NR_F64, PHASE_COLS, _next_pos, _row_pos,
                      _tile)
-from ._tilewrite cimport _WRITE_ROWS, _cols, _write_blocks, _write_nxc
+from ._tilewrite cimport (_WRITE_ROWS, _cols, _cols16, _write_blocks, _write_blocks16,
+                          _write_nxc, _write_nxc16)
 from ._types cimport real
+
+from ._half import level as _half_level
 
 MR = CONVT_MR
 NR_F32 = CONVT_NR_F32
@@ -78,7 +81,7 @@ cdef void _offsets(const int64_t* ph, int64_t r0, int64_t m, const int64_t* d,
 
 cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const int64_t* ph,
                      int64_t nph, int64_t r0, int64_t m, const int64_t* d, int64_t cs,
-                     const int64_t* off) noexcept nogil:
+                     const int64_t* off, uint16_t* y16, int kind, int hisa) noexcept nogil:
     # Channels-first: the tiles of a set's phases (phase p's at t + p * MB * ldc, its row
     # offsets at off + p * MB) -> y. float32 phases along a last axis of stride 1, and pairs
     # of phases c2 = 0, 1 along one of stride 2 (equal in all else), go out in transposed
@@ -95,18 +98,31 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
         mp = _phase_rows(pp, r0, m, d)
         tp = t + p * MB * ldc
         if real is float and pp[7] and d[6] == 1:
-            _write_blocks(isa, tp, NULL, bias, y, mp, d, cs, off + p * MB, 1)
+            if y16 != NULL:   # a 16-bit y (micro_conv's y16)
+                _write_blocks16(hisa, kind, tp, NULL, bias, y16, mp, d, cs, off + p * MB, 1)
+            else:
+                _write_blocks(isa, tp, NULL, bias, y, mp, d, cs, off + p * MB, 1)
             p += 1
             continue
         if (real is float and pp[7] and d[6] == 2 and p + 1 < nph and pq[7] and pp[5] == 0
                 and pq[5] == 1 and pp[0] == pq[0] and pp[1] == pq[1] and pp[2] == pq[2]
                 and pp[3] == pq[3] and pp[4] == pq[4]):
-            _write_blocks(isa, tp, tp + MB * ldc, bias, y, mp, d, cs, off + p * MB, 2)
+            if y16 != NULL:
+                _write_blocks16(hisa, kind, tp, tp + MB * ldc, bias, y16, mp, d, cs,
+                                off + p * MB, 2)
+            else:
+                _write_blocks(isa, tp, tp + MB * ldc, bias, y, mp, d, cs, off + p * MB, 2)
             p += 2
             continue
         i0 = 0
         while i0 < mp:
             for g in range(G):
+                if real is float and y16 != NULL:
+                    _cols16(hisa, kind, tp + g * gw if pp[7] else NULL, NULL, ldc,
+                            bias + g * Mg,
+                            y16 + g * Mg * cs, cs, off + p * MB, i0,
+                            min(mp, i0 + _WRITE_ROWS), Mg)
+                    continue
                 _cols(tp + g * gw if pp[7] else NULL, NULL, ldc, bias + g * Mg,
                       y + g * Mg * cs, cs, off + p * MB, i0, min(mp, i0 + _WRITE_ROWS), Mg)
             i0 += _WRITE_ROWS
@@ -116,7 +132,7 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
 cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, const real* bias,
                     real* y, const int64_t* ph, int64_t nph, const int64_t* tap_e, int64_t r0,
                     int64_t m, const int64_t* d, const int64_t* ystr, real* t, const real** ptr,
-                    int64_t* off) noexcept nogil:
+                    int64_t* off, uint16_t* y16, int kind, int hisa) noexcept nogil:
     # Rows r0..r0+m (clipped to each phase's own rows) of the nph phases of a set from ph:
     # their outputs share lines of y. Each phase's tile at t + p * MB * ldc, its row offsets
     # at off + p * MB (the sub-tiles' tap masks after the set's offsets); then the set is
@@ -131,10 +147,14 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
             _tile(isa, x, zero, wp, pp, tap_e, r0, mp, d, t + p * MB * ldc, ptr,
                   <uint64_t*> (off + nph * MB))
     if ystr[4] != 1:
-        _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off)
+        _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off, y16, kind, hisa)
         return
     for p in range(nph):
         pp = ph + PHASE_COLS * p
+        if real is float and y16 != NULL:
+            _write_nxc16(hisa, kind, t + p * MB * ldc if pp[7] else NULL, ldc, bias, y16,
+                         _phase_rows(pp, r0, m, d), d, off + p * MB)
+            continue
         _write_nxc(t + p * MB * ldc if pp[7] else NULL, ldc, bias, y,
                    _phase_rows(pp, r0, m, d), d, off + p * MB)
 
@@ -158,8 +178,12 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                int64_t[::1] pointers,         # OUT scratch: nthreads * (MB * (TB + SM) + MB /
                                               #     MR) slots of 8 bytes (pointers, row
                                               #     offsets, then per sub-tile a tap mask)
-               int isa, int num_threads):
-    """Compute y; releases the GIL. See the module docstring."""
+               int isa, int num_threads,
+               uint16_t[::1] y16=None,        # OUT instead of y (float32 tiles only): a
+                                              #     16-bit y (float16 or bfloat16 bits,
+                                              #     kind 0 or 1), each value rounded once
+               int kind=0):
+    """Compute y (or y16); releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
     cdef const int64_t* tk
@@ -178,10 +202,18 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
     cdef real* tl = &tiles[0]
     cdef int64_t* pp = &pointers[0]
     cdef int64_t pstride = MB * (TB + SM) + MB // CONVT_MR
+    cdef uint16_t* y16p = NULL
+    cdef int hisa = _half_level(kind, isa)
+    if y16 is not None:
+        if real is float:
+            y16p = &y16[0]
+        else:
+            raise ValueError("micro_conv: a 16-bit y needs float32 tiles")
     with nogil:
         for k in prange(ntasks, schedule="dynamic", num_threads=num_threads):
             tk = tptr + 4 * k
             tid = threadid()
             _set_task(isa, xptr, zptr, wptr, bptr, yptr, pptr + PHASE_COLS * tk[0], tk[1], te,
                       tk[2], tk[3], dm, yst, tl + tid * SM * MB * ldc,
-                      <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB)
+                      <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB,
+                      y16p, kind, hisa)

@@ -21,7 +21,10 @@ in rule order). The registry asks each, in turn:
 ``workspace_bytes(geom, itemsize)``
     bytes a call holds besides x and y;
 ``describe(kind)``
-    one line for ``convt.explain``.
+    one line for ``convt.explain``;
+``writes_16bit``
+    whether its runner takes a float16 / bfloat16 ``out`` and rounds each value into it as
+    it stores it (else a 16-bit call's float32 result is rounded in a pass of its own).
 """
 from __future__ import annotations
 
@@ -60,6 +63,7 @@ class Variant:
     name = ""
     # the variant that computes a pinned geometry this one cannot (convt.dask's blocks)
     fallback = None
+    writes_16bit = False
 
     def claim(self, geom, rule):
         return None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pixel import new_output
+from .storage import as_compute
 from ..._kernels import _cpu
 from ..._kernels._cfwino import cf_pack, cfwino_conv
 from . import micro as _micro
@@ -121,7 +122,7 @@ def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
     y = new_output(geom, ct, out)   # (cf_layout takes no layer without input channels)
     if y.size == 0:
         return y
-    x = np.ascontiguousarray(xa, dtype=ct)
+    x = as_compute(xa, ct, workers, arena)   # 16-bit: one parallel widening
     n, c_in, g, s = geom.batch, geom.c_in, geom.groups, layout.stride
     e0 = min(layout.e)
     # the phases read their tiles' inputs from offset e0 (row set 0) or e0 + 1 (row set 1)

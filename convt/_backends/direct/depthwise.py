@@ -22,6 +22,7 @@ import numpy as np
 from .base import DirectKind, Variant
 from .phases import axes, axis_phases, gemm_counts
 from .pixel import bias_filled, new_output, pad3, tables
+from .storage import as_compute
 from ..._kernels import _cpu
 from ..._kernels._depthwise import depthwise_ncx
 from ..._kernels._depthwise_nxc import depthwise_nxc
@@ -104,15 +105,19 @@ def run_depthwise(xa, layout, geom, plan, out=None):
     """y in ``geom``'s data layout and the compute dtype (``out`` when given: ``new_output``);
     ``xa`` in that layout too."""
     ct = plan.compute_dtype
-    n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
-    nxc = geom.data_format == "NXC"
-    b = plan.bias_compute
-    if c_in == 0:  # nothing to contract: every position is the bias
-        return bias_filled(geom, b, ct, out)
+    if geom.c_in == 0:  # nothing to contract: every position is the bias
+        return bias_filled(geom, plan.bias_compute, ct, out)
     y = new_output(geom, ct, out)
     if y.size == 0:
         return y
-    x = np.ascontiguousarray(xa, dtype=ct)
+    with plan.workspace.borrow() as arena:   # 16-bit: one parallel widening, kept buffer
+        return _run(as_compute(xa, ct, plan.threads(geom), arena), y, layout, geom, plan)
+
+
+def _run(x, y, layout, geom, plan):
+    n, c_in, c_out, ct = geom.batch, geom.c_in, geom.c_out, plan.compute_dtype
+    nxc = geom.data_format == "NXC"
+    b = plan.bias_compute
     i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
     tabs = layout.tabs
     if nxc and (geom.c_in != geom.groups or geom.c_out != geom.groups):

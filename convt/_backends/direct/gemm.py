@@ -20,8 +20,9 @@ from ..blas import blas_threads
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .phases import axes3 as _axes3, axis_phases as _axis_phases, phase_combos
 from .pixel import VARIANT as PIXEL, element_strides, new_output, pad3
+from .storage import as_compute, padded_nxc
 from ..._kernels._gemm import phase_gemm
-from ..._kernels._layout import MERGE_TAPS, merge_iox, to_padded_nxc
+from ..._kernels._layout import MERGE_TAPS, merge_iox
 
 __all__ = ["VARIANT", "GemmLayout", "gemm_fits", "batch_rows_layout", "gemm_layout", "grid_shape", "merged_weights",
            "phase_combos", "run_gemm"]
@@ -271,16 +272,14 @@ def _padded_input(xa, layout, geom, ct, arena, workers):
     shape = (n, c_in, *layout.grid) if cf else (n, *layout.grid, c_in)
     if nxc or cf:    # the data is in the grid's layout: no copy without a halo
         x5 = xa.reshape((n, c_in, *in3) if cf else (n, *in3, c_in))
-        if (not any(layout.halo) and in3 == layout.grid and x5.dtype == ct
-                and x5.flags.c_contiguous):
-            return x5
+        if not any(layout.halo) and in3 == layout.grid:   # 16-bit: one parallel widening
+            return as_compute(x5, ct, workers, arena)
         xp = arena.get("xp", shape, ct, zero_key=(layout.halo, layout.grid, in3, cf))
         inner = tuple(slice(h, h + i) for h, i in zip(layout.halo, in3))
         xp[(slice(None), slice(None), *inner) if cf else (slice(None), *inner)] = x5
         return xp
     xp = arena.get("xp", shape, ct, zero_key=(layout.halo, layout.grid, in3, cf))
-    x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
-    to_padded_nxc(x5, xp, np.array(layout.halo, np.int64), workers)
+    padded_nxc(xa.reshape(n, c_in, *in3), xp, layout.halo, workers)   # 16-bit widened too
     return xp
 
 

@@ -18,7 +18,7 @@ from math import prod
 import numpy as np
 
 from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
-from ..._kernels._layout import to_padded_nxc
+from .storage import as_compute, half_kind, padded_nxc
 from ..._kernels import _cpu
 from ..._kernels._micro import MR, NR_F32, NR_F64, micro_conv
 from ..._kernels._pack import PACK_KB, pack_micro
@@ -159,14 +159,16 @@ def _pack_tables(layout, cg, kt):
     return kdst, kstride
 
 
-def packing_arrays(values, w_iox, buffer=None):
-    """(out, w3): ``values`` (at least one) uninitialised values of ``w_iox``'s dtype starting
-    on a 64-byte boundary (one cache line), and the IOX weights as (C_in, Mg, prod(K)),
-    C-contiguous (None when there is nothing to pack). ``buffer(size, dtype)``: where the
-    values come from (a one-shot plan's workspace, convt._dispatch.plan), default a new array."""
-    item = w_iox.dtype.itemsize
+def packing_arrays(values, w_iox, buffer=None, dtype=None):
+    """(out, w3): ``values`` (at least one) uninitialised values of ``dtype`` (default
+    ``w_iox``'s) starting on a 64-byte boundary (one cache line), and the IOX weights as
+    (C_in, Mg, prod(K)), C-contiguous (None when there is nothing to pack).
+    ``buffer(size, dtype)``: where the values come from (a one-shot plan's workspace,
+    convt._dispatch.plan), default a new array."""
+    dtype = w_iox.dtype if dtype is None else np.dtype(dtype)
+    item = dtype.itemsize
     size = max(1, values) + 64 // item
-    buf = np.empty(size, w_iox.dtype) if buffer is None else buffer(size, w_iox.dtype)
+    buf = np.empty(size, dtype) if buffer is None else buffer(size, dtype)
     start = (-buf.ctypes.data % 64) // item
     out = buf[start:start + max(1, values)]
     w3 = np.ascontiguousarray(w_iox).reshape(*w_iox.shape[:2], -1) if values else None
@@ -191,8 +193,9 @@ def packed_weights(layout, w_iox, groups, workers, buffer=None):
 
 def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     """y in ``geom``'s data layout and the dtype of ``wp`` (``out`` when given:
-    ``new_output``); ``xa`` in that layout too; ``bias`` (C_out,) contiguous in that dtype
-    (zeros for none)."""
+    ``new_output``; a float16 or bfloat16 ``out`` of float32 weights gets each value rounded
+    once as the kernel stores it); ``xa`` in that layout too; ``bias`` (C_out,) contiguous in
+    that dtype (zeros for none)."""
     ct = wp.dtype
     n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
     nxc = geom.data_format == "NXC"
@@ -202,12 +205,11 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     if y.size == 0:
         return y
     in3 = pad3(geom.in_shape, 1)
-    if nxc:
-        x = np.ascontiguousarray(xa, dtype=ct)
-    else:
+    if nxc:   # 16-bit data widened in one parallel pass
+        x = as_compute(xa, ct, workers, arena)
+    else:     # ... or by the transpose as it reads
         x = arena.get("x_nxc", (n, *in3, c_in), ct)
-        x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
-        to_padded_nxc(x5, x, np.zeros(3, np.int64), workers, _cpu.ISA)
+        padded_nxc(xa.reshape(n, c_in, *in3), x, (0, 0, 0), workers, _cpu.ISA)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
     ystr = element_strides(y, geom)
     g = geom.groups
@@ -220,8 +222,11 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     pointers = arena.get(
         "pointers", (workers * (layout.mb * (layout.tb + layout.set_max) + layout.mb // MR),),
         np.int64)
-    micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1), layout.phases, layout.tap_e,
-               layout.tasks, dims, ystr, tiles, pointers, _cpu.ISA, workers)
+    kind = half_kind(y.dtype) if ct == np.float32 else None
+    y16 = {} if kind is None else dict(y16=y.reshape(-1).view(np.uint16), kind=kind)
+    micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1) if kind is None else zero,
+               layout.phases, layout.tap_e, layout.tasks, dims, ystr, tiles, pointers,
+               _cpu.ISA, workers, **y16)
     return y
 
 
@@ -281,6 +286,7 @@ class Micro(Variant):
     tap), nor layers whose tile padding or taps off the data pass the waste bounds."""
 
     name = "micro"
+    writes_16bit = True
 
     def claim(self, geom, rule):
         if _cpu.ISA < 1:   # the rule and the kernels read the one decision

@@ -12,6 +12,7 @@ import numpy as np
 
 from .base import DirectKind, Variant
 from .phases import pad3
+from .storage import as_compute, padded_nxc
 from ..._kernels._direct import direct_nxc
 from ..._kernels._layout import iox_to_kio
 
@@ -133,9 +134,15 @@ def run_direct(x_nxc, w_packed, bias, geom, taps, workers, out=None):
 def _run_pixel(xa, taps, geom, plan, out=None):
     ct = plan.w_packed.dtype
     nxc = geom.data_format == "NXC"
-    x_nxc = np.ascontiguousarray(xa if nxc else np.moveaxis(xa, 1, -1), dtype=ct)
+    workers = plan.threads(geom)
+    if nxc:   # 16-bit: one parallel widening
+        x_nxc = as_compute(xa, ct, workers)
+    else:     # the blocked transpose (widening 16-bit data as it reads)
+        n, c_in, in3 = geom.batch, geom.c_in, pad3(geom.in_shape, 1)
+        x_nxc = np.empty((n, *geom.in_shape, c_in), ct)
+        padded_nxc(xa.reshape(n, c_in, *in3), x_nxc.reshape(n, *in3, c_in), (0, 0, 0), workers)
     # the kernel writes channels-last: into out only when that is the data layout
-    y = run_direct(x_nxc, plan.w_packed, plan.bias_compute, geom, taps, plan.threads(geom),
+    y = run_direct(x_nxc, plan.w_packed, plan.bias_compute, geom, taps, workers,
                    out if nxc else None)
     return y if nxc else np.moveaxis(y, -1, 1)
 

@@ -18,6 +18,7 @@ from math import prod
 import numpy as np
 
 from .pixel import new_output, pad3
+from .storage import as_compute
 from ..._kernels._upsample import upsample_conv
 from .base import DirectKind, Variant
 from .micro import micro_rate
@@ -111,7 +112,7 @@ def run_up(xa, layout, geom, packed, workers, arena, out=None):
     y = new_output(geom, ct, out)
     if y.size == 0:
         return y
-    x = np.ascontiguousarray(xa, dtype=ct)
+    x = as_compute(xa, ct, workers, arena)   # 16-bit: one parallel widening
     n = geom.batch
     i3, s3, o3 = pad3(geom.in_shape, 1), pad3(geom.strides, 1), pad3(geom.out_shape, 1)
     xs = (geom.c_in * prod(i3), prod(i3), i3[1] * i3[2], i3[2])

@@ -23,12 +23,14 @@ from .cfwino import cf_layout as _cf_rule_layout   # (tests patch cfwino.cf_layo
 from .base import DirectKind, Variant
 from .micro import packing_arrays
 from .pixel import bias_filled, element_strides, new_output, pad3
+from .storage import half_kind, padded_nxc
 from .winograd_layout import WinoLayout, wino_alignment, wino_axes, wino_layout
 from ..._kernels import _cpu
 from ..._kernels._layout import to_padded_nxc
 from ..._kernels._micro import MR
 from ..._kernels._pack import PACK_KB, WSUM_MAX, pack_taps, pack_wino
 from ..._kernels._wino import wino_conv, wino_ready
+from ..._kernels._half import pack_taps16
 
 __all__ = ["VARIANT", "WinoLayout", "late_sums", "run_wino", "wino_alignment", "wino_axes",
            "wino_layout", "wino_taps", "wino_weights"]
@@ -86,12 +88,16 @@ def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
     sums)."""
     kt = prod(w_iox.shape[2:])
     line = tap_values(layout, w_iox.shape[0])
-    out, w3 = packing_arrays(kt * line, w_iox, buffer)
+    kind = half_kind(w_iox.dtype)   # 16-bit weights: widened by the pack (pack_taps16)
+    out, w3 = packing_arrays(kt * line, w_iox, buffer, np.float32 if kind is not None else None)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
     spare = layout.sum_bits
     threads = workers if out.size >= _PARALLEL_PACK_VALUES else 1
     stream = out.size * out.itemsize >= _STREAM_PACK_BYTES
+    if kind is not None:
+        return out, bool(pack_taps16(w3.view(np.uint16), out, groups, line, threads, isa,
+                                     stream, spare, kind))
     if w3.dtype == np.float32 and w3.shape[1] % 16 == 0:
         return out, bool(pack_taps(w3, out, groups, line, threads, isa, stream, spare))
     # otherwise pack_wino, with one product per tap: the tap itself
@@ -134,8 +140,8 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
             xa.reshape(n, *in3, c_in)
         ready = wino_ready(x.reshape(-1), spare, workers)
     else:   # the transpose tests each block it reads: no second pass, no second region
-        x5 = np.ascontiguousarray(xa, dtype=ct).reshape(n, c_in, *in3)
-        ready = to_padded_nxc(x5, x, np.array(h, np.int64), workers, isa, spare)
+        # (16-bit data widened by the same pass)
+        ready = padded_nxc(xa.reshape(n, c_in, *in3), x, h, workers, isa, spare)
     if not ready:
         return None
     x = x.reshape(-1)
@@ -249,8 +255,11 @@ class Winograd(Variant):
             return prepared if prepared is not None else micro.VARIANT.prepare(geom, plan, None)
         if lay is not None:
             late = late_sums(lay, plan.one_shot, plan.compute_dtype.itemsize)
-            args = (lay, plan.w_iox_compute, geom.groups, plan.workers, _cpu.ISA,
-                    plan.pack_buffer("packed_wino"))
+            # the late sums' taps pack 16-bit weights as they are (widened by the pack)
+            direct16 = (late and half_kind(plan.dtype) is not None
+                        and (geom.c_out // geom.groups) % 16 == 0)
+            args = (lay, plan.w_iox if direct16 else plan.w_iox_compute, geom.groups,
+                    plan.workers, _cpu.ISA, plan.pack_buffer("packed_wino"))
             wp, finite = wino_taps(*args) if late else wino_weights(*args, plan.one_shot)
             if finite:
                 return self.name, _run_wino, (lay, wp, [], late)

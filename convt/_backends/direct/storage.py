@@ -1,0 +1,52 @@
+"""16-bit storage at the direct variants' input: float16 and bfloat16 widened to float32 in
+one parallel pass (convt._kernels._half: F16C / AVX2), or in the layout change itself
+(``padded_nxc``: the transpose to channels-last widens as it reads), never as a NumPy cast
+and then a second pass. NumPy's float16 -> float32 cast ran at about 1 GB/s, one thread
+(docs/performance.md); the widening kernels give the same bits (tests/test_half.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._kernels import _half
+from ..._kernels._layout import to_padded_nxc, to_padded_nxc16
+
+__all__ = ["half_kind", "as_compute", "padded_nxc", "widen_into"]
+
+
+def half_kind(dt):
+    """0 for float16, 1 for bfloat16 (the 16-bit storage types the kernels convert, in native
+    byte order), else None (NumPy converts those)."""
+    if dt.itemsize != 2 or not dt.isnative:
+        return None
+    return _half.KINDS.get(dt.name)
+
+
+def widen_into(a, dst, workers):
+    """``dst`` (float32, C-contiguous, ``a``'s size) holding ``a`` (16-bit) widened."""
+    src = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
+    _half.widen(src, dst.reshape(-1), half_kind(a.dtype), max(1, workers))
+    return dst
+
+
+def as_compute(xa, ct, workers, arena=None, name="x_widened"):
+    """``xa`` C-contiguous in the compute dtype ``ct``: itself when it already is; 16-bit
+    data widened into float32 in one parallel pass (into the arena's buffer ``name`` when an
+    arena is given, else a new array)."""
+    if half_kind(xa.dtype) is None or ct != np.float32:
+        return np.ascontiguousarray(xa, dtype=ct)
+    dst = (np.empty(xa.shape, np.float32) if arena is None
+           else arena.get(name, xa.shape, np.float32))
+    return widen_into(xa, dst, workers)
+
+
+def padded_nxc(x5, xp, halo, workers, isa=-1, spare_bits=-1):
+    """``to_padded_nxc(x5, xp, ...)`` with ``x5`` (N, C, I0, I1, I2) in the storage dtype:
+    16-bit data widened to ``xp``'s float32 by the transpose itself (one pass)."""
+    kind = half_kind(x5.dtype) if xp.dtype == np.float32 else None
+    halo = np.asarray(halo, np.int64)
+    if kind is None:
+        return to_padded_nxc(np.ascontiguousarray(x5, dtype=xp.dtype), xp, halo, workers, isa,
+                             spare_bits)
+    src = np.ascontiguousarray(x5).view(np.uint16)
+    return to_padded_nxc16(src, xp, halo, workers, isa, spare_bits, kind)
