@@ -116,7 +116,7 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
 cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, const real* bias,
                     real* y, const int64_t* ph, int64_t nph, const int64_t* tap_e, int64_t r0,
                     int64_t m, const int64_t* d, const int64_t* ystr, real* t, const real** ptr,
-                    int64_t* off) noexcept nogil:
+                    int64_t* off, int bf16) noexcept nogil:
     # Rows r0..r0+m (clipped to each phase's own rows) of the nph phases of a set from ph:
     # their outputs share lines of y. Each phase's tile at t + p * MB * ldc, its row offsets
     # at off + p * MB (the sub-tiles' tap masks after the set's offsets); then the set is
@@ -129,7 +129,7 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
         _offsets(pp, r0, mp, d, ystr, off + p * MB)
         if pp[7] and mp:
             _tile(isa, x, zero, wp, pp, tap_e, r0, mp, d, t + p * MB * ldc, ptr,
-                  <uint64_t*> (off + nph * MB))
+                  <uint64_t*> (off + nph * MB), NULL, NULL, NULL, NULL, 0, NULL, bf16)
     if ystr[4] != 1:
         _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off)
         return
@@ -158,7 +158,10 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                int64_t[::1] pointers,         # OUT scratch: nthreads * (MB * (TB + SM) + MB /
                                               #     MR) slots of 8 bytes (pointers, row
                                               #     offsets, then per sub-tile a tap mask)
-               int isa, int num_threads):
+               int isa, int num_threads,
+               int bf16=0):                   # IN  float32 only: 0, or x, zero and wp hold
+                                              #     bfloat16 pairs (_tile.pxd): 2 vdpbf16ps,
+                                              #     1 portable C
     """Compute y; releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
@@ -184,4 +187,4 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
             tid = threadid()
             _set_task(isa, xptr, zptr, wptr, bptr, yptr, pptr + PHASE_COLS * tk[0], tk[1], te,
                       tk[2], tk[3], dm, yst, tl + tid * SM * MB * ldc,
-                      <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB)
+                      <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB, bf16)
