@@ -15,6 +15,14 @@ Assumes: x and xp contiguous, xp of N * S * G * Cg2 values.
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t, uint16_t
 
+cdef extern from "_bf16kernel.h":
+    int CONVT_BF16_ON
+    int CONVT_BF16_HW
+    int CONVT_BF16_WIDE
+
+# the mode bits of the bfloat16 tiles (micro_conv's bf16): on; vdpbf16ps; 32 output channels
+BF16_ON, BF16_HW, BF16_WIDE = CONVT_BF16_ON, CONVT_BF16_HW, CONVT_BF16_WIDE
+
 cdef enum:
     _SBLOCK = 32     # positions per work item: 32 x 512 channels x 2 bytes = 32 KiB of xp
 

@@ -160,8 +160,8 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                                               #     offsets, then per sub-tile a tap mask)
                int isa, int num_threads,
                int bf16=0):                   # IN  float32 only: 0, or x, zero and wp hold
-                                              #     bfloat16 pairs (_tile.pxd): 2 vdpbf16ps,
-                                              #     1 portable C
+                                              #     bfloat16 pairs and bf16 the mode bits of
+                                              #     _bf16kernel.h (_tile.pxd)
     """Compute y; releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]

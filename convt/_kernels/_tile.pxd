@@ -26,7 +26,7 @@ cdef extern from "_ukernel.h" nogil:
                            double* c, int64_t ldc, int acc)
 
 cdef extern from "_bf16kernel.h" nogil:
-    void convt_ukernel_bf16(int bf16, int rows, int64_t ntaps, int64_t kp, const float* const* a,
+    void convt_ukernel_bf16(int mode, int rows, int64_t ntaps, int64_t kp, const float* const* a,
                             int64_t astride, int64_t aoff, const float* b, int64_t bstride,
                             float* c, int64_t ldc, int acc)
 
@@ -46,9 +46,9 @@ cdef inline void _ukernel(int isa, int64_t ntaps, int64_t kc, const real** a, in
                           int64_t aoff, const real* b, int64_t bstride, real* c, int64_t ldc,
                           int acc, int bf16=0) noexcept nogil:
     # bf16 (float32 tiles only): 0 the float32 tiles; else a and b hold pairs of bfloat16 in
-    # their 32-bit slots (_bf16kernel.h; kc counts pairs): 2 on vdpbf16ps, 1 in portable C
+    # their 32-bit slots, kc counts pairs, and bf16 holds _bf16kernel.h's mode bits
     if real is float and bf16:
-        convt_ukernel_bf16(bf16 == 2, 2 * CONVT_MR if isa >= 2 else CONVT_MR, ntaps, kc,
+        convt_ukernel_bf16(bf16, 2 * CONVT_MR if isa >= 2 else CONVT_MR, ntaps, kc,
                            <const float* const*> a, astride, aoff, b, bstride, c, ldc, acc)
     elif real is float:
         convt_ukernel_f32(isa, ntaps, kc, <const float* const*> a, astride, aoff, b, bstride,
@@ -213,6 +213,28 @@ cdef inline void _masked_ukernel(int isa, uint64_t mask, int64_t nt, int64_t kc,
         mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
 
 
+cdef inline void _rows_outer(int isa, const uint64_t* masks, int64_t nsub, int64_t nt,
+                             int64_t kc, const real** ptr, int64_t mpad, int64_t c0,
+                             const real* wph, int64_t T, int64_t t0, int64_t Cg, int64_t G,
+                             int64_t NP, int64_t NR, int64_t bstride, real* t, int64_t ldc,
+                             bint first, int bf16) noexcept nogil:
+    # _tile's block with the sub-tiles outer and the panels inner: a sub-tile's input rows
+    # (2 * MR rows of kc slots) stay in L1 across every panel while the panels stream from
+    # L2. The bfloat16 tiles (unet_up2x2: 8 panels of 128 pairs, 192 rows a task) ran
+    # XXX
+    cdef int64_t ir = 0, g, jp
+    cdef bint two
+    while ir < nsub:
+        two = isa >= 2 and ir + 1 < nsub and masks[ir] == masks[ir + 1]
+        for g in range(G):
+            for jp in range(NP):
+                _masked_ukernel(isa if two else min(isa, 1), masks[ir], nt, kc,
+                                ptr + ir * CONVT_MR, mpad, g * Cg + c0,
+                                wph + (((g * NP + jp) * T + t0) * Cg + c0) * NR, bstride,
+                                t + ir * CONVT_MR * ldc + (g * NP + jp) * NR, ldc, first, bf16)
+        ir += 2 if two else 1
+
+
 cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
                        const int64_t* ph, const int64_t* tap_e, int64_t r0, int64_t m,
                        const int64_t* d, real* t, const real** ptr, uint64_t* masks,
@@ -250,7 +272,10 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
             kc = min(CC, Cg - c0)
             # between a panel's taps: the panel's [tap][c][NR] (wb: kc channels of each)
             bstride = kc * NR if ck != NULL else Cg * NR
-            for g in range(G):
+            if bf16:
+                _rows_outer(isa, masks, nsub, nt, kc, ptr, mpad, c0, wp + ph[8], T, t0, Cg, G,
+                            NP, NR, bstride, t, ldc, first, bf16)
+            for g in range(G if not bf16 else 0):
                 for jp in range(NP):
                     if ck != NULL:
                         for u in range(nt):

@@ -26,13 +26,14 @@ from math import prod
 import numpy as np
 
 from ..._kernels import _cpu
-from ..._kernels._bf16 import to_pairs_nxc
+from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_WIDE, to_pairs_nxc
 from ..._kernels._micro import MR, NR_F32, micro_conv
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .micro import KC, MAX_TB, micro_layout, micro_macs, micro_rate
 from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
 
-__all__ = ["VARIANT", "bf16_layout", "packed_pairs", "run_micro_bf16", "storage_kind"]
+__all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_micro_bf16",
+           "storage_kind"]
 
 # The variants whose geometries the bfloat16 tiles take (the dense ones; depthwise and pixel
 # keep theirs: few channels, or weights that are not finite).
@@ -80,14 +81,15 @@ class MicroBf16(Variant):
         if geom.c_in == 0 or geom.c_out == 0:
             return False
         mg = geom.c_out // geom.groups
-        if -(-mg // NR_F32) * NR_F32 > _PAD_OK * mg:
+        nr = bf16_nr(geom)
+        if -(-mg // nr) * nr > _PAD_OK * mg:
             return False
         useful = max(geom.macs, 1)
-        return micro_macs(geom) <= MAX_GEMM_WASTE * _PAD_OK * useful
+        return micro_macs(geom, nr) <= MAX_GEMM_WASTE * _PAD_OK * useful
 
     def kind(self, geom, kind):
         cg = geom.c_in // geom.groups
-        macs = micro_macs(geom) * 2 * _pairs(geom) // max(cg, 1)
+        macs = micro_macs(geom, bf16_nr(geom)) * 2 * _pairs(geom) // max(cg, 1)
         return DirectKind(self.name, "", macs, kind.useful)
 
     def rate(self, geom, kind, c):
@@ -116,11 +118,20 @@ class MicroBf16(Variant):
         return self.name, _run, (lay, weights)
 
 
+def bf16_nr(geom):
+    """The tile width: 32 output channels (two zmm a row: half the broadcasts per
+    multiply-add of 16) unless that pads a group's output channels more than 16 does."""
+    mg = geom.c_out // geom.groups
+    return 2 * NR_F32 if -(-mg // (2 * NR_F32)) * 2 == -(-mg // NR_F32) else NR_F32
+
+
 @functools.lru_cache(maxsize=64)
 def bf16_layout(geom):
-    """``micro_layout(geom, 16)`` with its channel counts in pairs: per phase, the packed
-    weights' offsets in 32-bit slots (a pair each), the chunk and tap blocking for pairs."""
-    lay = micro_layout(geom, NR_F32)
+    """``micro_layout(geom, bf16_nr(geom))`` with its channel counts in pairs: per phase, the
+    packed weights' offsets in 32-bit slots (a pair each), the chunk and tap blocking for
+    pairs; tile rows an odd number of 64-byte lines apart (as micro_layout's)."""
+    nr = bf16_nr(geom)
+    lay = micro_layout(geom, nr)
     cg = geom.c_in // geom.groups
     pairs = _pairs(geom)
     if cg == 0:
@@ -128,8 +139,9 @@ def bf16_layout(geom):
     phases = lay.phases.copy()
     phases[:, 8] = phases[:, 8] // cg * pairs
     cc = max(1, min(pairs, KC))
+    ldc = geom.groups * lay.panels * nr + NR_F32 if nr > NR_F32 else lay.ldc
     return dataclasses.replace(lay, phases=phases, cc=cc, tb=max(1, min(MAX_TB, KC // cc)),
-                               packed=lay.packed // cg * pairs)
+                               packed=lay.packed // cg * pairs, ldc=ldc)
 
 
 def _aligned_slots(n):
@@ -192,8 +204,14 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None):
         np.int64)
     micro_conv(x.view(np.float32), zero, wp, bias, y.reshape(-1), layout.phases, layout.tap_e,
                layout.tasks, dims, element_strides(y, geom), tiles, pointers, _cpu.ISA,
-               workers, 2 if _cpu.bf16() else 1)
+               workers, bf16_mode(layout.nr, _cpu.bf16()))
     return y
+
+
+def bf16_mode(nr, hw):
+    """micro_conv's ``bf16``: the tiles' mode bits (_bf16kernel.h) for width ``nr``, on
+    vdpbf16ps when ``hw``, else in portable C."""
+    return BF16_ON | (BF16_HW if hw else 0) | (BF16_WIDE if nr > NR_F32 else 0)
 
 
 def _run(xa, state, geom, plan, out=None):
