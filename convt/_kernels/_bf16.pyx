@@ -10,10 +10,70 @@ OpenMP prange over the blocks, each written by one thread), channel by channel: 
 positions read whole, stored one value per Cg2 * G slots (the block's output, G * Cg2 *
 _SBLOCK values, stays in L1 and L2 while it fills).
 
+narrow_bf16: float32 -> bfloat16 bits, rounded to nearest even as ``astype`` (ml_dtypes)
+rounds (denormals kept, NaN to a quiet NaN of its sign: 0x7fc0 / 0xffc0), 16 values a step
+in integer arithmetic (vcvtneps2bf16 would flush denormals), in parallel blocks: the
+bfloat16 tiles' result leaves in one pass at memory speed (``astype`` took 0.86 ms for
+unet_up2x2's 2M outputs, 2 threads, AMD EPYC Zen 4).
+
 Assumes: x and xp contiguous, xp of N * S * G * Cg2 values.
 """
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t, uint16_t
+
+from . import _cpu
+
+cdef extern from *:
+    """
+    #include <string.h>
+    #include "_isa.h"
+    static inline uint16_t convt_narrow1(float f)
+    {
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            return (uint16_t) ((u >> 16) & 0x8000u) | 0x7fc0u;
+        return (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    static void convt_narrow_generic(const float* y, uint16_t* out, int64_t n)
+    {
+        int64_t i;
+        for (i = 0; i < n; i++)
+            out[i] = convt_narrow1(y[i]);
+    }
+    #if CONVT_HAVE_AVX2_PATH
+    __attribute__((target("avx512f,avx512bw,avx512vl")))
+    static void convt_narrow_avx512(const float* y, uint16_t* out, int64_t n)
+    {
+        const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+        const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+        const __m512i sign = _mm512_set1_epi32((int) 0x80000000u);
+        const __m512i qnan = _mm512_set1_epi32(0x7fc00000);
+        int64_t i;
+        for (i = 0; i + 16 <= n; i += 16) {
+            __m512i u = _mm512_loadu_si512(y + i);
+            __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, half),
+                                         _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
+            __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+            r = _mm512_mask_or_epi32(r, nan, _mm512_and_si512(u, sign), qnan);
+            _mm256_storeu_si256((__m256i*) (out + i), _mm512_cvtepi32_epi16(
+                _mm512_srli_epi32(r, 16)));
+        }
+        convt_narrow_generic(y + i, out + i, n - i);
+    }
+    #endif
+    static void convt_narrow(int isa, const float* y, uint16_t* out, int64_t n)
+    {
+    #if CONVT_HAVE_AVX2_PATH
+        if (isa >= 2) {
+            convt_narrow_avx512(y, out, n);
+            return;
+        }
+    #endif
+        convt_narrow_generic(y, out, n);
+    }
+    """
+    void convt_narrow(int isa, const float* y, uint16_t* out, int64_t n) nogil
 
 cdef extern from "_bf16kernel.h":
     int CONVT_BF16_ON
@@ -85,3 +145,27 @@ def to_pairs_nxc(const uint16_t[::1] x,   # IN  bfloat16 bits, (N, C, S) or (N, 
                 _block_ncx(xs + n * C * S, xd + n * S * C2, S, s0, m, groups, Cg, Cg2)
             else:
                 _block_nxc(xs + n * S * C, xd + n * S * C2, s0, m, groups, Cg, Cg2)
+
+
+cdef enum:
+    _NBLOCK = 1 << 15   # values per work item of narrow_bf16 (128 KiB read, 64 KiB written)
+
+
+def narrow_bf16(const float[::1] y,        # IN  float32
+                uint16_t[::1] out,          # OUT bfloat16 bits, as many values
+                int num_threads, int isa=-1):
+    """out = y rounded to bfloat16 (bits); releases the GIL. See the module docstring."""
+    cdef int64_t n = y.shape[0], nb, item, lo
+    if out.shape[0] != n:
+        raise ValueError(f"narrow_bf16: out holds {out.shape[0]} values, y {n}")
+    if n == 0:
+        return
+    if isa < 0:
+        isa = _cpu.ISA
+    nb = (n + _NBLOCK - 1) // _NBLOCK
+    cdef const float* ys = &y[0]
+    cdef uint16_t* od = &out[0]
+    with nogil:
+        for item in prange(nb, schedule="static", num_threads=num_threads):
+            lo = item * _NBLOCK
+            convt_narrow(isa, ys + lo, od + lo, min(<int64_t> _NBLOCK, n - lo))
