@@ -258,3 +258,32 @@ def test_the_isa_cap_turns_the_bf16_tiles_off(cap):
     got = json.loads(run.stdout)
     assert got == {"bf16": False, "table": "off", "variant": got["variant"], "same": True}
     assert got["variant"] != "micro_bf16"
+
+
+@pytest.mark.parametrize("n, s, g, cg", [(2, 37, 1, 32), (1, 64, 2, 17), (3, 9, 3, 5),
+                                         (1, 8, 1, 48), (2, 23, 4, 16), (1, 1, 1, 1)])
+@pytest.mark.parametrize("channels_first", [True, False])
+def test_to_pairs_nxc_pads_each_group_to_even(n, s, g, cg, channels_first, rng):
+    from convt._kernels._bf16 import to_pairs_nxc
+    cg2 = cg + cg % 2
+    x = rng.integers(1, 1 << 16, (n, g * cg, s), dtype=np.uint16)
+    want = np.zeros((n, s, g, cg2), np.uint16)
+    want[..., :cg] = np.moveaxis(x, 1, -1).reshape(n, s, g, cg)
+    src = x if channels_first else np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    for isa in _cpu.levels():
+        got = np.full(n * s * g * cg2, 7, np.uint16)
+        to_pairs_nxc(src.reshape(-1), got, n, s, g, cg, channels_first, 2, isa)
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+def test_narrow_bf16_gives_astypes_bits(rng):
+    from convt._kernels._bf16 import narrow_bf16
+    bits = rng.integers(0, 1 << 32, 100_003, dtype=np.uint64).astype(np.uint32)
+    bits[:6] = [0x7FC00000, 0xFFC00001, 0x00018000, 0x80008000, 0x7F7FFFFF, 0x3F808000]
+    y = bits.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        want = y.astype(BF16).view(np.uint16)
+    for isa in _cpu.levels():
+        got = np.empty(y.size, np.uint16)
+        narrow_bf16(y, got, 2, isa)
+        np.testing.assert_array_equal(got, want)

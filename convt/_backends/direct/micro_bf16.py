@@ -192,7 +192,7 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None):
         x = x16
     else:
         x = arena.get("x_pairs", (n * prod(in3) * g * 2 * pairs,), np.uint16)
-        to_pairs_nxc(x16, x, n, prod(in3), g, cg, not nxc, workers)
+        to_pairs_nxc(x16, x, n, prod(in3), g, cg, not nxc, workers, _cpu.ISA)
     zero = arena.get("zero", (g * pairs,), np.float32, zero_key=g * pairs)
     dims = np.array([n, *in3, *pad3(geom.strides, 1), g, pairs, geom.c_out // g,
                      layout.panels, g * pairs, layout.cc, layout.tb, layout.mb, layout.ldc,
