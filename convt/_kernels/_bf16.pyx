@@ -216,3 +216,52 @@ def narrow_bf16(const float[::1] y,        # IN  float32
         for item in prange(nb, schedule="static", num_threads=num_threads):
             lo = item * _NBLOCK
             convt_narrow(isa, ys + lo, od + lo, min(<int64_t> _NBLOCK, n - lo))
+
+
+cdef int64_t _pack_channel(const uint16_t* src, uint16_t* out, const int64_t* kd,
+                           const int64_t* ks, int64_t g, int64_t c, int64_t Mg, int64_t KT,
+                           int64_t NP, int64_t NR) noexcept nogil:
+    # input channel c of group g, (Mg, KT) bfloat16 weights -> its half of pair c // 2's slot
+    # in each (tap, panel) line; returns how many are NaN or Inf (exponent all ones)
+    cdef int64_t k, jp, j, m, base, bad = 0, half = c % 2
+    cdef uint16_t v
+    cdef uint16_t* line
+    for k in range(KT):
+        if kd[k] < 0:
+            continue
+        base = kd[k] + g * NP * ks[k] + (c // 2) * NR
+        for jp in range(NP):
+            line = out + 2 * (base + jp * ks[k]) + half
+            for j in range(min(NR, Mg - jp * NR)):
+                m = jp * NR + j
+                v = src[m * KT + k]
+                bad += (v & 0x7f80) == 0x7f80
+                line[2 * j] = v
+    return bad
+
+
+def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg, KT)
+               uint16_t[::1] out,              # OUT the packed pairs (2 a slot); its padding
+                                               #     (odd Cg, Mg % NR) must hold zeros
+               const int64_t[::1] kdst,        # IN  per kernel tap: slot of its (group 0,
+                                               #     panel 0, pair 0) line, -1 if unused
+               const int64_t[::1] kstride,     # IN  per kernel tap: panel stride in slots
+               int64_t groups, int64_t NR, int num_threads):
+    """The bfloat16 tiles' weights (convt._backends.direct.micro_bf16.packed_pairs): per
+    phase [G][NP][tap][Cg2 / 2][NR][2], written into ``out`` (every slot of a used tap but
+    the padding, which is left as it is); releases the GIL. Per input channel (parallel: the two channels of
+    a pair write the two halves of their slots), tap by tap from its (Mg, KT) block in L1.
+    Returns whether every weight is finite, checked as they are read."""
+    cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
+    cdef int64_t Cg = C_in // groups, NP = (Mg + NR - 1) // NR, ci, bad = 0
+    if C_in == 0 or Mg == 0 or KT == 0:
+        return True
+    cdef const uint16_t* wp = &w[0, 0, 0]
+    cdef uint16_t* op = &out[0]
+    cdef const int64_t* kd = &kdst[0]
+    cdef const int64_t* ks = &kstride[0]
+    with nogil:
+        for ci in prange(C_in, schedule="static", num_threads=num_threads):
+            bad += _pack_channel(wp + ci * Mg * KT, op, kd, ks, ci // Cg, ci % Cg, Mg, KT,
+                                 NP, NR)
+    return bad == 0

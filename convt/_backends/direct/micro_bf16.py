@@ -26,10 +26,12 @@ from math import prod
 import numpy as np
 
 from ..._kernels import _cpu
-from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_WIDE, narrow_bf16, to_pairs_nxc
+from ..._kernels._bf16 import (BF16_HW, BF16_ON, BF16_WIDE, narrow_bf16, pack_pairs,
+                               to_pairs_nxc)
 from ..._kernels._micro import MR, NR_F32, micro_conv
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
-from .micro import KC, MAX_TB, micro_layout, micro_macs, micro_rate
+from .micro import (KC, MAX_TB, PARALLEL_PACK_VALUES, _pack_tables, micro_layout, micro_macs,
+                    micro_rate, packing_arrays)
 from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
 
 __all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
@@ -42,8 +44,10 @@ _TAKES_FROM = ("micro", "winograd", "upsample", "gemm")
 # products run about twice the float32 tiles' rate (_BF16_RATE), so up to 2x padding still
 # does not lose to the float32 path.
 _PAD_OK = 2.0
-# The bfloat16 tiles' multiply-adds per second relative to the float32 ones (micro_rate), per
-# channel pair step: measured on AMD EPYC Zen 4 (2 threads, 2026-11-26; docs/performance.md).
+# The bfloat16 tiles' multiply-adds per second relative to the float32 ones (micro_rate): the
+# float32 micro variant's time over this one's on the 8 dense layers of shared/bench, 1.57
+# (grouped_g8) to 2.14 (dcgan_g1), geometric mean 1.86 (AMD EPYC Zen 4, 2 threads,
+# 2026-11-26; docs/performance.md). vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
 _BF16_RATE = 1.9
 
 
@@ -111,7 +115,9 @@ class MicroBf16(Variant):
         # row times NaN or Inf would reach outputs the tap does not touch).
         lay = bf16_layout(geom)
         weights, finite = plan.packed("packed_micro_bf16",
-                                      lambda p: packed_pairs(lay, p.w_iox, geom.groups))
+                                      lambda p: packed_pairs(
+                                          lay, p.w_iox, geom.groups, p.workers,
+                                          p.pack_buffer("packed_micro_bf16")))
         plan.packed("finite", lambda p: finite)
         if not finite:
             return PIXEL.prepare(geom, plan, None)
@@ -144,34 +150,25 @@ def bf16_layout(geom):
                                packed=lay.packed // cg * pairs, ldc=ldc)
 
 
-def _aligned_slots(n):
-    buf = np.empty(max(n, 1) + 16, np.float32)
-    start = (-buf.ctypes.data % 64) // 4
-    return buf[start:start + max(n, 1)]
-
-
-def packed_pairs(layout, w_iox, groups):
+def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
     """(packed, finite): the bfloat16 IOX weights ``w_iox`` (C_in, Mg, *K) as the bfloat16
-    tiles read them, per phase [G][NP][tap][Cg2/2][NR][2] (one 32-bit slot per pair; the
-    float32 array starts on a 64-byte line), and whether every weight is finite."""
+    tiles read them, per phase [G][NP][tap][Cg2/2][NR][2] (one 32-bit slot per pair, float32
+    array on a 64-byte line; ``pack_pairs``), and whether every weight is finite.
+    ``buffer(size, dtype)``: where the values come from (``micro.packing_arrays``)."""
     c_in, mg = w_iox.shape[:2]
-    kt = prod(w_iox.shape[2:])
-    out = _aligned_slots(layout.packed)
-    w = np.ascontiguousarray(w_iox).view(np.uint16).reshape(c_in, mg, kt)
-    finite = not bool(((w & 0x7F80) == 0x7F80).any())   # exponent all ones: NaN or Inf
-    if layout.packed == 0:
-        return out, finite
+    out16, w3 = packing_arrays(2 * layout.packed, w_iox, buffer)
+    out = out16.view(np.float32) if out16.size % 2 == 0 else np.zeros(1, np.float32)
+    if w3 is None:
+        w = np.ascontiguousarray(w_iox).view(np.uint16)
+        return out, not bool(((w & 0x7F80) == 0x7F80).any())   # exponent all ones
     cg = c_in // groups
-    pairs, nr, npn = _pairs_of(cg), layout.nr, layout.panels
-    padded = np.zeros((groups, 2 * pairs, npn * nr, kt), np.uint16)
-    padded[:, :cg, :mg] = w.reshape(groups, cg, mg, kt)
-    padded = padded.reshape(groups, pairs, 2, npn, nr, kt)
-    flat = out.view(np.uint16)
-    for _, _, _, _, _, _, first, taps, woff in layout.phases:
-        block = padded[..., layout.tap_k[first:first + taps]]   # (G, P, 2, NP, NR, T)
-        block = block.transpose(0, 3, 5, 1, 4, 2)                # (G, NP, T, P, NR, 2)
-        flat[2 * woff:2 * woff + block.size] = block.reshape(-1)
-    return out, finite
+    if cg % 2 or mg % layout.nr:   # padding: the slots no weight is written to
+        out[:] = 0
+    kdst, kstride = _pack_tables(layout, _pairs_of(cg), w3.shape[2])
+    threads = workers if layout.packed >= PARALLEL_PACK_VALUES else 1
+    finite = pack_pairs(w3.view(np.uint16), out16.view(np.uint16), kdst, kstride, groups,
+                        layout.nr, threads)
+    return out, bool(finite)
 
 
 def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None):
