@@ -82,16 +82,55 @@ cdef extern from *:
         for (q = 0; q < 8; q++)
             _mm256_storeu_ps((float*) (dst + q * ldd), c[q]);
     }
+    /* 32 positions (a 64-byte line of each of the 16 channel rows, each read once: rows a
+     * multiple of 4 KiB apart share one L1 set of 8 ways, and hifigan_up3's 8 KiB rows,
+     * read 16 bytes at a time by convt_pairs8_avx2, were fetched again for every 8
+     * positions) as four blocks of 8 */
+    __attribute__((target("avx512f,avx512bw,avx2")))
+    static void convt_pairs32_avx512(const uint16_t* src, int64_t S, uint16_t* dst,
+                                     int64_t ldd)
+    {
+        __m512i row[16];
+        __m256 r[8], c[8];
+        int q, k;
+        for (q = 0; q < 16; q++)
+            row[q] = _mm512_loadu_si512(src + q * S);
+        for (k = 0; k < 4; k++) {
+            for (q = 0; q < 8; q++) {
+                __m128i a = _mm512_extracti32x4_epi32(row[2 * q], 0), b;
+                switch (k) {   /* the lane index must be a constant */
+                case 1: a = _mm512_extracti32x4_epi32(row[2 * q], 1);
+                        b = _mm512_extracti32x4_epi32(row[2 * q + 1], 1); break;
+                case 2: a = _mm512_extracti32x4_epi32(row[2 * q], 2);
+                        b = _mm512_extracti32x4_epi32(row[2 * q + 1], 2); break;
+                case 3: a = _mm512_extracti32x4_epi32(row[2 * q], 3);
+                        b = _mm512_extracti32x4_epi32(row[2 * q + 1], 3); break;
+                default: b = _mm512_extracti32x4_epi32(row[2 * q + 1], 0);
+                }
+                r[q] = _mm256_castsi256_ps(_mm256_set_m128i(_mm_unpackhi_epi16(a, b),
+                                                            _mm_unpacklo_epi16(a, b)));
+            }
+            convt_tr8_f32(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], c);
+            for (q = 0; q < 8; q++)
+                _mm256_storeu_ps((float*) (dst + (8 * k + q) * ldd), c[q]);
+        }
+    }
     #endif
-    static int convt_pairs8(int isa, const uint16_t* src, int64_t S, uint16_t* dst, int64_t ldd)
+    /* positions done (32, 8 or 0: the caller copies the rest one value at a time) */
+    static int convt_pairs8(int isa, const uint16_t* src, int64_t S, uint16_t* dst, int64_t ldd,
+                            int64_t m)
     {
     #if CONVT_HAVE_AVX2_PATH
-        if (isa >= 1) {
+        if (isa >= 2 && m >= 32) {
+            convt_pairs32_avx512(src, S, dst, ldd);
+            return 32;
+        }
+        if (isa >= 1 && m >= 8) {
             convt_pairs8_avx2(src, S, dst, ldd);
-            return 1;
+            return 8;
         }
     #endif
-        (void) src; (void) S; (void) dst; (void) ldd;
+        (void) isa; (void) src; (void) S; (void) dst; (void) ldd; (void) m;
         return 0;
     }
     static void convt_narrow(int isa, const float* y, uint16_t* out, int64_t n)
@@ -106,7 +145,8 @@ cdef extern from *:
     }
     """
     void convt_narrow(int isa, const float* y, uint16_t* out, int64_t n) nogil
-    int convt_pairs8(int isa, const uint16_t* src, int64_t S, uint16_t* dst, int64_t ldd) nogil
+    int convt_pairs8(int isa, const uint16_t* src, int64_t S, uint16_t* dst, int64_t ldd,
+                     int64_t m) nogil
 
 cdef extern from "_bf16kernel.h":
     int CONVT_BF16_ON
@@ -125,16 +165,19 @@ cdef void _block_ncx(int isa, const uint16_t* x, uint16_t* xp, int64_t S, int64_
     # positions s0..s0+m of one image: x (C, S) -> xp rows (S, G * Cg2); blocks of 8
     # positions x 16 channels of a group in registers (convt_pairs8), the rest one value per
     # store
-    cdef int64_t C2 = G * Cg2, g, c, c16, s, s8
+    cdef int64_t C2 = G * Cg2, g, c, c16, s, s8, done
     cdef const uint16_t* src
     cdef uint16_t* dst
     for g in range(G):
         c16 = 0
         while c16 + 16 <= Cg:
             s8 = 0
-            while s8 + 8 <= m and convt_pairs8(isa, x + (g * Cg + c16) * S + s0 + s8, S,
-                                               xp + (s0 + s8) * C2 + g * Cg2 + c16, C2):
-                s8 += 8
+            while True:
+                done = convt_pairs8(isa, x + (g * Cg + c16) * S + s0 + s8, S,
+                                    xp + (s0 + s8) * C2 + g * Cg2 + c16, C2, m - s8)
+                if done == 0:
+                    break
+                s8 += done
             for c in range(c16, c16 + 16):
                 for s in range(s8, m):
                     xp[(s0 + s) * C2 + g * Cg2 + c] = x[(g * Cg + c) * S + s0 + s]

@@ -90,7 +90,8 @@ static inline int32_t convt_bf16_pair(const float* p)
 
 #define CONVT_BF_DPB(acc, x, w) acc = _mm512_dpbf16_ps(acc, x, w);
 #define CONVT_BF_BCAST(r) (__m512bh) _mm512_set1_epi32(convt_bf16_pair(a##r + p))
-#define CONVT_BF_DECL(r) __m512 c##r, d##r; const float* a##r;
+#define CONVT_BF_DECL(r) __m512 c##r; const float* a##r;
+#define CONVT_BF_DECL2(r) __m512 c##r, d##r; const float* a##r;
 #define CONVT_BF_LOAD(r) c##r = _mm512_loadu_ps(c + r * ldc);
 #define CONVT_BF_LOAD2(r) CONVT_BF_LOAD(r) d##r = _mm512_loadu_ps(c + r * ldc + 16);
 #define CONVT_BF_ZERO(r) c##r = _mm512_setzero_ps();
@@ -104,8 +105,8 @@ static inline int32_t convt_bf16_pair(const float* p)
 #define CONVT_BF_ROWS6(M) M(0) M(1) M(2) M(3) M(4) M(5)
 #define CONVT_BF_ROWS12(M) CONVT_BF_ROWS6(M) M(6) M(7) M(8) M(9) M(10) M(11)
 /* W: zmm per row, 1 (NR 16) or 2 (NR 32), with the row macros for it */
-#define CONVT_BF_BODY(ROWS, W, LOAD, ZERO, STORE, ROW)                                   \
-    ROWS(CONVT_BF_DECL)                                                                  \
+#define CONVT_BF_BODY(ROWS, W, DECL, LOAD, ZERO, STORE, ROW)                             \
+    ROWS(DECL)                                                                           \
     int64_t t, p;                                                                        \
     if (acc) {                                                                           \
         ROWS(LOAD)                                                                       \
@@ -131,24 +132,26 @@ static inline int32_t convt_bf16_pair(const float* p)
 
 CONVT_BF_TARGET static void convt_ukernel_bf16_12x16(CONVT_BF_ARGS)
 {
-    CONVT_BF_BODY(CONVT_BF_ROWS12, 1, CONVT_BF_LOAD, CONVT_BF_ZERO, CONVT_BF_STORE, CONVT_BF_ROW)
+    CONVT_BF_BODY(CONVT_BF_ROWS12, 1, CONVT_BF_DECL, CONVT_BF_LOAD, CONVT_BF_ZERO,
+                  CONVT_BF_STORE, CONVT_BF_ROW)
 }
 
 CONVT_BF_TARGET static void convt_ukernel_bf16_6x16(CONVT_BF_ARGS)
 {
-    CONVT_BF_BODY(CONVT_BF_ROWS6, 1, CONVT_BF_LOAD, CONVT_BF_ZERO, CONVT_BF_STORE, CONVT_BF_ROW)
+    CONVT_BF_BODY(CONVT_BF_ROWS6, 1, CONVT_BF_DECL, CONVT_BF_LOAD, CONVT_BF_ZERO,
+                  CONVT_BF_STORE, CONVT_BF_ROW)
 }
 
 CONVT_BF_TARGET static void convt_ukernel_bf16_12x32(CONVT_BF_ARGS)
 {
-    CONVT_BF_BODY(CONVT_BF_ROWS12, 2, CONVT_BF_LOAD2, CONVT_BF_ZERO2, CONVT_BF_STORE2,
-                  CONVT_BF_ROW2)
+    CONVT_BF_BODY(CONVT_BF_ROWS12, 2, CONVT_BF_DECL2, CONVT_BF_LOAD2, CONVT_BF_ZERO2,
+                  CONVT_BF_STORE2, CONVT_BF_ROW2)
 }
 
 CONVT_BF_TARGET static void convt_ukernel_bf16_6x32(CONVT_BF_ARGS)
 {
-    CONVT_BF_BODY(CONVT_BF_ROWS6, 2, CONVT_BF_LOAD2, CONVT_BF_ZERO2, CONVT_BF_STORE2,
-                  CONVT_BF_ROW2)
+    CONVT_BF_BODY(CONVT_BF_ROWS6, 2, CONVT_BF_DECL2, CONVT_BF_LOAD2, CONVT_BF_ZERO2,
+                  CONVT_BF_STORE2, CONVT_BF_ROW2)
 }
 #endif
 
