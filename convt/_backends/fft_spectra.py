@@ -21,11 +21,12 @@ import scipy.fft as sfft
 
 from .blas import blas_threads
 
-# Below this many multiply-adds a DFT GEMM runs on one thread (a thread pool's start costs
-# ~0.1 ms, the GEMM ~0.1 ms per 10 M multiply-adds on one Zen 4 core).
-_MIN_THREADED_MACS = 1 << 22
+# Below this many multiply-adds a DFT GEMM runs on one thread: a thread pool's start and join
+# cost ~0.3 ms, the GEMM ~0.1 ms per 4 M multiply-adds on one Zen 4 core (2-core AMD EPYC:
+# 5 M multiply-adds, 0.12 ms on one thread, 0.42 ms on a pool of two).
+_MIN_THREADED_MACS = 1 << 25
 
-__all__ = ["dft_matrix", "kernel_spectrum", "spectrum_features", "uses_dft"]
+__all__ = ["dft_matrix", "fuses_lead", "kernel_spectrum", "lead_dft", "spectrum_features", "uses_dft"]
 
 
 def uses_dft(taps, length):
@@ -104,7 +105,7 @@ def _last_axis(wd, length, ct, workers, buffer):
     parts = _matmul(f.reshape(2 * bins, q), wd, workers,   # (P, ..., 2 * bins, R)
                     buffer("fft-dft-a", wd.shape[:-2] + (2 * bins, wd.shape[-1]), ct))
     parts = parts.reshape(wd.shape[:-2] + (2, bins, wd.shape[-1]))
-    return np.ascontiguousarray(np.moveaxis(parts, -3, 1))   # a view in 1-D
+    return np.moveaxis(parts, -3, 1)   # a view: the next axis' copy, or the contraction, reads it
 
 
 def _lead_axis(spec, axis, length, workers, buffer, name):
@@ -125,7 +126,7 @@ def _lead_axis(spec, axis, length, workers, buffer, name):
     return np.ascontiguousarray(np.moveaxis(out, 1 + axis, 1))
 
 
-def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None):
+def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None, lead=True):
     """(P, 2, prod(bins) * G, C_in/G, C_out/G) real, P = prod(strides): per output phase r,
     the real then the imaginary parts of the spectrum at the transform lengths ``small`` of
     the polyphase component h_r[q] = wd[q*s + r] of the kernel (bins: ``small`` with the
@@ -136,17 +137,40 @@ def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None):
     shape, dtype)`` gives the arrays the DFT GEMMs write (a one-shot call's workspace,
     whose pages are already mapped: fresh ones cost page faults every call); default new
     arrays. The spectra may be such a buffer.
+
+    ``lead=False`` stops before axis 0 (``lead_partial``): (P, parts, Q0, rows / L0-bins,
+    C_in/G * C_out/G), transformed along every other axis, for ``fft_contract_dft``, which
+    applies axis 0's DFT row by row inside the contraction; parts 2 (split), or 1 in 1-D
+    (the real kernel: axis 0 is the rfft axis).
     """
     buffer = _new if buffer is None else buffer
     g, nd = geom.groups, geom.ndim
     c_in, mg = w_iox.shape[:2]
     taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
                                                           geom.strides)]
-    spec = _last_axis(_polyphase(w_iox, geom, taps, ct), small[-1], ct, workers, buffer)
-    for a in reversed(range(nd - 1)):
+    spec = _polyphase(w_iox, geom, taps, ct)
+    if not lead and nd == 1:
+        return spec.reshape(prod(geom.strides), 1, taps[0], g, -1)
+    spec = _last_axis(spec, small[-1], ct, workers, buffer)
+    for a in reversed(range(nd - 1) if lead else range(1, nd - 1)):
         name = "fft-dft-b" if (nd - 2 - a) % 2 == 0 else "fft-dft-a"   # never its input
         spec = _lead_axis(spec, a, small[a], workers, buffer, name)
+    if not lead:   # a strided view in 2-D (fft_contract_dft reads it as it is)
+        return spec.reshape(prod(geom.strides), 2, taps[0], -1, (c_in // g) * mg)
     return spec.reshape(prod(geom.strides), 2, -1, c_in // g, mg)
+
+
+def fuses_lead(geom, small):
+    """True when a one-shot call leaves axis 0's transform of its kernel spectra to the
+    contraction (``fft_contract_dft``): when that axis takes a DFT matrix (``uses_dft``)."""
+    q = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
+    return uses_dft(q, small[0])
+
+
+def lead_dft(length, taps, dtype):
+    """(2, L0 // 2 + 1, Q0) real: rows 0 .. L0 // 2 of axis 0's DFT matrix, real then
+    imaginary parts (``fft_contract_dft`` makes the other rows by symmetry)."""
+    return _real_dft(length, taps, np.dtype(dtype))
 
 
 def _matmul(a, b, workers, out):
