@@ -26,19 +26,26 @@ from .blas import blas_threads
 # 5 M multiply-adds, 0.12 ms on one thread, 0.42 ms on a pool of two).
 _MIN_THREADED_MACS = 1 << 25
 
+# fuses_lead's bound: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps.
+_FUSE_TAPS_LOG = 8
+
 __all__ = ["dft_matrix", "fuses_lead", "kernel_spectrum", "lead_dft", "spectrum_features", "uses_dft"]
 
 
-def uses_dft(taps, length):
+def uses_dft(taps, length, last=False):
     """True when ``taps`` taps are transformed to ``length`` bins by a DFT matrix (a GEMM of
-    ``taps`` complex multiply-adds per bin) rather than by ``scipy.fft``.
+    ``taps`` complex multiply-adds per bin) rather than by ``scipy.fft``; ``last``: along the
+    last (real) axis.
 
     A GEMM of depth Q against a transform of ~log2(L) passes, but ``scipy.fft`` along a
     strided axis of short lines pays per line: on the 2-core AMD EPYC (Zen 4), complex64,
     2 workers, the GEMM alone won up to Q ~ 5 log2(L) and lost from 9 log2(L) on; in whole
     one-shot calls 4 log2(L) beat 6 on large_k31_s1 (Q = 31) and tied elsewhere (docs/fft.md).
+    The last axis' GEMM is real and half as long, and scipy.fft's path there needs a copy
+    into the split layout: up to 8 log2(L) (large_k31_s1's one-shot spectra short of axis 0,
+    Q = 31, L = 160: 0.5 ms by GEMM, 5 ms by scipy.fft).
     """
-    return taps <= 4 * log2(max(length, 2))
+    return taps <= (8 if last else 4) * log2(max(length, 2))
 
 
 @functools.lru_cache(maxsize=64)
@@ -98,7 +105,7 @@ def _split(c):
 def _last_axis(wd, length, ct, workers, buffer):
     """Real (P, *Q, R) -> split (P, 2, *Q[:-1], L//2 + 1, R) along the last of the Q axes."""
     q = wd.shape[-2]
-    if not uses_dft(q, length):
+    if not uses_dft(q, length, last=True):
         return _split(sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=workers))
     f = _real_dft(length, q, np.dtype(ct))
     bins = f.shape[1]
@@ -164,13 +171,20 @@ def fuses_lead(geom, small):
     """True when a one-shot call leaves axis 0's transform of its kernel spectra to the
     contraction (``fft_contract_dft``): when that axis takes a DFT matrix (``uses_dft``)."""
     q = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
-    return uses_dft(q, small[0])
+    return q <= _FUSE_TAPS_LOG * log2(max(small[0], 2))
 
 
+@functools.lru_cache(maxsize=64)
 def lead_dft(length, taps, dtype):
-    """(2, L0 // 2 + 1, Q0) real: rows 0 .. L0 // 2 of axis 0's DFT matrix, real then
-    imaginary parts (``fft_contract_dft`` makes the other rows by symmetry)."""
-    return _real_dft(length, taps, np.dtype(dtype))
+    """(2, L0 // 2 + 1, Q0 // 2 + 1) real: cos and sin of 2 pi f t / L0 for the rows
+    f <= L0 // 2 and the centred tap offsets t (``fft_contract_dft``, whose ``_fftrow.h``
+    derives the rest by symmetry). From f*t mod L0 in exact integers, in float64, then
+    rounded once to ``dtype``; read-only."""
+    ft = np.outer(np.arange(length // 2 + 1), np.arange(taps // 2 + 1)) % length
+    ang = 2 * np.pi * ft / length
+    out = np.ascontiguousarray(np.stack([np.cos(ang), np.sin(ang)]), dtype=dtype)
+    out.flags.writeable = False
+    return out
 
 
 def _matmul(a, b, workers, out):
@@ -195,10 +209,13 @@ def _matmul(a, b, workers, out):
 
 
 def spectrum_features(geom, small):
-    """Work of ``kernel_spectrum`` at lengths ``small``, in the units of the cost model's
-    features (transform samples x log2 length, complex multiply-adds, values copied,
-    1-D transforms started); a GEMM's multiply-adds are counted at half those of the
-    per-bin contraction's tiny matrices (a DFT matrix is one well-shaped GEMM)."""
+    """Work of a one-shot call's kernel spectra at lengths ``small``, in the units of the cost
+    model's features (transform samples x log2 length, complex multiply-adds, values
+    copied, 1-D transforms started); a GEMM's multiply-adds are counted at half those of the
+    per-bin contraction's tiny matrices (a DFT matrix is one well-shaped GEMM). When axis 0
+    is left to the contraction (``fuses_lead``), its DFT counts a quarter multiply-add per
+    bin, weight and centred tap (``fft_contract_dft``: two real multiply-adds per bin and
+    term, in cache: measured ~2x the contraction's rate per multiply-add, 2-core AMD EPYC)."""
     nd = geom.ndim
     taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
                                                           geom.strides)]
@@ -206,10 +223,14 @@ def spectrum_features(geom, small):
     dims = list(taps)
     samples = cmacs = transforms = 0.0
     copies = float(cols * prod(taps))                      # the polyphase kernel
+    fused = fuses_lead(geom, small)
     for a in reversed(range(nd)):
         n = small[a] // 2 + 1 if a == nd - 1 else small[a]
         lines = cols * prod(dims) // dims[a]
-        if uses_dft(taps[a], small[a]):
+        if a == 0 and fused:
+            cmacs += lines * n * (taps[0] // 2 + 1) * 0.25
+            break
+        if uses_dft(taps[a], small[a], last=a == nd - 1):
             cmacs += lines * n * taps[a] * (0.25 if a == nd - 1 else 0.5)
         else:
             samples += lines * small[a] * log2(max(small[a], 2))

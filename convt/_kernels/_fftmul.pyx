@@ -40,10 +40,12 @@ cdef extern from "_fftrow.h" nogil:
     void fftrow_contract_d(int isa, const double* x, const double* wr, const double* wi,
                            double* y, int64_t items, int64_t cg, int64_t mg, int64_t xs,
                            double* acc)
-    void fftrow_dft_f(int isa, const float* a, const float* fr, const float* fi, float* s,
-                      int64_t taps, int64_t nb, int cplx)
-    void fftrow_dft_d(int isa, const double* a, const double* fr, const double* fi,
-                      double* s, int64_t taps, int64_t nb, int cplx)
+    void fftrow_dft_f(int isa, const float* a, const float* ca, const float* sa,
+                      const float* cb, const float* sb, float* s, int64_t terms, int64_t nb,
+                      int64_t n, int cplx)
+    void fftrow_dft_d(int isa, const double* a, const double* ca, const double* sa,
+                      const double* cb, const double* sb, double* s, int64_t terms,
+                      int64_t nb, int64_t n, int cplx)
 
 
 cdef inline void _row(int isa, const real* x, const real* wr, const real* wi, real* y,
@@ -55,30 +57,59 @@ cdef inline void _row(int isa, const real* x, const real* wr, const real* wi, re
         fftrow_contract_d(isa, x, wr, wi, y, items, cg, mg, 2 * cg, acc)
 
 
-cdef inline void _dft_row(int isa, const real* a, const real* fr, const real* fi, real* s,
-                          int64_t taps, int64_t nb, bint cplx) noexcept nogil:
-    """Kernel spectrum of one row (and, ``cplx``, of its mirror) from its packed lines of A
-    (``_pack``: ``nb`` blocks of every tap), into s[0:n], s[n:2n] (real, imaginary parts of
-    row f) and, ``cplx``, s[2n:4n] (row L0 - f), n = nb * CONVT_FFTROW_BLOCK. fr, fi: the
-    DFT matrix row F[f, :]."""
+cdef inline void _dft_rows(int isa, const real* a, const real* ca, const real* sa,
+                           const real* cb, const real* sb, real* s, int64_t terms,
+                           int64_t nb, int64_t n, bint cplx) noexcept nogil:
+    """Kernel spectra of two rows f (a, b) and, ``cplx``, of their mirrors L0 - f, short of
+    their phase (``_fftrow.h``), from one packed row of A (``_pack``): s[0:2n] row a, s[2n:4n]
+    its mirror, s[4n:8n] the same for b (real then imaginary parts), n >= nb * BLOCK.
+    ca, sa: cos and sin of 2 pi f t / L0, t < ``terms``, for row a; cb, sb for row b."""
     if real is float:
-        fftrow_dft_f(isa, a, fr, fi, s, taps, nb, cplx)
+        fftrow_dft_f(isa, a, ca, sa, cb, sb, s, terms, nb, n, cplx)
     else:
-        fftrow_dft_d(isa, a, fr, fi, s, taps, nb, cplx)
+        fftrow_dft_d(isa, a, ca, sa, cb, sb, s, terms, nb, n, cplx)
 
 
 cdef void _pack(const real* a, real* out, int64_t taps, int64_t parts, int64_t ks,
-                int64_t aim, int64_t n, int64_t nb) noexcept nogil:
-    """One row of A (taps lines ``ks`` apart, imaginary parts ``aim`` after the real ones,
-    ``n`` weights) as ``nb`` blocks of (taps, parts, CONVT_FFTROW_BLOCK), zero padded."""
-    cdef int64_t b, k, q, j, m = CONVT_FFTROW_BLOCK
+                int64_t aim, int64_t n, int64_t nb, int64_t terms) noexcept nogil:
+    """One row of A (``taps`` lines ``ks`` apart, imaginary parts ``aim`` after the real
+    ones, ``n`` weights) as ``nb`` blocks of (terms, E then O, parts, BLOCK), zero padded:
+    E_t = A[c + t] + A[c - t], O_t = A[c + t] - A[c - t], c = terms - 1 (E_0 = A[c], O_0 = 0;
+    tap ``taps`` is a zero when Q is even)."""
+    cdef int64_t b, t, q, j, m = CONVT_FFTROW_BLOCK, c = terms - 1
+    cdef real hi, lo
     cdef real* o
+    cdef const real* h
+    cdef const real* l
     for b in range(nb):
-        for k in range(taps):
+        for t in range(terms):
             for q in range(parts):
-                o = out + ((b * taps + k) * parts + q) * m
+                o = out + ((b * terms + t) * 2 * parts + q) * m
+                if (b + 1) * m <= n and c + t < taps and t > 0:   # the common case, vectorised
+                    h = a + (c + t) * ks + q * aim + b * m
+                    l = a + (c - t) * ks + q * aim + b * m
+                    for j in range(m):
+                        o[j] = h[j] + l[j]
+                        o[parts * m + j] = h[j] - l[j]
+                    continue
                 for j in range(m):
-                    o[j] = a[k * ks + q * aim + b * m + j] if b * m + j < n else 0
+                    hi = 0
+                    lo = 0
+                    if b * m + j < n:
+                        if c + t < taps:
+                            hi = a[(c + t) * ks + q * aim + b * m + j]
+                        if t > 0:
+                            lo = a[(c - t) * ks + q * aim + b * m + j]
+                    o[j] = hi + lo
+                    o[parts * m + j] = hi - lo if t > 0 else 0
+
+
+cdef void _rotate(const real* x, real* out, int64_t count, real c, real s) noexcept nogil:
+    """out = x * (c + i s), ``count`` interleaved complex values."""
+    cdef int64_t j
+    for j in range(count):
+        out[2 * j] = x[2 * j] * c - x[2 * j + 1] * s
+        out[2 * j + 1] = x[2 * j] * s + x[2 * j + 1] * c
 
 
 def fft_contract(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg) interleaved
@@ -121,26 +152,27 @@ def fft_contract(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg) in
 
 def fft_contract_dft(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg) interleaved
                      const real[:, :, :, :, :] a,        # IN  (P, parts, Q0, RR, Cg * Mg), strided
-                     const real[:, :, ::1] f,            # IN  (2, L0 // 2 + 1, Q0)
+                     const real[:, :, ::1] f,            # IN  (2, L0 // 2 + 1, terms)
                      real[:, :, :, ::1] y,               # OUT (P, R, items, 2 * Mg) interleaved
                      int64_t length, int num_threads, int isa=-1):
-    """y[p, r] = x[r] @ W[p, r], W[p, f0 * RR + rr] = sum_k F[f0, k] A[p, :, k, rr]: the
-    kernel spectra's last transform, along axis 0 (length L0 = ``length``), fused into the
-    contraction. ``parts`` 2: A is split complex and R = L0 * RR rows; 1: A is real (1-D)
-    and R = (L0 // 2 + 1) * RR. F: the DFT matrix rows 0 .. L0 // 2, real then imaginary
-    parts. Shapes trusted; Mg = y.shape[3] // 2, Cg = x.shape[2] // 2; ``isa`` as
-    ``fft_contract``'s."""
+    """y[p, r] = x[r] @ W[p, r], W[p, f0 * RR + rr] = sum_k e^(-2 pi i f0 k / L0) A[p, :, k, rr]:
+    the kernel spectra's last transform, along axis 0 (length L0 = ``length``), fused into
+    the contraction. ``parts`` 2: A is split complex and R = L0 * RR rows; 1: A is real (1-D)
+    and R = (L0 // 2 + 1) * RR. f: cos and sin of 2 pi f0 t / L0 for the rows f0 <= L0 // 2
+    and t < terms = Q0 // 2 + 1 (the centred taps: ``_fftrow.h``). Shapes trusted;
+    Mg = y.shape[3] // 2, Cg = x.shape[2] // 2; ``isa`` as ``fft_contract``'s."""
     cdef int64_t rows = x.shape[0], items = x.shape[1], cg = x.shape[2] // 2
     cdef int64_t mg = y.shape[3] // 2, phases = a.shape[0], taps = a.shape[2]
-    cdef int64_t rr_n = a.shape[3], n = a.shape[4], half = f.shape[1]
+    cdef int64_t rr_n = a.shape[3], n = a.shape[4], half = f.shape[1], terms = f.shape[2]
     cdef bint cplx = a.shape[1] == 2
     cdef int64_t aps = a.strides[0] // sizeof(real), aim = a.strides[1] // sizeof(real)
     cdef int64_t ks = a.strides[2] // sizeof(real), rs = a.strides[3] // sizeof(real)
     cdef int64_t yrow = items * 2 * mg, ys = rows * yrow, xrow = items * 2 * cg
-    cdef int64_t u, p, f0, rr, r0, r1
+    cdef int64_t pairs = (half + 1) // 2
+    cdef int64_t u, p, f0, h, rr, r0, fb, c = terms - 1
     cdef int64_t nb = (n + CONVT_FFTROW_BLOCK - 1) // CONVT_FFTROW_BLOCK
-    cdef int64_t prow = nb * taps * a.shape[1] * CONVT_FFTROW_BLOCK   # a packed row
-    cdef int64_t nn = nb * CONVT_FFTROW_BLOCK
+    cdef int64_t prow = nb * terms * 2 * a.shape[1] * CONVT_FFTROW_BLOCK   # a packed row
+    cdef int64_t nn = (nb + 1) * CONVT_FFTROW_BLOCK   # scratch rows apart (_fftrow.h)
     cdef const real* xp = &x[0, 0, 0] if x.size else NULL
     cdef const real* ap = &a[0, 0, 0, 0, 0] if a.size else NULL
     cdef const real* fp = &f[0, 0, 0] if f.size else NULL
@@ -148,6 +180,8 @@ def fft_contract_dft(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg
     cdef real* acc = NULL
     cdef real* packed = NULL
     cdef real* s
+    cdef real* xr
+    cdef const real* fc
     cdef int level = _cpu.ISA if isa < 0 else isa
     cdef int err[1]
     cdef int* errp = err
@@ -157,36 +191,44 @@ def fft_contract_dft(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg
     if cg == 0 or taps == 0:
         y[...] = 0
         return
-    if n > 1 and a.strides[4] != sizeof(real):
-        raise RuntimeError("fft_contract_dft: the weights of A must be contiguous: "
-                           "this is a bug in convt")
+    if (n > 1 and a.strides[4] != sizeof(real)) or terms != taps // 2 + 1:
+        raise RuntimeError("fft_contract_dft: A's weights not contiguous, or a DFT table "
+                           "for other taps: this is a bug in convt")
     packed = <real*> malloc(phases * rr_n * prow * sizeof(real))
     if packed == NULL:
         raise MemoryError("convt: no memory for the FFT contraction's packed kernel spectra")
     with nogil, parallel(num_threads=num_threads):
         for u in prange(phases * rr_n, schedule="static"):
             p = u // rr_n
-            _pack(ap + p * aps + (u - p * rr_n) * rs, packed + u * prow, taps, a.shape[1], ks,
-                  aim, n, nb)
+            _pack(ap + p * aps + (u - p * rr_n) * rs, packed + u * prow, taps, a.shape[1],
+                  ks, aim, n, nb, terms)
     with nogil, parallel(num_threads=num_threads):
-        acc = <real*> malloc((2 * mg + 4 * nn) * sizeof(real))
+        acc = <real*> malloc((2 * mg + 8 * nn + xrow) * sizeof(real))
         if acc == NULL:
             errp[0] = 1
         else:
-            for u in prange(half * rr_n, schedule="static"):
+            for u in prange(pairs * rr_n, schedule="static"):
                 s = acc + 2 * mg
-                rr = u // half    # consecutive units share rr: its packed row stays in cache
-                f0 = u - rr * half
-                r0 = f0 * rr_n + rr
-                r1 = (length - f0) * rr_n + rr    # the mirror row, when there is one
+                xr = s + 8 * nn
+                rr = u // pairs    # consecutive units share rr: its packed row stays in cache
+                f0 = 2 * (u - rr * pairs)
+                fb = f0 + 1 if f0 + 1 < half else f0
                 for p in range(phases):
-                    _dft_row(level, packed + (p * rr_n + rr) * prow, fp + f0 * taps,
-                             fp + (half + f0) * taps, s, taps, nb, cplx)
-                    _row(level, xp + r0 * xrow, s, s + nn, yp + p * ys + r0 * yrow, items,
-                         cg, mg, acc)
-                    if cplx and f0 > 0 and 2 * f0 != length:
-                        _row(level, xp + r1 * xrow, s + 2 * nn, s + 3 * nn,
-                             yp + p * ys + r1 * yrow, items, cg, mg, acc)
+                    _dft_rows(level, packed + (p * rr_n + rr) * prow, fp + f0 * terms,
+                              fp + (half + f0) * terms, fp + fb * terms,
+                              fp + (half + fb) * terms, s, terms, nb, nn, cplx)
+                    for h in range(2 if fb != f0 else 1):
+                        # row f0 + h: input turned by e^(-i theta c), theta = 2 pi f / L0
+                        fc = fp + (f0 + h) * terms + c
+                        r0 = (f0 + h) * rr_n + rr
+                        _rotate(xp + r0 * xrow, xr, items * cg, fc[0], -fc[half * terms])
+                        _row(level, xr, s + 4 * h * nn, s + (4 * h + 1) * nn,
+                             yp + p * ys + r0 * yrow, items, cg, mg, acc)
+                        if cplx and f0 + h > 0 and 2 * (f0 + h) != length:
+                            r0 = (length - f0 - h) * rr_n + rr     # the mirror row
+                            _rotate(xp + r0 * xrow, xr, items * cg, fc[0], fc[half * terms])
+                            _row(level, xr, s + (4 * h + 2) * nn, s + (4 * h + 3) * nn,
+                                 yp + p * ys + r0 * yrow, items, cg, mg, acc)
         free(acc)
     free(packed)
     if err[0]:

@@ -14,9 +14,18 @@
 #include "_isa.h"
 
 /* fftrow_dft reads A packed by _fftmul.pyx: per row rr, blocks of this many weights, each
- * block holding every tap's real then imaginary parts (one contiguous stream per row: with
- * A's natural layout the taps' lines lie a multiple of 4 KiB apart when C_in/G * C_out/G is
- * a multiple of 1024, and their loads collided in the L1 sets, 4x slower). */
+ * block holding every term's E and O (real then imaginary parts): one contiguous stream per
+ * row. With A's natural layout the taps' lines lie a multiple of 4 KiB apart when
+ * C_in/G * C_out/G is a multiple of 1024, and their loads collided in the L1 sets, 4x slower.
+ *
+ * The taps are centred (c = (Q - 1) / 2, Q made odd with a zero tap): with theta = 2 pi f / L0,
+ * sum_k e^(-i theta k) A[k] = e^(-i theta c) (U - i V), U = sum_t cos(theta t) E_t,
+ * V = sum_t sin(theta t) O_t, E_t = A[c + t] + A[c - t], O_t = A[c + t] - A[c - t] (E_0 = A[c],
+ * O_0 = 0): real coefficients, half the multiply-adds of the plain sum, and row L0 - f is
+ * e^(+i theta c) (U + i V) from the same sums. The phase goes on the row's input instead
+ * (C_in/G values, not C_in/G * C_out/G). Two rows f (a, b) share every load. The eight output
+ * rows lie n reals apart in s, n a block more than the weights (not a multiple of 4 KiB:
+ * loads after stores 4 KiB apart were measured 3x slower). */
 #define CONVT_FFTROW_BLOCK 16
 
 /* Loads and stores of GCC vector types at any alignment (vmovups). */
@@ -75,48 +84,51 @@ ATTR static void fftrow_contract_##SUF(const T *restrict x, const T *restrict wr
         for (int64_t q = 0; q < mg; q++) { yo[2 * q] = ar[q]; yo[2 * q + 1] = ai[q]; }        \
     }                                                                                         \
 }                                                                                             \
-ATTR static void fftrow_dft_##SUF(const T *restrict a, const T *restrict fr,                  \
-        const T *restrict fi, T *restrict s, int64_t taps, int64_t nb, int cplx)            \
+ATTR static void fftrow_dft_##SUF(const T *restrict a, const T *restrict ca,                  \
+        const T *restrict sa, const T *restrict cb, const T *restrict sb, T *restrict s,      \
+        int64_t terms, int64_t nb, int64_t n, int cplx)                                       \
 {                                                                                             \
     typedef convt_v_##SUF V;                                                                  \
-    enum { NV = CONVT_FFTROW_BLOCK * sizeof(T) / VB };                                        \
-    const int64_t ln = VB / sizeof(T), n = nb * CONVT_FFTROW_BLOCK;                           \
-    const int64_t step = (cplx ? 2 : 1) * CONVT_FFTROW_BLOCK;                                 \
-    T *restrict s0 = s, *restrict s1 = s + n, *restrict s2 = s + 2 * n,                     \
-      *restrict s3 = s + 3 * n;                                                               \
+    enum { NV = CONVT_FFTROW_BLOCK * sizeof(T) / VB, B = CONVT_FFTROW_BLOCK };                \
+    const int64_t ln = VB / sizeof(T);                                                        \
+    const int64_t step = (cplx ? 4 : 2) * B;    /* one term: E (re, im), O (re, im) */       \
     for (int64_t b = 0; b < nb; b++) {                                                        \
-        const T *restrict ab = a + b * taps * step;                                           \
-        const int64_t j = b * CONVT_FFTROW_BLOCK;                                             \
-        V p[NV], q[NV], r[NV], t[NV];                                                         \
-        for (int v = 0; v < NV; v++) { p[v] = (V){0}; q[v] = (V){0}; r[v] = (V){0}; t[v] = (V){0}; } \
-        if (cplx) {                                                                           \
-            /* P = sum c Re A, Q = sum d Im A, R = sum c Im A, S = sum d Re A; then          \
-             * F[f] A = (P - Q) + i (R + S), conj(F[f]) A = (P + Q) + i (R - S) */          \
-            for (int64_t k = 0; k < taps; k++) {                                              \
-                const T c = fr[k], d = fi[k];                                                 \
-                for (int v = 0; v < NV; v++) {                                                \
-                    const V re = CONVT_FFTROW_LD(V, ab + k * step + v * ln);                 \
-                    const V im = CONVT_FFTROW_LD(V, ab + k * step + CONVT_FFTROW_BLOCK + v * ln); \
-                    p[v] += c * re; q[v] += d * im; r[v] += c * im; t[v] += d * re;           \
+        const T *restrict ab = a + b * terms * step;                                          \
+        const int64_t j = b * B;                                                              \
+        for (int v = 0; v < NV; v++) {                                                        \
+            const int64_t o = v * ln;                                                         \
+            if (cplx) {                                                                       \
+                V ura = {0}, uia = {0}, vra = {0}, via = {0};                                 \
+                V urb = {0}, uib = {0}, vrb = {0}, vib = {0};                                 \
+                for (int64_t t = 0; t < terms; t++) {                                         \
+                    const T *restrict e = ab + t * step + o;                                  \
+                    const V er = CONVT_FFTROW_LD(V, e), ei = CONVT_FFTROW_LD(V, e + B);      \
+                    const V or_ = CONVT_FFTROW_LD(V, e + 2 * B);                             \
+                    const V oi = CONVT_FFTROW_LD(V, e + 3 * B);                              \
+                    ura += ca[t] * er; uia += ca[t] * ei; vra += sa[t] * or_; via += sa[t] * oi; \
+                    urb += cb[t] * er; uib += cb[t] * ei; vrb += sb[t] * or_; vib += sb[t] * oi; \
                 }                                                                             \
-            }                                                                                 \
-            for (int v = 0; v < NV; v++) {                                                    \
-                CONVT_FFTROW_ST(s0 + j + v * ln, p[v] - q[v]);                                \
-                CONVT_FFTROW_ST(s1 + j + v * ln, r[v] + t[v]);                                \
-                CONVT_FFTROW_ST(s2 + j + v * ln, p[v] + q[v]);                                \
-                CONVT_FFTROW_ST(s3 + j + v * ln, r[v] - t[v]);                                \
-            }                                                                                 \
-        } else {                                                                              \
-            for (int64_t k = 0; k < taps; k++) {                                              \
-                const T c = fr[k], d = fi[k];                                                 \
-                for (int v = 0; v < NV; v++) {                                                \
-                    const V re = CONVT_FFTROW_LD(V, ab + k * step + v * ln);                 \
-                    p[v] += c * re; q[v] += d * re;                                           \
+                /* rows f and L0 - f of both (a, b), before the phase: U -+ i V */          \
+                CONVT_FFTROW_ST(s + j + o, ura + via);                                        \
+                CONVT_FFTROW_ST(s + n + j + o, uia - vra);                                    \
+                CONVT_FFTROW_ST(s + 2 * n + j + o, ura - via);                                \
+                CONVT_FFTROW_ST(s + 3 * n + j + o, uia + vra);                                \
+                CONVT_FFTROW_ST(s + 4 * n + j + o, urb + vib);                                \
+                CONVT_FFTROW_ST(s + 5 * n + j + o, uib - vrb);                                \
+                CONVT_FFTROW_ST(s + 6 * n + j + o, urb - vib);                                \
+                CONVT_FFTROW_ST(s + 7 * n + j + o, uib + vrb);                                \
+            } else {                                                                          \
+                V ua = {0}, va = {0}, ub = {0}, vb = {0};                                     \
+                for (int64_t t = 0; t < terms; t++) {                                         \
+                    const T *restrict e = ab + t * step + o;                                  \
+                    const V er = CONVT_FFTROW_LD(V, e), or_ = CONVT_FFTROW_LD(V, e + B);     \
+                    ua += ca[t] * er; va += sa[t] * or_;                                      \
+                    ub += cb[t] * er; vb += sb[t] * or_;                                      \
                 }                                                                             \
-            }                                                                                 \
-            for (int v = 0; v < NV; v++) {                                                    \
-                CONVT_FFTROW_ST(s0 + j + v * ln, p[v]);                                       \
-                CONVT_FFTROW_ST(s1 + j + v * ln, q[v]);                                       \
+                CONVT_FFTROW_ST(s + j + o, ua);                                               \
+                CONVT_FFTROW_ST(s + n + j + o, -va);                                          \
+                CONVT_FFTROW_ST(s + 4 * n + j + o, ub);                                       \
+                CONVT_FFTROW_ST(s + 5 * n + j + o, -vb);                                      \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
@@ -152,11 +164,13 @@ static inline void fftrow_contract_d(int isa, const double *x, const double *wr,
         const double *wi, double *y, int64_t items, int64_t cg, int64_t mg, int64_t xs,
         double *acc)
 { CONVT_FFTROW_PICK(d, fftrow_contract, (x, wr, wi, y, items, cg, mg, xs, acc)); }
-static inline void fftrow_dft_f(int isa, const float *a, const float *fr, const float *fi,
-        float *s, int64_t taps, int64_t nb, int cplx)
-{ CONVT_FFTROW_PICK(f, fftrow_dft, (a, fr, fi, s, taps, nb, cplx)); }
-static inline void fftrow_dft_d(int isa, const double *a, const double *fr, const double *fi,
-        double *s, int64_t taps, int64_t nb, int cplx)
-{ CONVT_FFTROW_PICK(d, fftrow_dft, (a, fr, fi, s, taps, nb, cplx)); }
+static inline void fftrow_dft_f(int isa, const float *a, const float *ca, const float *sa,
+        const float *cb, const float *sb, float *s, int64_t terms, int64_t nb, int64_t n,
+        int cplx)
+{ CONVT_FFTROW_PICK(f, fftrow_dft, (a, ca, sa, cb, sb, s, terms, nb, n, cplx)); }
+static inline void fftrow_dft_d(int isa, const double *a, const double *ca, const double *sa,
+        const double *cb, const double *sb, double *s, int64_t terms, int64_t nb, int64_t n,
+        int cplx)
+{ CONVT_FFTROW_PICK(d, fftrow_dft, (a, ca, sa, cb, sb, s, terms, nb, n, cplx)); }
 
 #endif /* CONVT_FFTROW_H */
