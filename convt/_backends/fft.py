@@ -278,7 +278,8 @@ def _spectra(plan, geom, small):
 class _Lead:
     """A one-shot call's kernel spectra short of axis 0's transform, which the contraction
     applies row by row (``fft_contract_dft``): ``partial`` (P, parts, Q0, rows / L0-bins,
-    Cg * Mg), ``dft`` (2, L0 // 2 + 1, Q0), ``length`` L0."""
+    Cg * Mg), a strided view; ``dft`` (2, L0 // 2 + 1, Q0 // 2 + 1), the cos and sin table
+    of ``lead_dft``; ``length`` L0."""
 
     partial: np.ndarray
     dft: np.ndarray
@@ -313,7 +314,8 @@ def _contract(spec, wsplit, workers):
     (``convt._kernels._fftmul``), bins split over ``workers`` OpenMP threads.
 
     ``spec`` (*bins, G, items..., Cg) is shared by every phase; ``wsplit`` is the kernel
-    spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``.
+    spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``, or a one-shot
+    call's ``_Lead`` (``fft_contract_dft`` finishes each row's spectrum on the way).
     """
     if isinstance(wsplit, _Lead):
         a = wsplit.partial
