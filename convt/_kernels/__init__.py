@@ -70,7 +70,9 @@
 #                      and ml_dtypes' astype; pack_taps16 (the late sums' taps from 16-bit
 #                      weights). _layout.to_padded_nxc16 widens as it transposes.
 # _fftmul.fft_contract the FFT backend's per-bin channel contraction (split real / imaginary
-#                      kernel spectra, OpenMP over bins: bit-identical for any thread count).
+#                      kernel spectra, OpenMP over bins: bit-identical for any thread count);
+#                      fft_contract_dft, a one-shot call's: each row's kernel spectrum made in
+#                      scratch from axis 0's taps first (loops per ISA level in _fftrow.h).
 # _openmp_helpers      whether OpenMP was compiled in, omp_get_max_threads(), release_threads().
 # _cpu                 the ISA level every kernel runs at (CONVT_ISA caps it), the FMA peak.
 #
