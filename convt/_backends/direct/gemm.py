@@ -316,8 +316,10 @@ def _run_gemm(xa, state, geom, plan, out=None):
                         arena, out)
 
 
-# L2 per core: 1 MiB on Zen 4, 1.25-2 MiB on recent Intel cores.
-_L2_BYTES = 1 << 20
+# Half of a core's L2 (1 MiB on Zen 4, 1.25-2 MiB on recent Intel cores): BLAS's packed
+# copies and C share it. (18724, 7, 18) GEMMs, A = 700 KB: 100 us each, 12 G MAC/s
+# (1d_n1_c18-7_i9619_k55_d2, random sweep seed 25); (1000, 64, 64), A = 256 KB: 36 G.
+_L2_BYTES = 1 << 19
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
 # used (gemm_fits); the 14 bench workloads have 0.0-0.85.
 _MAX_GRID_GROWTH = 8
@@ -337,8 +339,8 @@ class GemmCalls(NamedTuple):
     tasks: int
 
     def streamed(self):
-        """Values of A (m x k input rows) read by the calls whose A outgrows a core's L2
-        (_L2_BYTES in float32: BLAS then packs it from L3 or memory)."""
+        """Values of A (m x k input rows) read by the calls whose A outgrows _L2_BYTES in
+        float32 (BLAS then packs it from L3 or memory)."""
         m = self.rows / np.maximum(self.count, 1)
         return float(np.sum(np.where(m * self.depth * 4 > _L2_BYTES, self.rows * self.depth, 0)))
 
