@@ -259,6 +259,9 @@ def test_one_shot_late_sums_pack_16_bit_weights_directly(name, rng, monkeypatch)
     # taps packed straight from the 16-bit weights: the prepared call's bits
     from convt._backends.direct import winograd
     monkeypatch.setattr(winograd, "_LATE_SUM_BYTES", 0)
+    # the float32 path's Winograd: bfloat16's dot-product tiles (micro_bf16) would take it
+    from convt._backends.direct import micro_bf16
+    monkeypatch.setattr(micro_bf16.VARIANT, "takes", lambda *a: False)
     dt = np_dtype(name)
     x = rng.standard_normal((2, 32, 6, 6)).astype(dt)
     w = rng.standard_normal((32, 32, 4, 4)).astype(dt)

@@ -41,7 +41,11 @@ def test_kernel_isas_follow_the_level():
         table = _cpu.kernel_isas(level)
         assert table["micro"] == table["winograd"] == _cpu.NAMES[min(level, 2)]
         assert table["layout"] == _cpu.NAMES[min(level, 1)]
+        bf16 = table.pop("micro_bf16")
         assert set(table.values()) <= set(_cpu.NAMES[:level + 1])
+        # AVX512-BF16 sits on top of level 2: off below it whatever the CPU has
+        assert bf16 == ("avx512_bf16" if _cpu.bf16(level) else "off")
+        assert _cpu.bf16(level) == (level >= 2 and _cpu.bf16(_cpu.CPU_ISA))
 
 
 @pytest.mark.skipif(_cpu.ISA < 1, reason="no FMA path on this machine")

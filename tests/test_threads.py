@@ -85,7 +85,10 @@ def test_eight_threads_match_serial_bit_for_bit(case, monkeypatch):
     op, w, b = _op(case)
     kw = dict(case[3], method=case[4], workers=2)
     inputs = [_data(case, 10 + i, grow=i % 2)[0] for i in range(8)]
-    serial = [op(x) for x in inputs]
+    # the one-shot function against its own serial results: it may compute differently from
+    # a prepared operator (the FFT's one-shot call fuses its kernel spectra's last transform
+    # into the contraction), but never differently from one thread to many
+    serial = [(op(x), convt.conv_transpose(x, w, b, **kw)) for x in inputs]
     results = [[] for _ in inputs]
     errors = []
     start = threading.Barrier(len(inputs))
@@ -94,8 +97,7 @@ def test_eight_threads_match_serial_bit_for_bit(case, monkeypatch):
         try:
             start.wait()
             for _ in range(3):
-                results[i].append(op(inputs[i]))
-                results[i].append(convt.conv_transpose(inputs[i], w, b, **kw))
+                results[i].append((op(inputs[i]), convt.conv_transpose(inputs[i], w, b, **kw)))
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -106,9 +108,10 @@ def test_eight_threads_match_serial_bit_for_bit(case, monkeypatch):
         t.join()
     assert not errors, errors
     for got, want in zip(results, serial):
-        assert len(got) == 6
-        for y in got:
-            np.testing.assert_array_equal(y, want)
+        assert len(got) == 3
+        for pair in got:
+            np.testing.assert_array_equal(pair[0], want[0])
+            np.testing.assert_array_equal(pair[1], want[1])
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

@@ -88,8 +88,12 @@ def test_signature_buckets_lengths_only():
 
 
 def test_time_candidates_is_best_of_interleaved_rounds():
+    """Each timed call follows an untimed one of the same candidate (100 s here, never
+    counted): timed straight after another backend's call, a small call ran up to 3.5x its
+    repeated time on issue 38's random sweep."""
     now, calls = [0.0], []
-    steps = {"a": iter([9.0] + [5.0, 2.0, 4.0] * 10), "b": iter([9.0] + [3.0] * 30)}
+    steps = {"a": iter([9.0] + [100.0, 5.0, 100.0, 2.0, 100.0, 4.0] * 10),
+             "b": iter([9.0] + [100.0, 3.0] * 30)}
 
     def run(name):
         def f():
@@ -98,8 +102,9 @@ def test_time_candidates_is_best_of_interleaved_rounds():
         return f
     best = _tune.time_candidates({"a": run("a"), "b": run("b")}, clock_fn=lambda: now[0])
     assert best == {"a": 2.0, "b": 3.0}
-    assert calls[:2] == ["a", "b"] and calls[2:6] == ["a", "b", "a", "b"]   # warm-up, rounds
-    assert len(calls) == 2 + 2 * _tune._MIN_ROUNDS   # the fake 1 s budget ran out
+    assert calls[:2] == ["a", "b"]                      # warm-up
+    assert calls[2:10] == ["a", "a", "b", "b"] * 2      # rounds
+    assert len(calls) == 2 + 4 * _tune._MIN_ROUNDS   # the fake 1 s budget ran out
 
 
 def test_time_candidates_times_a_close_call_again():
@@ -107,8 +112,9 @@ def test_time_candidates_times_a_close_call_again():
     each a second apart ranked such pairs the other way on issue 38's random sweeps); the
     best of all rounds counts."""
     now, calls = [0.0], []
-    steps = {"a": iter([9.0] + [5.0, 2.2, 4.0] + [3.0, 1.9, 5.0] * 10),
-             "b": iter([9.0] + [2.1] * 40)}
+    steps = {"a": iter([9.0] + [100.0, 5.0, 100.0, 2.2, 100.0, 4.0]
+                       + [100.0, 3.0, 100.0, 1.9, 100.0, 5.0] * 10),
+             "b": iter([9.0] + [100.0, 2.1] * 40)}
 
     def run(name):
         def f():
@@ -117,7 +123,7 @@ def test_time_candidates_times_a_close_call_again():
         return f
     best = _tune.time_candidates({"a": run("a"), "b": run("b")}, clock_fn=lambda: now[0])
     assert best == pytest.approx({"a": 1.9, "b": 2.1})
-    assert len(calls) == 2 + 2 * 2 * _tune._MIN_ROUNDS   # two passes of the fake budget
+    assert len(calls) == 2 + 2 * 4 * _tune._MIN_ROUNDS   # two passes of the fake budget
 
 
 @pytest.mark.parametrize("winner", ["fft", "direct"])

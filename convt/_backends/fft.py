@@ -45,8 +45,8 @@ import scipy.fft as sfft
 
 from .base import parallel
 from .direct.pixel import bias_filled
-from .fft_spectra import kernel_spectrum, spectrum_features
-from .._kernels._fftmul import fft_contract
+from .fft_spectra import fuses_lead, kernel_spectrum, lead_dft, spectrum_features
+from .._kernels._fftmul import fft_contract, fft_contract_dft
 
 __all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FftLayout", "fft_growth", "fft_layout", "plan_fft",
            "run_fft"]
@@ -260,14 +260,30 @@ def _spectra(plan, geom, small):
     by transform lengths (and the strides and dilations that shape them) by a prepared one."""
     ct = plan.compute_dtype
 
-    def make(buffer=None):
-        return kernel_spectrum(plan.w_iox, geom, small, ct, plan.workers, buffer)
+    def make(buffer=None, lead=True):
+        return kernel_spectrum(plan.w_iox, geom, small, ct, plan.workers, buffer, lead)
 
     if plan.one_shot:
-        return make(lambda name, shape, dtype:
-                    plan.workspace.buffer(name, prod(shape), dtype).reshape(shape))
+        def buffer(name, shape, dtype):
+            return plan.workspace.buffer(name, prod(shape), dtype).reshape(shape)
+        if fuses_lead(geom, small):
+            taps = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
+            return _Lead(make(buffer, lead=False), lead_dft(small[0], taps, ct), small[0])
+        return make(buffer)
     store = plan.packed("fft-spectra", lambda p: _Spectra())
     return store.get((small, geom.strides, geom.dilations, np.dtype(ct).str), make)
+
+
+@dataclass(frozen=True)
+class _Lead:
+    """A one-shot call's kernel spectra short of axis 0's transform, which the contraction
+    applies row by row (``fft_contract_dft``): ``partial`` (P, parts, Q0, rows / L0-bins,
+    Cg * Mg), a strided view; ``dft`` (2, L0 // 2 + 1, Q0 // 2 + 1), the cos and sin table
+    of ``lead_dft``; ``length`` L0."""
+
+    partial: np.ndarray
+    dft: np.ndarray
+    length: int
 
 
 def _tiles(xa, geom, lay, ct):
@@ -298,8 +314,20 @@ def _contract(spec, wsplit, workers):
     (``convt._kernels._fftmul``), bins split over ``workers`` OpenMP threads.
 
     ``spec`` (*bins, G, items..., Cg) is shared by every phase; ``wsplit`` is the kernel
-    spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``.
+    spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``, or a one-shot
+    call's ``_Lead`` (``fft_contract_dft`` finishes each row's spectrum on the way).
     """
+    if isinstance(wsplit, _Lead):
+        a = wsplit.partial
+        phases, parts, taps, cg = a.shape[0], a.shape[1], a.shape[2], spec.shape[-1]
+        mg = a.shape[4] // cg
+        rows = a.shape[3] * (wsplit.length if parts == 2 else wsplit.dft.shape[1])
+        x = spec.reshape(rows, -1, cg)
+        out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
+        work = out.size * (cg + taps)
+        fft_contract_dft(x.view(a.dtype), a, wsplit.dft, out.view(a.dtype), wsplit.length,
+                         workers if work >= _MIN_THREADED_CMACS else 1)
+        return out
     phases, _, rows, cg, mg = wsplit.shape
     x = spec.reshape(rows, -1, cg)
     out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)

@@ -21,23 +21,31 @@ import scipy.fft as sfft
 
 from .blas import blas_threads
 
-# Below this many multiply-adds a DFT GEMM runs on one thread (a thread pool's start costs
-# ~0.1 ms, the GEMM ~0.1 ms per 10 M multiply-adds on one Zen 4 core).
-_MIN_THREADED_MACS = 1 << 22
+# Below this many multiply-adds a DFT GEMM runs on one thread: a thread pool's start and join
+# cost ~0.3 ms, the GEMM ~0.1 ms per 4 M multiply-adds on one Zen 4 core (2-core AMD EPYC:
+# 5 M multiply-adds, 0.12 ms on one thread, 0.42 ms on a pool of two).
+_MIN_THREADED_MACS = 1 << 25
 
-__all__ = ["dft_matrix", "kernel_spectrum", "spectrum_features", "uses_dft"]
+# fuses_lead's bound: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps.
+_FUSE_TAPS_LOG = 8
+
+__all__ = ["dft_matrix", "fuses_lead", "kernel_spectrum", "lead_dft", "spectrum_features", "uses_dft"]
 
 
-def uses_dft(taps, length):
+def uses_dft(taps, length, last=False):
     """True when ``taps`` taps are transformed to ``length`` bins by a DFT matrix (a GEMM of
-    ``taps`` complex multiply-adds per bin) rather than by ``scipy.fft``.
+    ``taps`` complex multiply-adds per bin) rather than by ``scipy.fft``; ``last``: along the
+    last (real) axis.
 
     A GEMM of depth Q against a transform of ~log2(L) passes, but ``scipy.fft`` along a
     strided axis of short lines pays per line: on the 2-core AMD EPYC (Zen 4), complex64,
     2 workers, the GEMM alone won up to Q ~ 5 log2(L) and lost from 9 log2(L) on; in whole
     one-shot calls 4 log2(L) beat 6 on large_k31_s1 (Q = 31) and tied elsewhere (docs/fft.md).
+    The last axis' GEMM is real and half as long, and scipy.fft's path there needs a copy
+    into the split layout: up to 8 log2(L) (large_k31_s1's one-shot spectra short of axis 0,
+    Q = 31, L = 160: 0.5 ms by GEMM, 5 ms by scipy.fft).
     """
-    return taps <= 4 * log2(max(length, 2))
+    return taps <= (8 if last else 4) * log2(max(length, 2))
 
 
 @functools.lru_cache(maxsize=64)
@@ -97,14 +105,14 @@ def _split(c):
 def _last_axis(wd, length, ct, workers, buffer):
     """Real (P, *Q, R) -> split (P, 2, *Q[:-1], L//2 + 1, R) along the last of the Q axes."""
     q = wd.shape[-2]
-    if not uses_dft(q, length):
+    if not uses_dft(q, length, last=True):
         return _split(sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=workers))
     f = _real_dft(length, q, np.dtype(ct))
     bins = f.shape[1]
     parts = _matmul(f.reshape(2 * bins, q), wd, workers,   # (P, ..., 2 * bins, R)
                     buffer("fft-dft-a", wd.shape[:-2] + (2 * bins, wd.shape[-1]), ct))
     parts = parts.reshape(wd.shape[:-2] + (2, bins, wd.shape[-1]))
-    return np.ascontiguousarray(np.moveaxis(parts, -3, 1))   # a view in 1-D
+    return np.moveaxis(parts, -3, 1)   # a view: the next axis' copy, or the contraction, reads it
 
 
 def _lead_axis(spec, axis, length, workers, buffer, name):
@@ -125,7 +133,7 @@ def _lead_axis(spec, axis, length, workers, buffer, name):
     return np.ascontiguousarray(np.moveaxis(out, 1 + axis, 1))
 
 
-def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None):
+def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None, lead=True):
     """(P, 2, prod(bins) * G, C_in/G, C_out/G) real, P = prod(strides): per output phase r,
     the real then the imaginary parts of the spectrum at the transform lengths ``small`` of
     the polyphase component h_r[q] = wd[q*s + r] of the kernel (bins: ``small`` with the
@@ -136,17 +144,47 @@ def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None):
     shape, dtype)`` gives the arrays the DFT GEMMs write (a one-shot call's workspace,
     whose pages are already mapped: fresh ones cost page faults every call); default new
     arrays. The spectra may be such a buffer.
+
+    ``lead=False`` stops before axis 0 (``lead_partial``): (P, parts, Q0, rows / L0-bins,
+    C_in/G * C_out/G), transformed along every other axis, for ``fft_contract_dft``, which
+    applies axis 0's DFT row by row inside the contraction; parts 2 (split), or 1 in 1-D
+    (the real kernel: axis 0 is the rfft axis).
     """
     buffer = _new if buffer is None else buffer
     g, nd = geom.groups, geom.ndim
     c_in, mg = w_iox.shape[:2]
     taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
                                                           geom.strides)]
-    spec = _last_axis(_polyphase(w_iox, geom, taps, ct), small[-1], ct, workers, buffer)
-    for a in reversed(range(nd - 1)):
+    spec = _polyphase(w_iox, geom, taps, ct)
+    if not lead and nd == 1:
+        return spec.reshape(prod(geom.strides), 1, taps[0], g, -1)
+    spec = _last_axis(spec, small[-1], ct, workers, buffer)
+    for a in reversed(range(nd - 1) if lead else range(1, nd - 1)):
         name = "fft-dft-b" if (nd - 2 - a) % 2 == 0 else "fft-dft-a"   # never its input
         spec = _lead_axis(spec, a, small[a], workers, buffer, name)
+    if not lead:   # a strided view in 2-D (fft_contract_dft reads it as it is)
+        return spec.reshape(prod(geom.strides), 2, taps[0], -1, (c_in // g) * mg)
     return spec.reshape(prod(geom.strides), 2, -1, c_in // g, mg)
+
+
+def fuses_lead(geom, small):
+    """True when a one-shot call leaves axis 0's transform of its kernel spectra to the
+    contraction (``fft_contract_dft``): when that axis takes a DFT matrix (``uses_dft``)."""
+    q = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
+    return q <= _FUSE_TAPS_LOG * log2(max(small[0], 2))
+
+
+@functools.lru_cache(maxsize=64)
+def lead_dft(length, taps, dtype):
+    """(2, L0 // 2 + 1, Q0 // 2 + 1) real: cos and sin of 2 pi f t / L0 for the rows
+    f <= L0 // 2 and the centred tap offsets t (``fft_contract_dft``, whose ``_fftrow.h``
+    derives the rest by symmetry). From f*t mod L0 in exact integers, in float64, then
+    rounded once to ``dtype``; read-only."""
+    ft = np.outer(np.arange(length // 2 + 1), np.arange(taps // 2 + 1)) % length
+    ang = 2 * np.pi * ft / length
+    out = np.ascontiguousarray(np.stack([np.cos(ang), np.sin(ang)]), dtype=dtype)
+    out.flags.writeable = False
+    return out
 
 
 def _matmul(a, b, workers, out):
@@ -171,10 +209,13 @@ def _matmul(a, b, workers, out):
 
 
 def spectrum_features(geom, small):
-    """Work of ``kernel_spectrum`` at lengths ``small``, in the units of the cost model's
-    features (transform samples x log2 length, complex multiply-adds, values copied,
-    1-D transforms started); a GEMM's multiply-adds are counted at half those of the
-    per-bin contraction's tiny matrices (a DFT matrix is one well-shaped GEMM)."""
+    """Work of a one-shot call's kernel spectra at lengths ``small``, in the units of the cost
+    model's features (transform samples x log2 length, complex multiply-adds, values
+    copied, 1-D transforms started); a GEMM's multiply-adds are counted at half those of the
+    per-bin contraction's tiny matrices (a DFT matrix is one well-shaped GEMM). When axis 0
+    is left to the contraction (``fuses_lead``), its DFT counts a quarter multiply-add per
+    bin, weight and centred tap (``fft_contract_dft``: two real multiply-adds per bin and
+    term, in cache: measured ~2x the contraction's rate per multiply-add, 2-core AMD EPYC)."""
     nd = geom.ndim
     taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
                                                           geom.strides)]
@@ -182,10 +223,14 @@ def spectrum_features(geom, small):
     dims = list(taps)
     samples = cmacs = transforms = 0.0
     copies = float(cols * prod(taps))                      # the polyphase kernel
+    fused = fuses_lead(geom, small)
     for a in reversed(range(nd)):
         n = small[a] // 2 + 1 if a == nd - 1 else small[a]
         lines = cols * prod(dims) // dims[a]
-        if uses_dft(taps[a], small[a]):
+        if a == 0 and fused:
+            cmacs += lines * n * (taps[0] // 2 + 1) * 0.25
+            break
+        if uses_dft(taps[a], small[a], last=a == nd - 1):
             cmacs += lines * n * taps[a] * (0.25 if a == nd - 1 else 0.5)
         else:
             samples += lines * small[a] * log2(max(small[a], 2))

@@ -26,12 +26,12 @@ _PROBES = (
     ((1, 1, 64), (1, 1, 3), {}, ("direct", "fft")),                      # fixed costs
 )
 _F64_PROBES = (0, 6)       # also timed in float64
-_FIXED = ("call_s",)  # measured directly, not fitted
+_FIXED = ("call_s", "gemm_stream_s")  # measured directly, not fitted
 _PRIOR = 0.5          # pull towards the current constants (fit_constants)
 # Physical limits of the dimensionless constants (a loaded machine can push a fit past them:
 # a second thread never slows a kernel down in the model, float64 is never faster).
 _BOUNDS = {"thread_efficiency": (0.3, 1.0), "direct_f64": (1.0, 3.0), "fft_f64": (1.0, 3.0),
-           "gemm_channel_half": (0.5, 64.0), "micro_channel_half": (0.5, 64.0),
+           "gemm_channel_half": (0.5, 64.0), "gemm_rows_half": (1.0, 512.0), "micro_channel_half": (0.5, 64.0),
            "depthwise_border": (1.0, 30.0)}
 
 

@@ -29,12 +29,24 @@ __all__ = ["CONSTANTS", "DEFAULTS", "PEAK_TIED", "REF_PEAK", "set_constants", "o
 # docs/scripts/dispatch_random.py --seed 1 --json s1.json`, then `--fit s1.json --names ...`;
 # fft_transform_s and fft_axis_call_s held), checked on seed 2; the four depthwise_* ones,
 # five fft_* ones (fft_axis_call_s held) and the two pixel_* ones the same day on seed 12,
-# checked on seeds 11 and 13-18 (docs/dispatch.md, "The random sweep (issue 38)"). The MAC
-# rates are this machine's; PEAK_TIED rescales them elsewhere.
+# checked on seeds 11 and 13-18, the five gemm_* ones on seed 21 (docs/dispatch.md, "The
+# random sweep (issue 38)"). The MAC rates are this machine's; PEAK_TIED rescales them
+# elsewhere.
 DEFAULTS = {
     "call_s": 15e-6,               # fixed cost of one call: set by hand from the smallest calls
-    "gemm_macs_per_s": 23.8e9,     # GEMM variant, thick channels
-    "gemm_channel_half": 0.776,    # GEMM efficiency c / (c + half) per channel dimension
+    # GEMM variant, per BLAS call as the kernel issues it (convt._backends.direct.gemm.
+    # gemm_calls): the rate of a large GEMM, its efficiency m / (m + rows_half) x n / (n +
+    # channel_half) (m rows, n columns: merged taps x channels), per grid-mode call, per
+    # output value written out; fitted on the random sweep's seed 21 (each call timed after
+    # a run of itself), checked on seeds 22-24
+    "gemm_macs_per_s": 41.7e9,
+    "gemm_channel_half": 0.5,
+    "gemm_rows_half": 13.1,
+    "gemm_call_s": 7.9e-7,
+    "gemm_write_s": 5.7e-10,
+    # per value of a GEMM's A operand larger than L2: set from one-thread sgemm timings
+    # (convt._backends.direct.gemm.Gemm.extra_seconds), the sweeps hold too few such layers
+    "gemm_stream_s": 0.4e-9,
     # register tiles, set by hand (2026-11-21, AVX2 + FMA): 64-512-channel 3x3 / 4x4 layers
     # at 188-208 GFLOP/s on 2 workers; the half rate from 16-channel layers on one thread
     "micro_macs_per_s": 57e9,

@@ -94,17 +94,18 @@ def _packing_seconds(geom, compute_dtype, c):
     return 2 * weights * np.dtype(compute_dtype).itemsize / c["bytes_per_s"]
 
 
-def estimate(geom, compute_dtype, workers, constants=None, one_shot=False):
+def estimate(geom, compute_dtype, workers, constants=None, one_shot=False, storage=None):
     """Estimated seconds of each backend that estimates itself ("direct", "fft") on ``geom``.
 
     ``compute_dtype`` is float32 or float64 (16-bit types compute in float32); ``workers``
     is the plan's thread count; ``one_shot``: price a one-shot call (which computes the
     FFT's kernel spectra and packs the direct backend's weights) instead of a prepared one.
     Another backend than the direct one is not estimated (None) when the direct estimate is
-    below its fixed cost alone or when no output position has an input.
+    below its fixed cost alone or when no output position has an input. ``storage``: the
+    storage dtype, when a direct variant of its own may run it (bfloat16's dot products).
     """
     c = current() if constants is None else constants
-    kind = direct_kind(geom)
+    kind = direct.storage_kind(geom, direct_kind(geom), storage)
     run = direct.BACKEND.estimate(geom, compute_dtype, workers, c, kind)
     pack = _packing_seconds(geom, compute_dtype, c)
     split = {"direct": (run, run + pack)}

@@ -265,9 +265,10 @@ class Plan:
         return hit
 
     def estimate(self, geom):
-        """``convt._dispatch.cost.estimate`` for this plan's compute dtype and workers, of a
-        one-shot call for a one-shot plan."""
-        return estimate(geom, self.compute_dtype, self.workers, one_shot=self.one_shot)
+        """``convt._dispatch.cost.estimate`` for this plan's compute dtype, storage dtype
+        (unless pinned) and workers, of a one-shot call for a one-shot plan."""
+        return estimate(geom, self.compute_dtype, self.workers, one_shot=self.one_shot,
+                        storage=self.dtype if self.pin is None else None)
 
     def choose(self, geom, x=None):
         """The backend for ``geom``: the method asked for; for "auto" the cost model's

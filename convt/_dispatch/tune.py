@@ -41,9 +41,11 @@ _entries = {}       # signature -> {"method": str, "seconds": {method: float}}
 _tuning = renew_after_fork(sys.modules[__name__], "_tuning", dict)  # signature -> Lock held while it is being tuned (one tuning per signature)
 _store = {"dir": None, "env_checked": False}
 
-# Timing of candidates: a warm-up call each, then up to _ROUNDS interleaved rounds (one call
-# of each candidate per round, so load from other processes hits all alike), best-of; rounds
-# stop early once _BUDGET_S has passed and _MIN_ROUNDS are done.
+# Timing of candidates: a warm-up call each, then up to _ROUNDS interleaved rounds (one timed
+# call of each candidate per round, so load from other processes hits all alike, each right
+# after an untimed call of itself: timed straight after another backend's call, a small call
+# ran up to 3.5x its repeated time on issue 38's random sweep, docs/dispatch.md), best-of;
+# rounds stop early once _BUDGET_S has passed and _MIN_ROUNDS are done.
 _ROUNDS = 15
 _MIN_ROUNDS = 3
 _BUDGET_S = 1.0
@@ -96,7 +98,8 @@ def signature(geom, compute_dtype, workers):
 
 def time_candidates(runs, clock_fn=None):
     """Best-of seconds of each callable in ``runs`` ({name: run}), interleaved rounds after
-    one warm-up call each (see ``_ROUNDS``), twice as many for a close call (``_CLOSE``)."""
+    one warm-up call each, each timed call right after an untimed one of the same callable
+    (see ``_ROUNDS``), twice as many rounds for a close call (``_CLOSE``)."""
     clock_fn = clock_fn or clock
     for run in runs.values():
         run()
@@ -105,6 +108,7 @@ def time_candidates(runs, clock_fn=None):
         start = clock_fn()
         for r in range(_ROUNDS):
             for name, run in runs.items():
+                run()   # timed after a run of itself, not straight after another's
                 t = clock_fn()
                 run()
                 best[name] = min(best[name], clock_fn() - t)

@@ -50,6 +50,12 @@
 #                      of a set of phases x all output channels, MR x NR sub-tiles held in
 #                      registers across blocks of taps and channels (_ukernel.h), inputs read
 #                      through per-row pointers (no halo copy), then written into y.
+#                      With bf16 (the "micro_bf16" variant, AVX512-BF16), x and the weights
+#                      hold pairs of bfloat16 channels per 32-bit slot and the tiles multiply a
+#                      pair per vdpbf16ps (_bf16kernel.h), accumulating in float32.
+# _bf16                bfloat16 storage: to_pairs_nxc (x channels-last, groups padded to even
+#                      channel counts), pack_pairs (weights as pairs); the result is rounded
+#                      to bfloat16 by the micro write-outs (_half.h).
 # _wino.wino_conv      the "winograd" variant: F(2, 2) / F(2, 3) products along axes of two or
 #                      three adjacent taps, each run as a micro phase on transformed inputs,
 #                      then combined (output transform) and written; wino_ready checks x.
@@ -64,7 +70,9 @@
 #                      and ml_dtypes' astype; pack_taps16 (the late sums' taps from 16-bit
 #                      weights). _layout.to_padded_nxc16 widens as it transposes.
 # _fftmul.fft_contract the FFT backend's per-bin channel contraction (split real / imaginary
-#                      kernel spectra, OpenMP over bins: bit-identical for any thread count).
+#                      kernel spectra, OpenMP over bins: bit-identical for any thread count);
+#                      fft_contract_dft, a one-shot call's: each row's kernel spectrum made in
+#                      scratch from axis 0's taps first (loops per ISA level in _fftrow.h).
 # _openmp_helpers      whether OpenMP was compiled in, omp_get_max_threads(), release_threads().
 # _cpu                 the ISA level every kernel runs at (CONVT_ISA caps it), the FMA peak.
 #

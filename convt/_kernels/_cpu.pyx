@@ -6,6 +6,8 @@ OS enabled, XCR0: _isa.h), capped by the environment variable ``CONVT_ISA`` as o
 every kernel call read it at call time (a test may set it lower for one test). Levels:
 0 ``generic`` (portable C), 1 ``avx2`` (AVX2 + FMA), 2 ``avx512`` (AVX-512 F/BW/DQ/VL),
 3 ``avx512_amx`` (that plus AMX-TILE and AMX-BF16, the tile state granted by Linux).
+``BF16``: whether the bfloat16 dot-product tiles (AVX512-BF16, ``vdpbf16ps``: _bf16kernel.h)
+run, a feature on top of level 2 that the cap turns off with the level (``bf16(level)``).
 
 ``fma_peak(threads)``: float32 GFLOP/s of a register-only FMA loop at the widest vector the
 level has (a few ms, cached per process; never run at import).
@@ -18,6 +20,7 @@ from cython.parallel cimport prange
 
 cdef extern from "_isa.h" nogil:
     int convt_cpu_isa(int cap)
+    int convt_cpu_bf16(int isa)
 
 cdef extern from *:
     """
@@ -102,6 +105,19 @@ ISA = decide(os.environ.get(ENV))
 CPU_ISA = ISA if ISA == 3 else convt_cpu_isa(2)
 
 
+_BF16_CPU = bool(convt_cpu_bf16(CPU_ISA))   # asked once: CPUID traps in some VMs
+
+
+def bf16(level=None):
+    """Whether the AVX512-BF16 tiles run at ``level`` (default ``ISA``, read at call time: a
+    test may lower it) on this CPU: never below level 2 (``CONVT_ISA=avx2`` or ``generic``
+    turns them off)."""
+    return _BF16_CPU and min(ISA if level is None else level, CPU_ISA) >= 2
+
+
+BF16 = bf16()   # this process's decision at import
+
+
 def name(level=None):
     """The name of ``level`` (default: the process's ``ISA``)."""
     return NAMES[ISA if level is None else level]
@@ -126,9 +142,13 @@ _KERNEL_MAX = {
 
 
 def kernel_isas(level=None):
-    """{kernel: the name of the level it runs at} for ``level`` (default ``ISA``)."""
+    """{kernel: the name of the level it runs at} for ``level`` (default ``ISA``); the
+    bfloat16 tiles ("micro_bf16") say "avx512_bf16", or "off" where bfloat16 storage runs
+    the float32 kernels."""
     level = ISA if level is None else level
-    return {k: NAMES[min(level, top)] for k, top in _KERNEL_MAX.items()}
+    table = {k: NAMES[min(level, top)] for k, top in _KERNEL_MAX.items()}
+    table["micro_bf16"] = "avx512_bf16" if bf16(level) else "off"
+    return table
 
 
 _PEAK = {}

@@ -1,4 +1,5 @@
-"""The FFT backend's per-bin channel contraction: fft_contract.
+"""The FFT backend's per-bin channel contraction: fft_contract, and fft_contract_dft, which
+also finishes the kernel spectra on the way (a one-shot call's, never stored).
 
 Per phase p, bin row r (a frequency bin of one group) and item i (a batch element of one
 tile), Y[p, r, i, :] = sum_c X[r, i, c] W[p, r, c, :], complex. The matrices are tiny (C_in/G
@@ -8,60 +9,124 @@ imaginary parts, so the innermost loop over output channels reads two unit-strid
 that gcc -O3 vectorises; X and Y stay interleaved complex (scipy.fft's layout), and a
 row of Y is summed in per-thread scratch and written once.
 
-Threads: OpenMP prange over bin rows, each row (every phase and item of it) computed by one
-thread in a fixed order, so results are bit-identical for any thread count.
+fft_contract_dft takes the kernel spectra transformed along every axis but the first (A,
+split layout, Q0 taps left on axis 0) and the first axis' DFT matrix: per bin row it makes the
+row's kernel spectrum in per-thread scratch (Q0 complex multiply-adds per weight, in cache)
+and contracts it at once, so a one-shot call's full spectra (MBs, written then read back)
+never exist. Axis 0 complex (2-D, 3-D): rows f and L0 - f share the products of the real
+and imaginary parts (F[L0 - f] = conj F[f]), so one pass over A makes both (half the work).
+Axis 0 real (1-D: it is also the rfft axis): A is the real kernel, and only L0/2 + 1 rows.
+
+The loops themselves are C (``_fftrow.h``), compiled once per ISA level of ``_isa.h`` and
+picked by the ``isa`` argument (default ``convt._kernels._cpu.ISA``).
+
+Threads: OpenMP prange over bin rows (fft_contract_dft: pairs of mirrored rows), each row
+(every phase and item of it) computed by one thread in a fixed order, so results are
+bit-identical for any thread count.
 """
 from cython.parallel cimport parallel, prange
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
 from ._types cimport real
+from . import _cpu
 
 
-cdef void _row(const real* x, const real* w, real* y, int64_t items, int64_t cg,
-               int64_t mg, int64_t phases, int64_t xs, int64_t ws, int64_t wim,
-               int64_t ys, real* acc) noexcept nogil:
-    """Every phase and item of one bin row; ``xs``, ``ws``, ``ys``: strides between items
-    (x), phases (w) and phases (y), in reals; ``wim``: offset of w's imaginary parts."""
-    cdef int64_t p, i, c, m
-    cdef real xr, xi
-    cdef const real* wr
-    cdef const real* wi
-    cdef real* ar = acc
-    cdef real* ai = acc + mg
-    cdef real* yo
-    for p in range(phases):
-        for i in range(items):
-            for m in range(mg):
-                ar[m] = 0
-                ai[m] = 0
-            for c in range(cg):
-                xr = x[i * xs + 2 * c]
-                xi = x[i * xs + 2 * c + 1]
-                wr = w + p * ws + c * mg
-                wi = wr + wim
-                for m in range(mg):
-                    ar[m] = ar[m] + (xr * wr[m] - xi * wi[m])
-                    ai[m] = ai[m] + (xr * wi[m] + xi * wr[m])
-            yo = y + p * ys + i * 2 * mg
-            for m in range(mg):
-                yo[2 * m] = ar[m]
-                yo[2 * m + 1] = ai[m]
+cdef extern from "_fftrow.h" nogil:
+    enum: CONVT_FFTROW_BLOCK
+    void fftrow_contract_f(int isa, const float* x, const float* wr, const float* wi,
+                           float* y, int64_t items, int64_t cg, int64_t mg, int64_t xs,
+                           float* acc)
+    void fftrow_contract_d(int isa, const double* x, const double* wr, const double* wi,
+                           double* y, int64_t items, int64_t cg, int64_t mg, int64_t xs,
+                           double* acc)
+    void fftrow_dft_f(int isa, const float* a, const float* ca, const float* sa,
+                      const float* cb, const float* sb, float* s, int64_t terms, int64_t nb,
+                      int64_t n, int cplx)
+    void fftrow_dft_d(int isa, const double* a, const double* ca, const double* sa,
+                      const double* cb, const double* sb, double* s, int64_t terms,
+                      int64_t nb, int64_t n, int cplx)
+
+
+cdef inline void _row(int isa, const real* x, const real* wr, const real* wi, real* y,
+                      int64_t items, int64_t cg, int64_t mg, real* acc) noexcept nogil:
+    """Every item of one bin row: y[i] = x[i] @ (wr + i wi); x, y interleaved complex."""
+    if real is float:
+        fftrow_contract_f(isa, x, wr, wi, y, items, cg, mg, 2 * cg, acc)
+    else:
+        fftrow_contract_d(isa, x, wr, wi, y, items, cg, mg, 2 * cg, acc)
+
+
+cdef inline void _dft_rows(int isa, const real* a, const real* ca, const real* sa,
+                           const real* cb, const real* sb, real* s, int64_t terms,
+                           int64_t nb, int64_t n, bint cplx) noexcept nogil:
+    """Kernel spectra of two rows f (a, b) and, ``cplx``, of their mirrors L0 - f, short of
+    their phase (``_fftrow.h``), from one packed row of A (``_pack``): s[0:2n] row a, s[2n:4n]
+    its mirror, s[4n:8n] the same for b (real then imaginary parts), n >= nb * BLOCK.
+    ca, sa: cos and sin of 2 pi f t / L0, t < ``terms``, for row a; cb, sb for row b."""
+    if real is float:
+        fftrow_dft_f(isa, a, ca, sa, cb, sb, s, terms, nb, n, cplx)
+    else:
+        fftrow_dft_d(isa, a, ca, sa, cb, sb, s, terms, nb, n, cplx)
+
+
+cdef void _pack(const real* a, real* out, int64_t taps, int64_t parts, int64_t ks,
+                int64_t aim, int64_t n, int64_t nb, int64_t terms) noexcept nogil:
+    """One row of A (``taps`` lines ``ks`` apart, imaginary parts ``aim`` after the real
+    ones, ``n`` weights) as ``nb`` blocks of (terms, E then O, parts, BLOCK), zero padded:
+    E_t = A[c + t] + A[c - t], O_t = A[c + t] - A[c - t], c = terms - 1 (E_0 = A[c], O_0 = 0;
+    tap ``taps`` is a zero when Q is even)."""
+    cdef int64_t b, t, q, j, m = CONVT_FFTROW_BLOCK, c = terms - 1
+    cdef real hi, lo
+    cdef real* o
+    cdef const real* h
+    cdef const real* l
+    for b in range(nb):
+        for t in range(terms):
+            for q in range(parts):
+                o = out + ((b * terms + t) * 2 * parts + q) * m
+                if (b + 1) * m <= n and c + t < taps and t > 0:   # the common case, vectorised
+                    h = a + (c + t) * ks + q * aim + b * m
+                    l = a + (c - t) * ks + q * aim + b * m
+                    for j in range(m):
+                        o[j] = h[j] + l[j]
+                        o[parts * m + j] = h[j] - l[j]
+                    continue
+                for j in range(m):
+                    hi = 0
+                    lo = 0
+                    if b * m + j < n:
+                        if c + t < taps:
+                            hi = a[(c + t) * ks + q * aim + b * m + j]
+                        if t > 0:
+                            lo = a[(c - t) * ks + q * aim + b * m + j]
+                    o[j] = hi + lo
+                    o[parts * m + j] = hi - lo if t > 0 else 0
+
+
+cdef void _rotate(const real* x, real* out, int64_t count, real c, real s) noexcept nogil:
+    """out = x * (c + i s), ``count`` interleaved complex values."""
+    cdef int64_t j
+    for j in range(count):
+        out[2 * j] = x[2 * j] * c - x[2 * j + 1] * s
+        out[2 * j + 1] = x[2 * j] * s + x[2 * j + 1] * c
 
 
 def fft_contract(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg) interleaved
                  const real[:, :, :, :, ::1] w,      # IN  (P, 2, R, Cg, Mg) split
                  real[:, :, :, ::1] y,               # OUT (P, R, items, 2 * Mg) interleaved
-                 int num_threads):
-    """y[p, r, i] = x[r, i] @ w[p, r] in complex arithmetic (shapes above; trusted)."""
+                 int num_threads, int isa=-1):
+    """y[p, r, i] = x[r, i] @ w[p, r] in complex arithmetic (shapes above; trusted);
+    ``isa``: the level of the loops (-1: ``_cpu.ISA``)."""
     cdef int64_t rows = x.shape[0], items = x.shape[1], cg = w.shape[3], mg = w.shape[4]
-    cdef int64_t phases = w.shape[0], r
-    cdef int64_t wrow = cg * mg, yrow = items * 2 * mg
-    cdef int64_t ws = 2 * rows * wrow, ys = rows * yrow
+    cdef int64_t phases = w.shape[0], r, p
+    cdef int64_t wrow = cg * mg, yrow = items * 2 * mg, xrow = items * 2 * cg
+    cdef int64_t ws = 2 * rows * wrow, ys = rows * yrow, wim = rows * wrow
     cdef const real* xp = &x[0, 0, 0] if x.size else NULL
     cdef const real* wp = &w[0, 0, 0, 0, 0] if w.size else NULL
     cdef real* yp = &y[0, 0, 0, 0] if y.size else NULL
     cdef real* acc = NULL
+    cdef int level = _cpu.ISA if isa < 0 else isa
     cdef int err[1]
     cdef int* errp = err
     err[0] = 0
@@ -76,8 +141,95 @@ def fft_contract(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg) in
             errp[0] = 1
         else:
             for r in prange(rows, schedule="static"):
-                _row(xp + r * items * 2 * cg, wp + r * wrow, yp + r * yrow, items, cg, mg,
-                     phases, 2 * cg, ws, rows * wrow, ys, acc)
+                for p in range(phases):
+                    _row(level, xp + r * xrow, wp + p * ws + r * wrow,
+                         wp + p * ws + wim + r * wrow, yp + p * ys + r * yrow, items, cg, mg,
+                         acc)
         free(acc)
+    if err[0]:
+        raise MemoryError("convt: no memory for the FFT contraction's per-thread scratch")
+
+
+def fft_contract_dft(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg) interleaved
+                     const real[:, :, :, :, :] a,        # IN  (P, parts, Q0, RR, Cg * Mg), strided
+                     const real[:, :, ::1] f,            # IN  (2, L0 // 2 + 1, terms)
+                     real[:, :, :, ::1] y,               # OUT (P, R, items, 2 * Mg) interleaved
+                     int64_t length, int num_threads, int isa=-1):
+    """y[p, r] = x[r] @ W[p, r], W[p, f0 * RR + rr] = sum_k e^(-2 pi i f0 k / L0) A[p, :, k, rr]:
+    the kernel spectra's last transform, along axis 0 (length L0 = ``length``), fused into
+    the contraction. ``parts`` 2: A is split complex and R = L0 * RR rows; 1: A is real (1-D)
+    and R = (L0 // 2 + 1) * RR. f: cos and sin of 2 pi f0 t / L0 for the rows f0 <= L0 // 2
+    and t < terms = Q0 // 2 + 1 (the centred taps: ``_fftrow.h``). Shapes trusted;
+    Mg = y.shape[3] // 2, Cg = x.shape[2] // 2; ``isa`` as ``fft_contract``'s."""
+    cdef int64_t rows = x.shape[0], items = x.shape[1], cg = x.shape[2] // 2
+    cdef int64_t mg = y.shape[3] // 2, phases = a.shape[0], taps = a.shape[2]
+    cdef int64_t rr_n = a.shape[3], n = a.shape[4], half = f.shape[1], terms = f.shape[2]
+    cdef bint cplx = a.shape[1] == 2
+    cdef int64_t aps = a.strides[0] // sizeof(real), aim = a.strides[1] // sizeof(real)
+    cdef int64_t ks = a.strides[2] // sizeof(real), rs = a.strides[3] // sizeof(real)
+    cdef int64_t yrow = items * 2 * mg, ys = rows * yrow, xrow = items * 2 * cg
+    cdef int64_t pairs = (half + 1) // 2
+    cdef int64_t u, p, f0, h, rr, r0, fb, c = terms - 1
+    cdef int64_t nb = (n + CONVT_FFTROW_BLOCK - 1) // CONVT_FFTROW_BLOCK
+    cdef int64_t prow = nb * terms * 2 * a.shape[1] * CONVT_FFTROW_BLOCK   # a packed row
+    cdef int64_t nn = (nb + 1) * CONVT_FFTROW_BLOCK   # scratch rows apart (_fftrow.h)
+    cdef const real* xp = &x[0, 0, 0] if x.size else NULL
+    cdef const real* ap = &a[0, 0, 0, 0, 0] if a.size else NULL
+    cdef const real* fp = &f[0, 0, 0] if f.size else NULL
+    cdef real* yp = &y[0, 0, 0, 0] if y.size else NULL
+    cdef real* acc = NULL
+    cdef real* packed = NULL
+    cdef real* s
+    cdef real* xr
+    cdef const real* fc
+    cdef int level = _cpu.ISA if isa < 0 else isa
+    cdef int err[1]
+    cdef int* errp = err
+    err[0] = 0
+    if rows == 0 or items == 0 or mg == 0 or phases == 0:
+        return
+    if cg == 0 or taps == 0:
+        y[...] = 0
+        return
+    if (n > 1 and a.strides[4] != sizeof(real)) or terms != taps // 2 + 1:
+        raise RuntimeError("fft_contract_dft: A's weights not contiguous, or a DFT table "
+                           "for other taps: this is a bug in convt")
+    packed = <real*> malloc(phases * rr_n * prow * sizeof(real))
+    if packed == NULL:
+        raise MemoryError("convt: no memory for the FFT contraction's packed kernel spectra")
+    with nogil, parallel(num_threads=num_threads):
+        for u in prange(phases * rr_n, schedule="static"):
+            p = u // rr_n
+            _pack(ap + p * aps + (u - p * rr_n) * rs, packed + u * prow, taps, a.shape[1],
+                  ks, aim, n, nb, terms)
+    with nogil, parallel(num_threads=num_threads):
+        acc = <real*> malloc((2 * mg + 8 * nn + xrow) * sizeof(real))
+        if acc == NULL:
+            errp[0] = 1
+        else:
+            for u in prange(pairs * rr_n, schedule="static"):
+                s = acc + 2 * mg
+                xr = s + 8 * nn
+                rr = u // pairs    # consecutive units share rr: its packed row stays in cache
+                f0 = 2 * (u - rr * pairs)
+                fb = f0 + 1 if f0 + 1 < half else f0
+                for p in range(phases):
+                    _dft_rows(level, packed + (p * rr_n + rr) * prow, fp + f0 * terms,
+                              fp + (half + f0) * terms, fp + fb * terms,
+                              fp + (half + fb) * terms, s, terms, nb, nn, cplx)
+                    for h in range(2 if fb != f0 else 1):
+                        # row f0 + h: input turned by e^(-i theta c), theta = 2 pi f / L0
+                        fc = fp + (f0 + h) * terms + c
+                        r0 = (f0 + h) * rr_n + rr
+                        _rotate(xp + r0 * xrow, xr, items * cg, fc[0], -fc[half * terms])
+                        _row(level, xr, s + 4 * h * nn, s + (4 * h + 1) * nn,
+                             yp + p * ys + r0 * yrow, items, cg, mg, acc)
+                        if cplx and f0 + h > 0 and 2 * (f0 + h) != length:
+                            r0 = (length - f0 - h) * rr_n + rr     # the mirror row
+                            _rotate(xp + r0 * xrow, xr, items * cg, fc[0], fc[half * terms])
+                            _row(level, xr, s + (4 * h + 2) * nn, s + (4 * h + 3) * nn,
+                                 yp + p * ys + r0 * yrow, items, cg, mg, acc)
+        free(acc)
+    free(packed)
     if err[0]:
         raise MemoryError("convt: no memory for the FFT contraction's per-thread scratch")

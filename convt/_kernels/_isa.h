@@ -9,6 +9,8 @@
  *
  * Levels (as oneDNN's ONEDNN_MAX_CPU_ISA): 0 portable C; 1 AVX2 + FMA; 2 AVX-512
  * F/BW/DQ/VL; 3 that plus AMX-TILE and AMX-BF16 with the tile state granted by the OS.
+ * AVX512-BF16 (vdpbf16ps: convt_cpu_bf16) is a feature on top of level 2, not a level: Zen 4
+ * has it without AMX, and Sapphire Rapids has both.
  */
 #ifndef CONVT_ISA_H
 #define CONVT_ISA_H
@@ -92,6 +94,26 @@ static int convt_cpu_isa(int cap)
     return level;
 #else
     (void) cap;
+    return 0;
+#endif
+}
+
+/* Whether the bfloat16 dot-product kernels (_bf16kernel.h) may run at level isa (this CPU's,
+ * capped): AVX512-BF16, CPUID.(EAX=7, ECX=1):EAX bit 5, on top of level 2 (whose check
+ * covers the zmm state in XCR0). Off below level 2, so CONVT_ISA=avx2 turns it off. */
+static inline int convt_cpu_bf16(int isa)
+{
+#if CONVT_HAVE_AVX2_PATH
+    unsigned a, b, c, d;
+    if (isa < 2 || __get_cpuid_max(0, 0) < 7)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (a < 1)   /* the highest subleaf of leaf 7 */
+        return 0;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 5) & 1;
+#else
+    (void) isa;
     return 0;
 #endif
 }

@@ -133,6 +133,18 @@ cdef inline void _copy(real* dst, const real* src, int64_t n) noexcept nogil:
         dst[i] = src[i]
 
 
+cdef inline int64_t _row_block(int64_t I2, int64_t rows, int num_threads) noexcept:
+    # positions of a row per work item of the padded transposes: _I2BLOCK, or, with fewer
+    # rows than work items for the threads (a 1-D signal), shorter blocks of whole
+    # 16-position lines
+    cdef int64_t blk = _I2BLOCK
+    cdef int64_t want = (4 * num_threads + rows - 1) // rows if rows else 1
+    if (I2 + blk - 1) // blk < want:
+        blk = ((I2 + want - 1) // want + 2 * _T8 - 1) // (2 * _T8) * 2 * _T8
+        blk = max(<int64_t> 2 * _T8, blk)
+    return blk
+
+
 def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
                   real[:, :, :, :, ::1] xp,        # OUT (N, P0, P1, P2, C), interior only
                   const int64_t[::1] halo,         # IN  (H0, H1, H2)
@@ -150,13 +162,7 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
     cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo
     cdef int64_t bad = 0, m
     cdef int64_t H0 = halo[0], H1 = halo[1], H2 = halo[2]
-    cdef int64_t blk = _I2BLOCK, want
-    # fewer rows than work items for the threads (a 1-D signal): shorter blocks, of whole
-    # 16-position lines
-    want = (4 * num_threads + rows - 1) // rows if rows else 1
-    if (I2 + blk - 1) // blk < want:
-        blk = ((I2 + want - 1) // want + 2 * _T8 - 1) // (2 * _T8) * 2 * _T8
-        blk = max(<int64_t> 2 * _T8, blk)
+    cdef int64_t blk = _row_block(I2, rows, num_threads)
     cdef int64_t nb = (I2 + blk - 1) // blk
     if rows == 0 or C == 0 or I2 == 0:
         return True
@@ -193,11 +199,7 @@ def to_padded_nxc16(const uint16_t[:, :, :, :, ::1] x,  # IN  (N, C, I0, I1, I2)
     cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo
     cdef int64_t bad = 0, m
     cdef int64_t H0 = halo[0], H1 = halo[1], H2 = halo[2]
-    cdef int64_t blk = _I2BLOCK, want
-    want = (4 * num_threads + rows - 1) // rows if rows else 1
-    if (I2 + blk - 1) // blk < want:
-        blk = ((I2 + want - 1) // want + 2 * _T8 - 1) // (2 * _T8) * 2 * _T8
-        blk = max(<int64_t> 2 * _T8, blk)
+    cdef int64_t blk = _row_block(I2, rows, num_threads)
     cdef int64_t nb = (I2 + blk - 1) // blk
     if rows == 0 or C == 0 or I2 == 0:
         return True

@@ -132,7 +132,8 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
 cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, const real* bias,
                     real* y, const int64_t* ph, int64_t nph, const int64_t* tap_e, int64_t r0,
                     int64_t m, const int64_t* d, const int64_t* ystr, real* t, const real** ptr,
-                    int64_t* off, uint16_t* y16, int kind, int hisa) noexcept nogil:
+                    int64_t* off, uint16_t* y16, int kind, int hisa,
+                    int bf16) noexcept nogil:
     # Rows r0..r0+m (clipped to each phase's own rows) of the nph phases of a set from ph:
     # their outputs share lines of y. Each phase's tile at t + p * MB * ldc, its row offsets
     # at off + p * MB (the sub-tiles' tap masks after the set's offsets); then the set is
@@ -145,7 +146,7 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
         _offsets(pp, r0, mp, d, ystr, off + p * MB)
         if pp[7] and mp:
             _tile(isa, x, zero, wp, pp, tap_e, r0, mp, d, t + p * MB * ldc, ptr,
-                  <uint64_t*> (off + nph * MB))
+                  <uint64_t*> (off + nph * MB), NULL, NULL, NULL, NULL, 0, NULL, bf16)
     if ystr[4] != 1:
         _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off, y16, kind, hisa)
         return
@@ -182,7 +183,10 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                uint16_t[::1] y16=None,        # OUT instead of y (float32 tiles only): a
                                               #     16-bit y (float16 or bfloat16 bits,
                                               #     kind 0 or 1), each value rounded once
-               int kind=0):
+               int kind=0,
+               int bf16=0):                   # IN  float32 only: 0, or x, zero and wp hold
+                                              #     bfloat16 pairs and bf16 the mode bits of
+                                              #     _bf16kernel.h (_tile.pxd)
     """Compute y (or y16); releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
@@ -216,4 +220,4 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
             _set_task(isa, xptr, zptr, wptr, bptr, yptr, pptr + PHASE_COLS * tk[0], tk[1], te,
                       tk[2], tk[3], dm, yst, tl + tid * SM * MB * ldc,
                       <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB,
-                      y16p, kind, hisa)
+                      y16p, kind, hisa, bf16)

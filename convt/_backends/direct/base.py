@@ -12,6 +12,8 @@ in rule order). The registry asks each, in turn:
     and writing y once, seconds of per-row set-up and slow multiply-adds (``rate``: the
     rate for the compute dtype; ``convt._backends.direct.seconds`` adds the call cost and
     the threads);
+``tasks(geom, kind)``
+    how many tasks its kernel shares among the threads (None: enough for any count);
 ``layout(geom, mode)``
     what it plans from the geometry alone (cached per geometry by the registry), or None;
 ``prepare(geom, plan, layout)``
@@ -80,6 +82,9 @@ class Variant:
 
     def extra_seconds(self, geom, kind, c, rate):
         return 0.0
+
+    def tasks(self, geom, kind):
+        return None
 
     def layout(self, geom, mode):
         return None

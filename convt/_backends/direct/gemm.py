@@ -10,9 +10,11 @@ kernel module for the algorithm.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from dataclasses import dataclass
 from math import prod
+from typing import NamedTuple
 
 import numpy as np
 
@@ -72,6 +74,9 @@ def grid_shape(geom):
     return per_axis, halo, grid
 
 
+# Shared by the cost model (gemm_calls) and the plan (Gemm.layout): built once per geometry
+# (20-50 ms in Python for 3,000-4,000 taps). Read-only: the kernel only reads its arrays.
+@functools.lru_cache(maxsize=32)
 def gemm_layout(geom):
     """The ``GemmLayout`` of ``geom`` (any rank, padded to 3 spatial axes)."""
     strides, dils, kernel, in_shape, pbs, out_shape = _axes3(geom)
@@ -313,6 +318,10 @@ def _run_gemm(xa, state, geom, plan, out=None):
                         arena, out)
 
 
+# Half of a core's L2 (1 MiB on Zen 4, 1.25-2 MiB on recent Intel cores): BLAS's packed
+# copies and C share it. (18724, 7, 18) GEMMs, A = 700 KB: 100 us each, 12 G MAC/s
+# (1d_n1_c18-7_i9619_k55_d2, random sweep seed 25); (1000, 64, 64), A = 256 KB: 36 G.
+_L2_BYTES = 1 << 19
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
 # used (gemm_fits); the 14 bench workloads have 0.0-0.85.
 _MAX_GRID_GROWTH = 8
@@ -320,6 +329,60 @@ _MAX_GRID_GROWTH = 8
 _MIN_BATCH_ROWS = 8
 # Mostly halo and a small batch: grid mode only when priced this far below the pixel kernel.
 _PIXEL_MARGIN = 1.5
+
+
+class GemmCalls(NamedTuple):
+    """The BLAS calls of a layout, per (op, group) kind: ``count`` calls with ``rows`` M
+    summed over them, N = ``columns``, K = ``depth``; ``tasks``: the kernel's tasks."""
+    count: np.ndarray
+    rows: np.ndarray
+    columns: np.ndarray
+    depth: np.ndarray
+    tasks: int
+
+    def streamed(self):
+        """Values of A (m x k input rows) read by the calls whose A outgrows _L2_BYTES in
+        float32 (BLAS then packs it from L3 or memory)."""
+        m = self.rows / np.maximum(self.count, 1)
+        return float(np.sum(np.where(m * self.depth * 4 > _L2_BYTES, self.rows * self.depth, 0)))
+
+
+@functools.lru_cache(maxsize=256)
+def gemm_calls(geom, batch_rows):
+    """The ``GemmCalls`` the kernel (convt._kernels._gemm) makes on ``geom``: per op of a
+    set, one GEMM per group and task whose rows reach the op's last needed row (a task's
+    rows are capped there, ``_grid_task``); in batch-rows mode one (N, Mg, Cg) GEMM per
+    output position, tap and group."""
+    layout = gemm_layout(geom)
+    g, cg, mg = geom.groups, geom.c_in // geom.groups, geom.c_out // geom.groups
+    if batch_rows:
+        ph = layout.phases
+        count = np.array([float(np.prod(ph[:, :3], axis=1) @ ph[:, 7]) * g])
+        n_tasks = len(batch_rows_layout(layout, geom.batch).tasks)
+        return GemmCalls(count, count * geom.batch, np.array([mg]), np.array([cg]), n_tasks)
+    tasks, img, tile = layout.tasks, prod(layout.grid), layout.tile_rows
+    count, rows, cols = [], [], []
+    for k, (_, _, first, nops) in enumerate(layout.sets):
+        mine = tasks[(tasks[:, 0] == k) & (tasks[:, 3] == _GRID)]
+        if not nops or not len(mine):
+            continue
+        ops = layout.ops[first:first + nops]
+        end = int((mine[:, 1] + mine[:, 2]).max())
+        # a set's tasks tile its rows (channels first: each image's) from the start, so
+        # the rows an op runs are those below its last row, in ceil(rows / tile) calls
+        if layout.channels_first:
+            spans = [(min(end - i * img, img), ops[:, 5]) for i in range(geom.batch)]
+        else:
+            spans = [(end, ops[:, 5] + (geom.batch - 1) * img)]
+        run = sum(np.clip(last, 0, span) for span, last in spans)
+        calls = sum(-(-np.clip(last, 0, span) // tile) for span, last in spans)
+        count.append(g * calls)
+        rows.append(g * run)
+        cols.append(ops[:, 3] * mg)
+    if not count:
+        return GemmCalls(np.zeros(1), np.zeros(1), np.ones(1), np.array([cg]), len(tasks))
+    return GemmCalls(np.concatenate(count).astype(float), np.concatenate(rows).astype(float),
+                     np.concatenate(cols).astype(float), np.array([cg]), len(tasks))
 
 
 def gemm_fits(geom):
@@ -357,9 +420,31 @@ class Gemm(Variant):
         return grid if _PIXEL_MARGIN * rule.seconds(grid) <= rule.seconds(pixel_kind) else None
 
     def rate(self, geom, kind, c):
-        cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
-        h = c["gemm_channel_half"]
-        return c["gemm_macs_per_s"] * cg / (cg + h) * mg / (mg + h)
+        return c["gemm_macs_per_s"]
+
+    def tasks(self, geom, kind):
+        return gemm_calls(geom, kind.mode == "batch-rows").tasks
+
+    def extra_seconds(self, geom, kind, c, rate):
+        # The GEMMs as the kernel issues them (gemm_calls), each at the BLAS rate times
+        # m / (m + gemm_rows_half) x n / (n + gemm_channel_half), in place of the
+        # multiply-adds at that rate (``kind.macs / rate``, which the registry adds); plus
+        # gemm_write_s per output value (the tile's strided write-out), in grid mode
+        # gemm_call_s per GEMM (batch-rows mode's (16, 8, 8) GEMMs of tests/
+        # test_gemm_variant.py::test_variant_choice took 0.1 us each, all in), and
+        # gemm_stream_s per value of an A operand larger than L2, which BLAS packs at L3
+        # speed, about n multiply-adds per value: one-thread scipy sgemm on the 2-core AMD
+        # EPYC Zen 4, (m, n, k) = (7475, 2, 113) 439 us (3.8 G MAC/s), (1000, 2, 64) 5.2 us
+        # (25 G), (3640, 4, 70) 123 us: 0.38-0.47 ns per value beyond the multiply-adds.
+        batch_rows = kind.mode == "batch-rows"
+        calls = gemm_calls(geom, batch_rows)
+        n, hn = calls.columns, c["gemm_channel_half"]
+        m = calls.rows + calls.count * c["gemm_rows_half"]
+        macs = float(np.sum(m * calls.depth * (n + hn)))
+        out = geom.batch * geom.c_out * prod(geom.out_shape)
+        per_call = 0.0 if batch_rows else float(calls.count.sum()) * c["gemm_call_s"]
+        return ((macs - kind.macs) / rate + per_call + out * c["gemm_write_s"]
+                + calls.streamed() * c["gemm_stream_s"])
 
     def describe(self, kind):
         text = super().describe(kind)

@@ -16,10 +16,10 @@ from . import base
 from .base import DirectKind, Variant
 from .phases import axes, gemm_counts
 from ..base import parallel
-from . import depthwise, gemm, micro, pixel, upsample, winograd
+from . import depthwise, gemm, micro, micro_bf16, pixel, upsample, winograd
 
 __all__ = ["BACKEND", "VARIANTS", "BY_NAME", "DirectKind", "Variant", "Rule", "select",
-           "seconds", "threads", "variant_layout", "prepare", "pin_of"]
+           "seconds", "threads", "variant_layout", "prepare", "pin_of", "storage_kind"]
 
 VARIANTS = (
     depthwise.VARIANT,   # fewer than 4 channels per group on a side
@@ -29,7 +29,10 @@ VARIANTS = (
     gemm.VARIANT,        # BLAS GEMMs per phase and input offset
     pixel.VARIANT,       # the gather kernel: every geometry, any weights
 )
-BY_NAME = {v.name: v for v in VARIANTS}
+# Variants the storage dtype selects, outside the geometry rule: bfloat16 on AVX512-BF16
+# (micro_bf16.takes: in place of the dense variants).
+BY_STORAGE = (micro_bf16.VARIANT,)
+BY_NAME = {v.name: v for v in VARIANTS + BY_STORAGE}
 
 
 class Rule:
@@ -67,6 +70,12 @@ def select(geom, constants, start=0):
     return decide(start)
 
 
+def storage_kind(geom, kind, storage):
+    """The kind that runs ``geom`` stored in dtype ``storage`` (None: the compute dtype) when
+    the rule chose ``kind``: a variant of ``BY_STORAGE`` may take it."""
+    return micro_bf16.storage_kind(geom, kind, storage)
+
+
 def seconds(geom, kind, f64, threads, c):
     """Estimated seconds of the direct backend running ``kind`` on ``geom`` with ``threads``
     threads, from the cost model's constants ``c``."""
@@ -79,6 +88,9 @@ def seconds(geom, kind, f64, threads, c):
         rate /= c["direct_f64"]
     work = kind.macs / rate + moved / c["bytes_per_s"]
     work += variant.extra_seconds(geom, kind, c, rate)
+    tasks = variant.tasks(geom, kind) if threads > 1 else None
+    if tasks:   # the busiest thread runs ceil(tasks / threads) of them
+        threads = min(threads, tasks / -(-tasks // threads))
     return c["call_s"] + work / parallel(threads, c)
 
 
@@ -141,8 +153,11 @@ class DirectBackend:
         return seconds(geom, kind, f64, threads(geom, workers), c)
 
     def prepare(self, geom, plan):
-        # the variant is the dispatcher's decision for this geometry (or a pinned one)
+        # the variant is the dispatcher's decision for this geometry (or a pinned one; a
+        # pinned plan, convt.dask's blocks, keeps it: every block sums as the pin says)
         name, layout = plan.direct_variant(geom)
+        if plan.pin is None and micro_bf16.VARIANT.takes(geom, name, plan.dtype):
+            return micro_bf16.VARIANT.prepare(geom, plan, None)
         return prepare(geom, plan, name, layout)
 
     def workspace_bytes(self, geom, compute_dtype, kind=None):

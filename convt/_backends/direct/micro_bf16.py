@@ -1,0 +1,237 @@
+"""bfloat16 storage on the micro variant's tiles, by AVX512-BF16 dot products (vdpbf16ps).
+
+Where a CPU has AVX512-BF16 (``convt._kernels._cpu.bf16()``; ``CONVT_ISA=avx2`` turns it
+off) and the storage dtype is bfloat16, the dense variants (micro, Winograd, upsample and
+the GEMMs) give way to this one (``takes``; the registry asks it, ``storage_kind``): the
+micro variant's phases, tasks and tiles (``convt._backends.direct.micro``), with each pair
+of input channels multiplied in one step (convt/_kernels/_bf16kernel.h). x stays bfloat16:
+its channels-last copy (``to_pairs_nxc``, or x itself when it is channels-last with an even
+channel count per group) moves half the float32 path's bytes and nothing converts it; the
+weights are packed once per plan as [phase][G][NP][tap][Cg2/2][NR][2] bfloat16 (each
+group's channels padded to an even Cg2, output channels to NP panels of NR, with zeros).
+The tiles accumulate in float32 and are written out as the float32 path's (one rounding to
+bfloat16 at the end, docs/precision.md). Winograd stays off: its input transforms would be
+rounded to bfloat16 before the products, which the float32 accumulation promise forbids.
+
+The kernel reads x and the packed weights as 32-bit slots, one pair of channels each: the
+pointer tables and blocking of the float32 tiles (convt._kernels._tile) then serve it
+unchanged, with channel counts in pairs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from math import prod
+
+import numpy as np
+
+from ..._kernels import _cpu
+from ..._kernels._bf16 import (BF16_HW, BF16_ON, BF16_WIDE, pack_pairs,
+                               to_pairs_nxc)
+from ..._kernels._micro import MR, NR_F32, micro_conv
+from .base import MAX_GEMM_WASTE, DirectKind, Variant
+from .micro import (KC, MAX_TB, PARALLEL_PACK_VALUES, _pack_tables, micro_layout, micro_macs,
+                    micro_rate, packing_arrays)
+from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
+from .storage import half_kind
+
+__all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
+           "run_micro_bf16", "storage_kind"]
+
+# The variants whose geometries the bfloat16 tiles take (the dense ones; depthwise and pixel
+# keep theirs: few channels, or weights that are not finite).
+_TAKES_FROM = ("micro", "winograd", "upsample", "gemm")
+# Output channels per group padded to the 16-wide tile by at most this factor: the dot
+# products run about twice the float32 tiles' rate (_BF16_RATE), so up to 2x padding still
+# does not lose to the float32 path.
+_PAD_OK = 2.0
+# The bfloat16 tiles' multiply-adds per second relative to the float32 ones (micro_rate): the
+# float32 micro variant's time over this one's on the 8 dense layers of shared/bench, 1.57
+# (grouped_g8) to 2.14 (dcgan_g1), geometric mean 1.86 (AMD EPYC Zen 4, 2 threads,
+# 2026-11-26; docs/performance.md). vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
+_BF16_RATE = 1.9
+
+
+def _is_bf16(dtype):
+    return dtype is not None and np.dtype(dtype).name == "bfloat16"
+
+
+def _pairs(geom):
+    return _pairs_of(geom.c_in // geom.groups)
+
+
+def _pairs_of(cg):
+    """Pairs of input channels of a group of ``cg`` (the last padded with a zero)."""
+    return (cg + 1) // 2
+
+
+def storage_kind(geom, kind, storage):
+    """The kind that runs ``geom`` stored as ``storage``: this variant's when ``takes`` says
+    so, else ``kind`` (the registry's rule, which knows geometries, not dtypes)."""
+    return VARIANT.kind(geom, kind) if VARIANT.takes(geom, kind.variant, storage) else kind
+
+
+class MicroBf16(Variant):
+    """The micro variant's tiles on bfloat16 pairs of input channels (vdpbf16ps), for
+    bfloat16 storage on CPUs with AVX512-BF16. Not in the rule's list: it takes a geometry
+    from the dense variants when the storage is bfloat16 (``takes``)."""
+
+    name = "micro_bf16"
+    writes_16bit = True    # a bfloat16 out gets each value rounded as it is written
+    fallback = "micro"
+
+    def takes(self, geom, variant, storage):
+        """Whether this variant runs ``geom`` in place of ``variant`` for ``storage``."""
+        if not (_is_bf16(storage) and _cpu.bf16() and variant in _TAKES_FROM):
+            return False
+        if geom.c_in == 0 or geom.c_out == 0:
+            return False
+        mg = geom.c_out // geom.groups
+        nr = bf16_nr(geom)
+        if -(-mg // nr) * nr > _PAD_OK * mg:
+            return False
+        useful = max(geom.macs, 1)
+        return micro_macs(geom, nr) <= MAX_GEMM_WASTE * _PAD_OK * useful
+
+    def kind(self, geom, kind):
+        cg = geom.c_in // geom.groups
+        macs = micro_macs(geom, bf16_nr(geom)) * 2 * _pairs(geom) // max(cg, 1)
+        return DirectKind(self.name, "", macs, kind.useful)
+
+    def rate(self, geom, kind, c):
+        return micro_rate(geom, c) * _BF16_RATE
+
+    def extra_moved(self, geom, kind):
+        # the channels-last copy of x, in half-size values
+        return prod(geom.array_shape("input")) // 2 if geom.data_format == "NCX" else 0
+
+    def describe(self, kind):
+        text = "micro_bf16 (AVX512-BF16 dot products on bfloat16 pairs)"
+        if kind.macs > kind.useful:
+            text += (f", work (border taps, padding) {kind.macs / max(kind.useful, 1):.2f}x "
+                     "the useful")
+        return text
+
+    def prepare(self, geom, plan, layout):
+        # Weights that are not finite run the pixel kernel (micro.py's Micro.prepare: a zero
+        # row times NaN or Inf would reach outputs the tap does not touch).
+        lay = bf16_layout(geom)
+        weights, finite = plan.packed("packed_micro_bf16",
+                                      lambda p: packed_pairs(
+                                          lay, p.w_iox, geom.groups, p.workers,
+                                          p.pack_buffer("packed_micro_bf16")))
+        plan.packed("finite", lambda p: finite)
+        if not finite:
+            return PIXEL.prepare(geom, plan, None)
+        return self.name, _run, (lay, weights)
+
+
+def bf16_nr(geom):
+    """The tile width: 32 output channels (two zmm a row: half the broadcasts per
+    multiply-add of 16) unless that pads a group's output channels more than 16 does."""
+    mg = geom.c_out // geom.groups
+    return 2 * NR_F32 if -(-mg // (2 * NR_F32)) * 2 == -(-mg // NR_F32) else NR_F32
+
+
+@functools.lru_cache(maxsize=64)
+def bf16_layout(geom):
+    """``micro_layout(geom, bf16_nr(geom))`` with its channel counts in pairs: per phase, the
+    packed weights' offsets in 32-bit slots (a pair each), the chunk and tap blocking for
+    pairs; tile rows an odd number of 64-byte lines apart (as micro_layout's)."""
+    nr = bf16_nr(geom)
+    lay = micro_layout(geom, nr)
+    cg = geom.c_in // geom.groups
+    pairs = _pairs(geom)
+    if cg == 0:
+        return lay
+    phases = lay.phases.copy()
+    phases[:, 8] = phases[:, 8] // cg * pairs
+    cc = max(1, min(pairs, KC))
+    ldc = geom.groups * lay.panels * nr + NR_F32 if nr > NR_F32 else lay.ldc
+    return dataclasses.replace(lay, phases=phases, cc=cc, tb=max(1, min(MAX_TB, KC // cc)),
+                               packed=lay.packed // cg * pairs, ldc=ldc)
+
+
+def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
+    """(packed, finite): the bfloat16 IOX weights ``w_iox`` (C_in, Mg, *K) as the bfloat16
+    tiles read them, per phase [G][NP][tap][Cg2/2][NR][2] (one 32-bit slot per pair, float32
+    array on a 64-byte line; ``pack_pairs``), and whether every weight is finite.
+    ``buffer(size, dtype)``: where the values come from (``micro.packing_arrays``)."""
+    c_in, mg = w_iox.shape[:2]
+    out16, w3 = packing_arrays(2 * layout.packed, w_iox, buffer)
+    out = out16.view(np.float32) if out16.size % 2 == 0 else np.zeros(1, np.float32)
+    if w3 is None:
+        w = np.ascontiguousarray(w_iox).view(np.uint16)
+        return out, not bool(((w & 0x7F80) == 0x7F80).any())   # exponent all ones
+    cg = c_in // groups
+    if cg % 2 or mg % layout.nr:   # padding: the slots no weight is written to
+        out[:] = 0
+    kdst, kstride = _pack_tables(layout, _pairs_of(cg), w3.shape[2])
+    threads = workers if layout.packed >= PARALLEL_PACK_VALUES else 1
+    finite = pack_pairs(w3.view(np.uint16), out16.view(np.uint16), kdst, kstride, groups,
+                        layout.nr, threads)
+    return out, bool(finite)
+
+
+def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None):
+    """y in ``geom``'s data layout for the bfloat16 ``xa`` in that layout: float32, or
+    ``out`` when given (``new_output``; a bfloat16 ``out`` gets each float32 sum rounded once
+    as the tiles are written out); ``wp`` from ``packed_pairs``, ``bias`` (C_out,) float32."""
+    n, c_in, g = geom.batch, geom.c_in, geom.groups
+    if c_in == 0:
+        return bias_filled(geom, bias, np.float32, out)
+    y = new_output(geom, np.float32, out)
+    if y.size == 0:
+        return y
+    cg = c_in // g
+    pairs = _pairs_of(cg)
+    in3 = pad3(geom.in_shape, 1)
+    nxc = geom.data_format == "NXC"
+    x16 = np.ascontiguousarray(xa).view(np.uint16).reshape(-1)
+    if nxc and 2 * pairs == cg and x16.ctypes.data % 4 == 0:
+        x = x16
+    else:
+        x = arena.get("x_pairs", (n * prod(in3) * g * 2 * pairs,), np.uint16)
+        to_pairs_nxc(x16, x, n, prod(in3), g, cg, not nxc, workers, _cpu.ISA)
+    zero = arena.get("zero", (g * pairs,), np.float32, zero_key=g * pairs)
+    dims = np.array([n, *in3, *pad3(geom.strides, 1), g, pairs, geom.c_out // g,
+                     layout.panels, g * pairs, layout.cc, layout.tb, layout.mb, layout.ldc,
+                     layout.set_max, layout.nr, layout.batch_inner], np.int64)
+    tiles = arena.get("tiles", (workers * layout.set_max * layout.mb * layout.ldc,),
+                      np.float32)
+    pointers = arena.get(
+        "pointers", (workers * (layout.mb * (layout.tb + layout.set_max) + layout.mb // MR),),
+        np.int64)
+    kind = half_kind(y.dtype)
+    y16 = {} if kind is None else dict(y16=y.reshape(-1).view(np.uint16), kind=kind)
+    micro_conv(x.view(np.float32), zero, wp, bias, y.reshape(-1) if kind is None else zero,
+               layout.phases, layout.tap_e, layout.tasks, dims, element_strides(y, geom),
+               tiles, pointers, _cpu.ISA, workers, bf16=bf16_mode(layout.nr, _cpu.bf16()),
+               **y16)
+    return y
+
+
+def bf16_mode(nr, hw):
+    """micro_conv's ``bf16``: the tiles' mode bits (_bf16kernel.h) for width ``nr``, on
+    vdpbf16ps when ``hw``, else in portable C."""
+    return BF16_ON | (BF16_HW if hw else 0) | (BF16_WIDE if nr > NR_F32 else 0)
+
+
+def run_f32(xa, state, geom, plan, out=None):
+    """The float32 result of the tiles (``run_micro_bf16``) for a plan prepared by this
+    variant (``state``), in ``out`` when given."""
+    layout, wp = state
+    with plan.workspace.borrow() as arena:
+        return run_micro_bf16(xa, layout, geom, wp, plan.bias_compute, plan.threads(geom),
+                              arena, out)
+
+
+def _run(xa, state, geom, plan, out=None):
+    # The plan's runner: a bfloat16 result (``out`` when given: the plan passes a 16-bit
+    # one, the variant ``writes_16bit``) with each value rounded once by the write-out.
+    if out is None:
+        out = np.empty(geom.array_shape("output"), plan.dtype)
+    return run_f32(xa, state, geom, plan, out)
+
+
+VARIANT = MicroBf16()

@@ -1,0 +1,176 @@
+/* Inner loops of the FFT backend's per-bin contraction (_fftmul.pyx), one body compiled for
+ * each ISA level of _isa.h: the portable build is SSE2 only, and these loops (unit-stride
+ * streams over output channels) run about 2-4x faster in 256- or 512-bit vectors with FMA.
+ * GCC vectorises the plain C bodies under each target attribute; a body's result depends on
+ * the level (FMA contraction), never on the thread count.
+ *
+ * fftrow_contract: one bin row's items, y[i] = x[i] @ W (complex, W split: wr, wi, (Cg, Mg)).
+ * fftrow_dft: one row's kernel spectrum W = sum_k F[f, k] A[k] (and, cplx, its mirror
+ * row's, conj(F[f, k]) A[k]) from taps lines of A; see _fftmul.pyx. */
+#ifndef CONVT_FFTROW_H
+#define CONVT_FFTROW_H
+
+#include <stdint.h>
+#include "_isa.h"
+
+/* fftrow_dft reads A packed by _fftmul.pyx: per row rr, blocks of this many weights, each
+ * block holding every term's E and O (real then imaginary parts): one contiguous stream per
+ * row. With A's natural layout the taps' lines lie a multiple of 4 KiB apart when
+ * C_in/G * C_out/G is a multiple of 1024, and their loads collided in the L1 sets, 4x slower.
+ *
+ * The taps are centred (c = (Q - 1) / 2, Q made odd with a zero tap): with theta = 2 pi f / L0,
+ * sum_k e^(-i theta k) A[k] = e^(-i theta c) (U - i V), U = sum_t cos(theta t) E_t,
+ * V = sum_t sin(theta t) O_t, E_t = A[c + t] + A[c - t], O_t = A[c + t] - A[c - t] (E_0 = A[c],
+ * O_0 = 0): real coefficients, half the multiply-adds of the plain sum, and row L0 - f is
+ * e^(+i theta c) (U + i V) from the same sums. The phase goes on the row's input instead
+ * (C_in/G values, not C_in/G * C_out/G). Two rows f (a, b) share every load. The eight output
+ * rows lie n reals apart in s, n a block more than the weights (not a multiple of 4 KiB:
+ * loads after stores 4 KiB apart were measured 3x slower). */
+#define CONVT_FFTROW_BLOCK 16
+
+/* Loads and stores of GCC vector types at any alignment (vmovups). */
+#define CONVT_FFTROW_LD(V, p) ({ V v_; __builtin_memcpy(&v_, (p), sizeof v_); v_; })
+#define CONVT_FFTROW_ST(p, v) do { __typeof__(v) w_ = (v); __builtin_memcpy((p), &w_, sizeof w_); } while (0)
+
+/* T the real type, SUF the name suffix, ATTR the target attribute, VB the vector bytes. The
+ * loops keep their sums in vector registers over the reduction (c, or the taps k) and store
+ * each once: written as plain loops, GCC kept them in memory (a load and a store per FMA). */
+#define CONVT_FFTROW_BODIES(T, SUF, ATTR, VB)                                                 \
+typedef T convt_v_##SUF __attribute__((vector_size(VB)));                                    \
+ATTR static void fftrow_contract_##SUF(const T *restrict x, const T *restrict wr,            \
+        const T *restrict wi, T *restrict y, int64_t items, int64_t cg, int64_t mg,          \
+        int64_t xs, T *restrict acc)                                                         \
+{                                                                                             \
+    typedef convt_v_##SUF V;                                                                  \
+    const int64_t ln = VB / sizeof(T);                                                        \
+    T *restrict ar = acc, *restrict ai = acc + mg;                                            \
+    for (int64_t i = 0; i < items; i++) {                                                     \
+        const T *restrict xi_ = x + i * xs;                                                   \
+        int64_t m = 0;                                                                        \
+        for (; m + 2 * ln <= mg; m += 2 * ln) {                                               \
+            V r0 = {0}, i0 = {0}, r1 = {0}, i1 = {0};                                         \
+            for (int64_t c = 0; c < cg; c++) {                                                \
+                const T xr = xi_[2 * c], xm = xi_[2 * c + 1];                                 \
+                const V a0 = CONVT_FFTROW_LD(V, wr + c * mg + m);                            \
+                const V b0 = CONVT_FFTROW_LD(V, wi + c * mg + m);                            \
+                const V a1 = CONVT_FFTROW_LD(V, wr + c * mg + m + ln);                       \
+                const V b1 = CONVT_FFTROW_LD(V, wi + c * mg + m + ln);                       \
+                r0 += xr * a0; r0 -= xm * b0; i0 += xr * b0; i0 += xm * a0;                   \
+                r1 += xr * a1; r1 -= xm * b1; i1 += xr * b1; i1 += xm * a1;                   \
+            }                                                                                 \
+            CONVT_FFTROW_ST(ar + m, r0); CONVT_FFTROW_ST(ai + m, i0);                         \
+            CONVT_FFTROW_ST(ar + m + ln, r1); CONVT_FFTROW_ST(ai + m + ln, i1);               \
+        }                                                                                     \
+        for (; m + ln <= mg; m += ln) {                                                       \
+            V r0 = {0}, i0 = {0};                                                             \
+            for (int64_t c = 0; c < cg; c++) {                                                \
+                const T xr = xi_[2 * c], xm = xi_[2 * c + 1];                                 \
+                const V a0 = CONVT_FFTROW_LD(V, wr + c * mg + m);                            \
+                const V b0 = CONVT_FFTROW_LD(V, wi + c * mg + m);                            \
+                r0 += xr * a0; r0 -= xm * b0; i0 += xr * b0; i0 += xm * a0;                   \
+            }                                                                                 \
+            CONVT_FFTROW_ST(ar + m, r0); CONVT_FFTROW_ST(ai + m, i0);                         \
+        }                                                                                     \
+        for (; m < mg; m++) {                                                                 \
+            T r0 = 0, i0 = 0;                                                                 \
+            for (int64_t c = 0; c < cg; c++) {                                                \
+                const T xr = xi_[2 * c], xm = xi_[2 * c + 1];                                 \
+                r0 += xr * wr[c * mg + m]; r0 -= xm * wi[c * mg + m];                         \
+                i0 += xr * wi[c * mg + m]; i0 += xm * wr[c * mg + m];                         \
+            }                                                                                 \
+            ar[m] = r0; ai[m] = i0;                                                           \
+        }                                                                                     \
+        T *restrict yo = y + i * 2 * mg;                                                      \
+        for (int64_t q = 0; q < mg; q++) { yo[2 * q] = ar[q]; yo[2 * q + 1] = ai[q]; }        \
+    }                                                                                         \
+}                                                                                             \
+ATTR static void fftrow_dft_##SUF(const T *restrict a, const T *restrict ca,                  \
+        const T *restrict sa, const T *restrict cb, const T *restrict sb, T *restrict s,      \
+        int64_t terms, int64_t nb, int64_t n, int cplx)                                       \
+{                                                                                             \
+    typedef convt_v_##SUF V;                                                                  \
+    enum { NV = CONVT_FFTROW_BLOCK * sizeof(T) / VB, B = CONVT_FFTROW_BLOCK };                \
+    const int64_t ln = VB / sizeof(T);                                                        \
+    const int64_t step = (cplx ? 4 : 2) * B;    /* one term: E (re, im), O (re, im) */       \
+    for (int64_t b = 0; b < nb; b++) {                                                        \
+        const T *restrict ab = a + b * terms * step;                                          \
+        const int64_t j = b * B;                                                              \
+        for (int v = 0; v < NV; v++) {                                                        \
+            const int64_t o = v * ln;                                                         \
+            if (cplx) {                                                                       \
+                V ura = {0}, uia = {0}, vra = {0}, via = {0};                                 \
+                V urb = {0}, uib = {0}, vrb = {0}, vib = {0};                                 \
+                for (int64_t t = 0; t < terms; t++) {                                         \
+                    const T *restrict e = ab + t * step + o;                                  \
+                    const V er = CONVT_FFTROW_LD(V, e), ei = CONVT_FFTROW_LD(V, e + B);      \
+                    const V or_ = CONVT_FFTROW_LD(V, e + 2 * B);                             \
+                    const V oi = CONVT_FFTROW_LD(V, e + 3 * B);                              \
+                    ura += ca[t] * er; uia += ca[t] * ei; vra += sa[t] * or_; via += sa[t] * oi; \
+                    urb += cb[t] * er; uib += cb[t] * ei; vrb += sb[t] * or_; vib += sb[t] * oi; \
+                }                                                                             \
+                /* rows f and L0 - f of both (a, b), before the phase: U -+ i V */          \
+                CONVT_FFTROW_ST(s + j + o, ura + via);                                        \
+                CONVT_FFTROW_ST(s + n + j + o, uia - vra);                                    \
+                CONVT_FFTROW_ST(s + 2 * n + j + o, ura - via);                                \
+                CONVT_FFTROW_ST(s + 3 * n + j + o, uia + vra);                                \
+                CONVT_FFTROW_ST(s + 4 * n + j + o, urb + vib);                                \
+                CONVT_FFTROW_ST(s + 5 * n + j + o, uib - vrb);                                \
+                CONVT_FFTROW_ST(s + 6 * n + j + o, urb - vib);                                \
+                CONVT_FFTROW_ST(s + 7 * n + j + o, uib + vrb);                                \
+            } else {                                                                          \
+                V ua = {0}, va = {0}, ub = {0}, vb = {0};                                     \
+                for (int64_t t = 0; t < terms; t++) {                                         \
+                    const T *restrict e = ab + t * step + o;                                  \
+                    const V er = CONVT_FFTROW_LD(V, e), or_ = CONVT_FFTROW_LD(V, e + B);     \
+                    ua += ca[t] * er; va += sa[t] * or_;                                      \
+                    ub += cb[t] * er; vb += sb[t] * or_;                                      \
+                }                                                                             \
+                CONVT_FFTROW_ST(s + j + o, ua);                                               \
+                CONVT_FFTROW_ST(s + n + j + o, -va);                                          \
+                CONVT_FFTROW_ST(s + 4 * n + j + o, ub);                                       \
+                CONVT_FFTROW_ST(s + 5 * n + j + o, -vb);                                      \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+}
+
+CONVT_FFTROW_BODIES(float, f_c, , 16)
+CONVT_FFTROW_BODIES(double, d_c, , 16)
+#if CONVT_HAVE_AVX2_PATH
+#define CONVT_FFTROW_AVX2 __attribute__((target("avx2,fma")))
+#define CONVT_FFTROW_AVX512 \
+    __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,prefer-vector-width=512")))
+CONVT_FFTROW_BODIES(float, f_avx2, CONVT_FFTROW_AVX2, 32)
+CONVT_FFTROW_BODIES(double, d_avx2, CONVT_FFTROW_AVX2, 32)
+CONVT_FFTROW_BODIES(float, f_avx512, CONVT_FFTROW_AVX512, 64)
+CONVT_FFTROW_BODIES(double, d_avx512, CONVT_FFTROW_AVX512, 64)
+#define CONVT_FFTROW_PICK(SUF_T, NAME, ARGS) do {                                             \
+        if (isa >= CONVT_ISA_AVX512 && NAME##_wide) NAME##_##SUF_T##_avx512 ARGS;             \
+        else if (isa >= CONVT_ISA_AVX2) NAME##_##SUF_T##_avx2 ARGS;                           \
+        else NAME##_##SUF_T##_c ARGS; } while (0)
+#else
+#define CONVT_FFTROW_PICK(SUF_T, NAME, ARGS) do { (void) isa; NAME##_##SUF_T##_c ARGS; } while (0)
+#endif
+
+/* The contraction's rows are short (C_out/G outputs): 512-bit vectors left most of them to
+ * the scalar tail, measured 1.8x slower than 256-bit on Zen 4; the DFT's packed blocks are
+ * full vectors. */
+enum { fftrow_contract_wide = 0, fftrow_dft_wide = 1 };
+
+static inline void fftrow_contract_f(int isa, const float *x, const float *wr, const float *wi,
+        float *y, int64_t items, int64_t cg, int64_t mg, int64_t xs, float *acc)
+{ CONVT_FFTROW_PICK(f, fftrow_contract, (x, wr, wi, y, items, cg, mg, xs, acc)); }
+static inline void fftrow_contract_d(int isa, const double *x, const double *wr,
+        const double *wi, double *y, int64_t items, int64_t cg, int64_t mg, int64_t xs,
+        double *acc)
+{ CONVT_FFTROW_PICK(d, fftrow_contract, (x, wr, wi, y, items, cg, mg, xs, acc)); }
+static inline void fftrow_dft_f(int isa, const float *a, const float *ca, const float *sa,
+        const float *cb, const float *sb, float *s, int64_t terms, int64_t nb, int64_t n,
+        int cplx)
+{ CONVT_FFTROW_PICK(f, fftrow_dft, (a, ca, sa, cb, sb, s, terms, nb, n, cplx)); }
+static inline void fftrow_dft_d(int isa, const double *a, const double *ca, const double *sa,
+        const double *cb, const double *sb, double *s, int64_t terms, int64_t nb, int64_t n,
+        int cplx)
+{ CONVT_FFTROW_PICK(d, fftrow_dft, (a, ca, sa, cb, sb, s, terms, nb, n, cplx)); }
+
+#endif /* CONVT_FFTROW_H */
