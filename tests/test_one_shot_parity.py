@@ -18,7 +18,8 @@ from convt._dispatch.workspace import one_shot_workspace
 
 from conftest import assert_close
 
-# name: (x shape, w shape (IOX), attributes, the direct variant the cost model picks)
+# name: (x shape, w shape (IOX), attributes, the direct variant the cost model picks in
+# float32; bfloat16 may run its own variants, e.g. micro_bf16, which the parity covers too)
 GEOMETRIES = {
     "micro_grouped": ((2, 32, 8, 8), (32, 16, 3, 3),
                       dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1), group=2),
@@ -31,7 +32,8 @@ GEOMETRIES = {
     "depthwise": ((1, 16, 12, 12), (16, 1, 4, 4),
                   dict(strides=(2, 2), pads=(1, 1, 1, 1), group=16), "depthwise"),
     "upsample": ((1, 16, 8, 8), (16, 8, 2, 2), dict(strides=(2, 2)), "upsample"),
-    "gemm": ((1, 5, 4, 4), (5, 5, 16, 16), dict(strides=(8, 8), pads=(4, 4, 4, 4)), "gemm"),
+    "gemm": ((1, 21, 4, 4), (21, 21, 16, 16), dict(strides=(8, 8), pads=(4, 4, 4, 4)), "gemm"),
+    "pixel": ((1, 5, 4, 4), (5, 5, 16, 16), dict(strides=(8, 8), pads=(4, 4, 4, 4)), "pixel"),
 }
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
 
@@ -67,8 +69,7 @@ def test_one_shot_equals_prepared_bit_for_bit(name, dtype, workers):
     np.testing.assert_array_equal(op(x).view(np.uint8), prepared.view(np.uint8))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16],
-                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("name", ["winograd_dilated", "winograd_strided"])
 def test_late_sums_match_the_reference(name, dtype, monkeypatch):
     # every one-shot Winograd call sums its taps in the kernel, as dcgan_g1's does
