@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from math import prod
 
 import numpy as np
+
+from .._kernels._trylock import TryLock
 from .threads import renew_after_fork
 
 __all__ = ["ONE_SHOT_KEEP", "Workspace", "one_shot_workspace"]
@@ -38,19 +40,17 @@ class Workspace:
     @contextmanager
     def borrow(self):
         """An ``Arena`` over the kept buffers, or over fresh ones if they are in use."""
-        if self._lock.acquire(blocking=False):
+        # TryLock: released however the block is left, with no window after the acquire
+        # where an exception from a signal handler would leave the workspace locked for good
+        with TryLock(self._lock) as got:
+            if not got:
+                yield Arena({})
+                return
             try:
                 yield Arena(self._bufs)
             finally:
-                # the release in a finally of its own: an exception from a signal handler in
-                # the trimming (Python code) must not leave the workspace locked for good
-                try:
-                    if self._keep is not None and self.nbytes() > self._keep:
-                        self._bufs.clear()
-                finally:
-                    self._lock.release()
-        else:
-            yield Arena({})
+                if self._keep is not None and self.nbytes() > self._keep:
+                    self._bufs.clear()
 
     def buffer(self, name, size, dtype):
         """Kept 1-D buffer ``name`` of ``size`` values, contents undefined, outside any call's
