@@ -1,0 +1,121 @@
+"""One-shot calls against prepared operators: the same values, the same scratch.
+
+``convt.conv_transpose`` builds a plan for one call and packs its weights into the calling
+thread's one-shot workspace (convt._dispatch.workspace). Where it runs the same direct
+variant as ``convt.ConvTranspose`` on the same weights, it must return the same bits; a
+Winograd call that sums its taps in the kernel (late sums, winograd.late_sums: one-shot calls
+on large weights) sums in another order and is held to the reference instead. Repeated calls
+of one shape must reuse the workspace's buffers (fresh multi-MB buffers cost page faults on
+every call) and keep what they hold bounded.
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import convt
+from convt._backends.direct import winograd
+from convt._dispatch.workspace import one_shot_workspace
+
+from conftest import assert_close
+
+# name: (x shape, w shape (IOX), attributes, the direct variant the cost model picks in
+# float32; bfloat16 may run its own variants, e.g. micro_bf16, which the parity covers too)
+GEOMETRIES = {
+    "micro_grouped": ((2, 32, 8, 8), (32, 16, 3, 3),
+                      dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1), group=2),
+                      "micro"),
+    "micro_1d": ((1, 32, 20), (32, 16, 16), dict(strides=(8,), pads=(4, 4)), "micro"),
+    "winograd_dilated": ((1, 64, 16, 16), (64, 64, 3, 3),
+                         dict(dilations=(2, 2), pads=(2, 2, 2, 2)), "winograd"),
+    "winograd_strided": ((2, 128, 4, 4), (128, 64, 4, 4),
+                         dict(strides=(2, 2), pads=(1, 1, 1, 1)), "winograd"),
+    "depthwise": ((1, 16, 12, 12), (16, 1, 4, 4),
+                  dict(strides=(2, 2), pads=(1, 1, 1, 1), group=16), "depthwise"),
+    "upsample": ((1, 16, 8, 8), (16, 8, 2, 2), dict(strides=(2, 2)), "upsample"),
+    "gemm": ((1, 21, 4, 4), (21, 21, 16, 16), dict(strides=(8, 8), pads=(4, 4, 4, 4)), "gemm"),
+    "pixel": ((1, 5, 4, 4), (5, 5, 16, 16), dict(strides=(8, 8), pads=(4, 4, 4, 4)), "pixel"),
+}
+DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
+
+
+def _arrays(name, dtype, seed=0):
+    xs, ws, kw, _ = GEOMETRIES[name]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal(ws).astype(dtype)
+    b = rng.standard_normal(ws[1] * kw.get("group", 1)).astype(dtype)
+    return x, w, b, kw
+
+
+@pytest.mark.parametrize("name", sorted(GEOMETRIES))
+def test_the_geometries_run_the_variant_they_are_named_for(name):
+    # the parity tests below are only worth their names while this holds
+    x, w, b, kw = _arrays(name, np.float32)
+    assert convt.ConvTranspose(w, b, **kw)._plan.geometry(x.shape).variant == GEOMETRIES[name][3]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(GEOMETRIES))
+def test_one_shot_equals_prepared_bit_for_bit(name, dtype, workers):
+    x, w, b, kw = _arrays(name, dtype)
+    op = convt.ConvTranspose(w, b, workers=workers, **kw)
+    prepared = op(x)
+    for _ in range(2):   # the second call reuses the workspace the first one filled
+        one = convt.conv_transpose(x, w, b, workers=workers, **kw)
+        assert one.dtype == prepared.dtype and one.shape == prepared.shape
+        np.testing.assert_array_equal(one.view(np.uint8), prepared.view(np.uint8))
+    # a prepared call after one-shot calls on the same thread is unchanged too
+    np.testing.assert_array_equal(op(x).view(np.uint8), prepared.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", ["winograd_dilated", "winograd_strided"])
+def test_late_sums_match_the_reference(name, dtype, monkeypatch):
+    # every one-shot Winograd call sums its taps in the kernel, as dcgan_g1's does
+    monkeypatch.setattr(winograd, "_LATE_SUM_BYTES", 0)
+    x, w, b, kw = _arrays(name, dtype)
+    seen = []
+    orig = winograd.wino_taps
+
+    def counted(*a, **k):
+        seen.append(1)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(winograd, "wino_taps", counted)
+    got = convt.conv_transpose(x, w, b, **kw)
+    assert seen, "the one-shot call did not take the late sums"
+    want = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64),
+                                b.astype(np.float64), method="reference", **kw)
+    assert_close(got, want, "direct", dtype)
+
+
+def _buffers(ws):
+    return {name: (buf.ctypes.data, buf.nbytes) for name, (buf, _) in ws._bufs.items()}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", ["micro_grouped", "winograd_strided", "depthwise"])
+def test_repeated_one_shot_calls_reuse_the_workspace_buffers(name, dtype):
+    x, w, b, kw = _arrays(name, dtype)
+    convt.conv_transpose(x, w, b, **kw)
+    ws, stage = one_shot_workspace(), one_shot_workspace("stage")
+    first, first_stage = _buffers(ws), _buffers(stage)
+    assert first or first_stage
+    for seed in (1, 2):   # other weights and inputs of the same shapes: the same memory
+        x, w, b, kw = _arrays(name, dtype, seed)
+        want = convt.ConvTranspose(w, b, **kw)(x)
+        got = convt.conv_transpose(x, w, b, **kw)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        assert one_shot_workspace() is ws and _buffers(ws) == first
+        assert _buffers(stage) == first_stage
+
+
+def test_calls_of_decreasing_size_keep_the_largest_buffers_only():
+    # what a thread keeps between one-shot calls is bounded by its largest call
+    sizes = []
+    for n in (4, 3, 2, 1, 4):
+        x, w, b, kw = _arrays("winograd_strided", np.float32)
+        convt.conv_transpose(np.ascontiguousarray(np.repeat(x, n, axis=0)), w, b, **kw)
+        sizes.append(one_shot_workspace().nbytes())
+    assert sizes[1:4] == [sizes[0]] * 3 and sizes[4] == sizes[0]
