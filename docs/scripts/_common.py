@@ -86,14 +86,17 @@ def save_figure(fig, name):
     return path
 
 
-def best_interleaved(calls, rounds, budget, min_rounds=3):
+def best_interleaved(calls, rounds, budget, min_rounds=3, warm=False):
     """Best time in seconds of each call, over rounds that run every call once (so that load
     from a shared machine hits all of them alike); stops after ``budget`` seconds once at
-    least ``min_rounds`` rounds have run."""
+    least ``min_rounds`` rounds have run. ``warm``: each call timed right after an untimed
+    run of itself (the time of a call repeated, as a layer in a loop sees it)."""
     best = dict.fromkeys(calls, float("inf"))
     start = time.perf_counter()
     for r in range(rounds):
         for name, f in calls.items():
+            if warm:
+                f()
             t = time.perf_counter()
             f()
             best[name] = min(best[name], time.perf_counter() - t)

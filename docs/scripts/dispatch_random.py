@@ -73,25 +73,6 @@ def name(c):
             f"{'_f64' if c['dtype'] == 'float64' else ''}")
 
 
-def best_warm(calls, rounds, budget, min_rounds=3):
-    """``best_interleaved``, each call timed right after an untimed run of itself: the time
-    of a call repeated, as a layer in a loop sees it. Timed straight after another backend's
-    call, a small call measured up to 3.5x its repeated time (2d_n2_c2-182_i21x21_k2x2_s4x4
-    of seed 15, direct: 3.08 ms after the FFT's 25 ms call, 0.89 ms repeated; 2-core AMD
-    EPYC Zen 4), which the cost model cannot and should not price."""
-    best = dict.fromkeys(calls, float("inf"))
-    start = time.perf_counter()
-    for r in range(rounds):
-        for name, f in calls.items():
-            f()
-            t = time.perf_counter()
-            f()
-            best[name] = min(best[name], time.perf_counter() - t)
-        if r + 1 >= min_rounds and time.perf_counter() - start > budget:
-            break
-    return best
-
-
 def one_case(c, workers, rounds, budget, warm=True):
     x, w, b = inputs(c)
     kw = dict(c["attrs"], workers=workers)
@@ -102,7 +83,11 @@ def one_case(c, workers, rounds, budget, warm=True):
         convt.conv_transpose(x, w, b, method=m, **kw)
         calls["prepared", m] = lambda op=op: op(x)
         calls["one-shot", m] = lambda m=m: convt.conv_transpose(x, w, b, method=m, **kw)
-    t = best_warm(calls, rounds, budget) if warm else best_interleaved(calls, rounds, budget)
+    # warm: a small call timed straight after another backend's measured up to 3.5x its
+    # repeated time (2d_n2_c2-182_i21x21_k2x2_s4x4 of seed 15, direct: 3.08 ms after the
+    # FFT's 25 ms call, 0.89 ms repeated; 2-core AMD EPYC Zen 4), which the cost model
+    # cannot and should not price
+    t = best_interleaved(calls, rounds, budget, warm=warm)
     geom = ops["direct"].geometry(x.shape)
     ct = ops["direct"]._plan.compute_dtype
     _tune.forget_tuning()
