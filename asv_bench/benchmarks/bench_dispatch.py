@@ -51,12 +51,15 @@ def _op(w, method, kw):
         raise NotImplementedError(f"convt has no method={method!r}: {e}")
 
 
-def _best_interleaved(calls, rounds=9, budget=2.0):
-    """Best time of each call over rounds that run every call once, within ``budget`` s."""
+def _best_interleaved(calls, rounds=9, budget=2.0, warm=False):
+    """Best time of each call over rounds that run every call once, within ``budget`` s;
+    ``warm``: each timed right after an untimed run of itself (docs/scripts/_common.py)."""
     best = dict.fromkeys(calls, np.inf)
     start = time.perf_counter()
     for r in range(rounds):
         for name, f in calls.items():
+            if warm:
+                f()
             t = time.perf_counter()
             f()
             best[name] = min(best[name], time.perf_counter() - t)
@@ -132,7 +135,8 @@ class RandomRegret:
             geom = ops["direct"].geometry(x.shape)
             est = estimate(geom, ops["direct"]._plan.compute_dtype, ops["direct"]._plan.workers,
                            one_shot=call == "one-shot")
-            t = _best_interleaved(calls, rounds=5, budget=0.5)
+            # as docs/scripts/dispatch_random.py times them (docs/dispatch.md, seeds 21 on)
+            t = _best_interleaved(calls, rounds=5, budget=0.5, warm=True)
             self.regrets.append(t[pick(est)] / min(t.values()))
 
     def track_share_within_1_25(self, call):
