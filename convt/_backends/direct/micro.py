@@ -26,7 +26,7 @@ from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .phases import axes, axes3 as _axes3, axis_phases as _axis_phases, phase_combos
 
 __all__ = ["VARIANT", "MicroLayout", "micro_layout", "micro_macs", "micro_nr", "micro_rate",
-           "packed_weights", "packing_arrays", "run_micro"]
+           "pack_tables", "packed_weights", "packing_arrays", "run_micro", "tile_call"]
 
 # The tile blocking (public: the Winograd variant runs on the same tiles).
 # Weights of one (tap block x channel chunk) panel: KC rows of NR values, 16 KiB in float32
@@ -147,7 +147,7 @@ def _sets(phases, keys, fits, max_set):
     return out
 
 
-def _pack_tables(layout, cg, kt):
+def pack_tables(layout, cg, kt):
     """Per flat kernel tap: where ``pack_micro`` writes its line of (group 0, panel 0, input
     channel 0), -1 for a tap no phase uses, and its panel stride (taps x Cg x NR)."""
     kdst = np.full(kt, -1, np.int64)
@@ -184,7 +184,7 @@ def packed_weights(layout, w_iox, groups, workers, buffer=None):
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
     threads = workers if layout.packed >= PARALLEL_PACK_VALUES else 1
-    kdst, kstride = _pack_tables(layout, w3.shape[0] // groups, w3.shape[2])
+    kdst, kstride = pack_tables(layout, w3.shape[0] // groups, w3.shape[2])
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
     finite = pack_micro(w3, out, kdst, kstride, scratch, groups, layout.nr, threads,
                         _cpu.ISA)
@@ -197,7 +197,7 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     once as the kernel stores it); ``xa`` in that layout too; ``bias`` (C_out,) contiguous in
     that dtype (zeros for none)."""
     ct = wp.dtype
-    n, c_in, c_out = geom.batch, geom.c_in, geom.c_out
+    n, c_in = geom.batch, geom.c_in
     nxc = geom.data_format == "NXC"
     if c_in == 0:  # nothing to contract: every position is the bias
         return bias_filled(geom, bias, ct, out)
@@ -211,23 +211,31 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
         x = arena.get("x_nxc", (n, *in3, c_in), ct)
         padded_nxc(xa.reshape(n, c_in, *in3), x, (0, 0, 0), workers, _cpu.ISA)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
-    ystr = element_strides(y, geom)
+    tile_call(x.reshape(-1), zero, wp, bias, y, layout, geom, c_in // geom.groups, workers,
+              arena)
+    return y
+
+
+def tile_call(x, zero, wp, bias, y, layout, geom, cg, workers, arena, bf16=0):
+    """``micro_conv`` over ``layout``'s tiles, for the micro variant and the bfloat16 one
+    (``bf16``: micro_conv's mode bits): ``x`` flat channels-last with ``cg`` channel slots per
+    group (bfloat16 pairs with ``bf16``), ``zero`` a row of zero slots, ``wp`` the packed
+    weights in the tiles' dtype; writes ``y`` in that dtype or, from float32 tiles, 16-bit
+    (each value rounded once as it is stored)."""
     g = geom.groups
-    dims = np.array([n, *in3, *pad3(geom.strides, 1), g, c_in // g, c_out // g, layout.panels,
-                     c_in, layout.cc, layout.tb, layout.mb, layout.ldc, layout.set_max,
-                     layout.nr, layout.batch_inner],
-                    np.int64)
-    tiles = arena.get("tiles", (workers * layout.set_max * layout.mb * layout.ldc,), ct)
+    dims = np.array([geom.batch, *pad3(geom.in_shape, 1), *pad3(geom.strides, 1), g, cg,
+                     geom.c_out // g, layout.panels, g * cg, layout.cc, layout.tb, layout.mb,
+                     layout.ldc, layout.set_max, layout.nr, layout.batch_inner], np.int64)
+    tiles = arena.get("tiles", (workers * layout.set_max * layout.mb * layout.ldc,), wp.dtype)
     # 8-byte slots: a pointer fits one on every platform
     pointers = arena.get(
         "pointers", (workers * (layout.mb * (layout.tb + layout.set_max) + layout.mb // MR),),
         np.int64)
-    kind = half_kind(y.dtype) if ct == np.float32 else None
+    kind = half_kind(y.dtype) if wp.dtype == np.float32 else None
     y16 = {} if kind is None else dict(y16=y.reshape(-1).view(np.uint16), kind=kind)
-    micro_conv(x.reshape(-1), zero, wp, bias, y.reshape(-1) if kind is None else zero,
-               layout.phases, layout.tap_e, layout.tasks, dims, ystr, tiles, pointers,
-               _cpu.ISA, workers, **y16)
-    return y
+    micro_conv(x, zero, wp, bias, y.reshape(-1) if kind is None else zero, layout.phases,
+               layout.tap_e, layout.tasks, dims, element_strides(y, geom), tiles, pointers,
+               _cpu.ISA, workers, bf16=bf16, **y16)
 
 
 # The register tiles' speed at each ISA level (convt._kernels._cpu) relative to the AVX2 one

@@ -28,12 +28,11 @@ import numpy as np
 from ..._kernels import _cpu
 from ..._kernels._bf16 import (BF16_HW, BF16_ON, BF16_WIDE, pack_pairs,
                                to_pairs_nxc)
-from ..._kernels._micro import MR, NR_F32, micro_conv
+from ..._kernels._micro import NR_F32
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
-from .micro import (KC, MAX_TB, PARALLEL_PACK_VALUES, _pack_tables, micro_layout, micro_macs,
-                    micro_rate, packing_arrays)
-from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
-from .storage import half_kind
+from .micro import (KC, MAX_TB, PARALLEL_PACK_VALUES, micro_layout, micro_macs, micro_rate,
+                    pack_tables, packing_arrays, tile_call)
+from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 
 __all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
            "run_micro_bf16", "storage_kind"]
@@ -166,7 +165,7 @@ def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
     cg = c_in // groups
     if cg % 2 or mg % layout.nr:   # padding: the slots no weight is written to
         out[:] = 0
-    kdst, kstride = _pack_tables(layout, _pairs_of(cg), w3.shape[2])
+    kdst, kstride = pack_tables(layout, _pairs_of(cg), w3.shape[2])
     threads = workers if layout.packed >= PARALLEL_PACK_VALUES else 1
     finite = pack_pairs(w3.view(np.uint16), out16.view(np.uint16), kdst, kstride, groups,
                         layout.nr, threads)
@@ -194,20 +193,8 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None):
         x = arena.get("x_pairs", (n * prod(in3) * g * 2 * pairs,), np.uint16)
         to_pairs_nxc(x16, x, n, prod(in3), g, cg, not nxc, workers, _cpu.ISA)
     zero = arena.get("zero", (g * pairs,), np.float32, zero_key=g * pairs)
-    dims = np.array([n, *in3, *pad3(geom.strides, 1), g, pairs, geom.c_out // g,
-                     layout.panels, g * pairs, layout.cc, layout.tb, layout.mb, layout.ldc,
-                     layout.set_max, layout.nr, layout.batch_inner], np.int64)
-    tiles = arena.get("tiles", (workers * layout.set_max * layout.mb * layout.ldc,),
-                      np.float32)
-    pointers = arena.get(
-        "pointers", (workers * (layout.mb * (layout.tb + layout.set_max) + layout.mb // MR),),
-        np.int64)
-    kind = half_kind(y.dtype)
-    y16 = {} if kind is None else dict(y16=y.reshape(-1).view(np.uint16), kind=kind)
-    micro_conv(x.view(np.float32), zero, wp, bias, y.reshape(-1) if kind is None else zero,
-               layout.phases, layout.tap_e, layout.tasks, dims, element_strides(y, geom),
-               tiles, pointers, _cpu.ISA, workers, bf16=bf16_mode(layout.nr, _cpu.bf16()),
-               **y16)
+    tile_call(x.view(np.float32), zero, wp, bias, y, layout, geom, pairs, workers, arena,
+              bf16=bf16_mode(layout.nr, _cpu.bf16()))
     return y
 
 
