@@ -91,6 +91,15 @@ def test_against_the_reference_of_the_bf16_inputs(case, rng):
     assert_close(op(x), ref, "direct", "bfloat16")
 
 
+def test_pairs_copy_refuses_short_arrays():
+    from convt._kernels._bf16 import to_pairs_nxc
+    with pytest.raises(ValueError, match=r"to_pairs_nxc: x \(11\) or xp \(16 values\) is too "
+                                         r"short for N 1, S 4, 1 groups of 3 channels"):
+        to_pairs_nxc(np.zeros(11, np.uint16), np.zeros(16, np.uint16), 1, 4, 1, 3, True, 1)
+    with pytest.raises(ValueError, match=r"to_pairs_nxc: x \(12\) or xp \(15 values\)"):
+        to_pairs_nxc(np.zeros(12, np.uint16), np.zeros(15, np.uint16), 1, 4, 1, 3, True, 1)
+
+
 @needs_bf16
 @pytest.mark.parametrize("xs, ws, kw", [
     ((2, 64, 6, 6), (64, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),     # Winograd's

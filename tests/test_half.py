@@ -93,6 +93,24 @@ def test_conversions_refuse_mismatched_lengths():
         _half.narrow(np.zeros(4, np.float32), np.zeros(5, np.uint16), 1, 1)
 
 
+def test_kernel_guards_refuse_what_they_cannot_write():
+    # the internal kernels' own checks: a caller's slip is an error, never a write past
+    # the end of an array
+    w = np.zeros((2, 8, 3), np.uint16)
+    with pytest.raises(ValueError, match="pack_taps16: Mg must be a multiple of 16; got 8"):
+        _half.pack_taps16(w, np.zeros(64, np.float32), 1, 32, 1)
+    w = np.zeros((2, 16, 3), np.uint16)
+    with pytest.raises(ValueError, match=r"pack_taps16: line 32 and out \(64 values\) do not "
+                                         r"hold 3 taps of 32 values"):
+        _half.pack_taps16(w, np.zeros(64, np.float32), 1, 32, 1)
+    from convt._kernels._micro import micro_conv
+    one, i1 = np.zeros(1), np.zeros(1, np.int64)
+    with pytest.raises(ValueError, match="micro_conv: a 16-bit y needs float32 tiles"):
+        micro_conv(one, one, one, one, one, np.zeros((1, 9), np.int64), i1,
+                   np.zeros((1, 4), np.int64), np.zeros(18, np.int64), np.zeros(5, np.int64),
+                   one, i1, 1, 1, y16=np.zeros(1, np.uint16))
+
+
 @pytest.mark.parametrize("isa", LEVELS)
 @pytest.mark.parametrize("name", HALF)
 @pytest.mark.parametrize("shape, halo, grid", [
