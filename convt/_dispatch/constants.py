@@ -39,11 +39,11 @@ DEFAULTS = {
     # channel_half) (m rows, n columns: merged taps x channels), per grid-mode call, per
     # output value written out; fitted on the random sweep's seed 21 (each call timed after
     # a run of itself), checked on seeds 22-24
-    "gemm_macs_per_s": 41.7e9,
-    "gemm_channel_half": 0.5,
-    "gemm_rows_half": 13.1,
-    "gemm_call_s": 7.9e-7,
-    "gemm_write_s": 5.7e-10,
+    "gemm_macs_per_s": 42.8e9,
+    "gemm_channel_half": 0.607,
+    "gemm_rows_half": 8.67,
+    "gemm_call_s": 3.05e-7,
+    "gemm_write_s": 6.44e-10,
     # per value of a GEMM's A operand larger than L2: set from one-thread sgemm timings
     # (convt._backends.direct.gemm.Gemm.extra_seconds), the sweeps hold too few such layers
     "gemm_stream_s": 0.4e-9,
@@ -74,7 +74,13 @@ DEFAULTS = {
     "fft_copy_s": 2.15e-9,
     "fft_transform_s": 1.10e-8,
     "fft_f64": 1.33,
-    "fft_axis_call_s": 72e-6,       # FFT backend's fixed cost per call and spatial axis
+    "fft_axis_call_s": 105e-6,       # FFT backend's fixed cost per call and spatial axis
+    # One-shot calls beyond a prepared call of the same backend: the direct backend's set-up
+    # and its weight packing's rate (weights read and written once), the FFT's set-up besides
+    # its kernel spectra
+    "oneshot_call_s": 48e-6,
+    "pack_bytes_per_s": 9.9e9,
+    "fft_oneshot_s": 80e-6,
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")
