@@ -61,9 +61,9 @@ def fake_timing(monkeypatch):
 
 
 def _op(dtype=np.float32, **kw):
-    # 63 taps: both backends estimated (with 31 the direct estimate, 95 us, fell below the
-    # FFT's fixed cost once fft_axis_call_s was refitted to 105 us, and the FFT was no
-    # candidate; docs/dispatch.md, "The random sweep (issue 38)")
+    # 63 taps: both backends estimated at every length used here (with 31 taps the direct
+    # estimate of (2, 8, 700) fell below the FFT's fixed cost once the GEMM variant's per-call
+    # cost was refitted on the random sweep's seeds 51-53, and the FFT was no candidate)
     rng = np.random.default_rng(3)
     w = rng.standard_normal((8, 8, 63)).astype(dtype)
     return convt.ConvTranspose(w, method="tune", pads=(2, 2), **kw), w
