@@ -33,7 +33,10 @@ GEOMETRIES = {
                   dict(strides=(2, 2), pads=(1, 1, 1, 1), group=16), "depthwise"),
     "upsample": ((1, 16, 8, 8), (16, 8, 2, 2), dict(strides=(2, 2)), "upsample"),
     "gemm": ((1, 21, 4, 4), (21, 21, 16, 16), dict(strides=(8, 8), pads=(4, 4, 4, 4)), "gemm"),
-    "pixel": ((1, 5, 4, 4), (5, 5, 16, 16), dict(strides=(8, 8), pads=(4, 4, 4, 4)), "pixel"),
+    # a 3 x 3 input: on 4 x 4 the GEMM variant's per-call cost as refitted on the random
+    # sweep's seeds 51-53 prices grid mode 1.7x below the pixel kernel, and it measured 42
+    # against 77 us (2-core AMD EPYC Zen 4, float32, 2 workers: docs/dispatch.md)
+    "pixel": ((1, 5, 3, 3), (5, 5, 16, 16), dict(strides=(8, 8), pads=(4, 4, 4, 4)), "pixel"),
 }
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
 

@@ -61,8 +61,11 @@ def fake_timing(monkeypatch):
 
 
 def _op(dtype=np.float32, **kw):
+    # 63 taps: both backends estimated at every length used here (with 31 taps the direct
+    # estimate of (2, 8, 700) fell below the FFT's fixed cost once the GEMM variant's per-call
+    # cost was refitted on the random sweep's seeds 51-53, and the FFT was no candidate)
     rng = np.random.default_rng(3)
-    w = rng.standard_normal((8, 8, 31)).astype(dtype)
+    w = rng.standard_normal((8, 8, 63)).astype(dtype)
     return convt.ConvTranspose(w, method="tune", pads=(2, 2), **kw), w
 
 
@@ -319,10 +322,10 @@ def test_cli_explain(capsys):
 
 
 def test_cli_tune(fake_timing, tmp_path, capsys):
-    assert main(["tune", "x=2,8,1000 w=8,8,31 pads=2,2", "x=1,4,8 w=4,4,2 data_format=NXC",
+    assert main(["tune", "x=2,8,1000 w=8,8,63 pads=2,2", "x=1,4,8 w=4,4,2 data_format=NXC",
                  "--store", str(tmp_path), "--export", str(tmp_path / "e.json")]) == 0
     out = capsys.readouterr().out
-    line = next(t for t in out.splitlines() if t.startswith("x=2,8,1000 w=8,8,31 pads=2,2: "))
+    line = next(t for t in out.splitlines() if t.startswith("x=2,8,1000 w=8,8,63 pads=2,2: "))
     assert line.split(": ")[1].startswith("fft (")
     assert "direct 300.000 ms" in line and "fft 100.000 ms" in line
     assert "x=1,4,8 w=4,4,2 data_format=NXC: direct (" in out

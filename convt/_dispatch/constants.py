@@ -29,7 +29,8 @@ __all__ = ["CONSTANTS", "DEFAULTS", "PEAK_TIED", "REF_PEAK", "set_constants", "o
 # docs/scripts/dispatch_random.py --seed 1 --json s1.json`, then `--fit s1.json --names ...`;
 # fft_transform_s and fft_axis_call_s held), checked on seed 2; the four depthwise_* ones,
 # five fft_* ones (fft_axis_call_s held) and the two pixel_* ones the same day on seed 12,
-# checked on seeds 11 and 13-18, the five gemm_* ones on seed 21 (docs/dispatch.md, "The
+# checked on seeds 11 and 13-18, the five gemm_* ones on seed 21, and on seeds 51-53 the
+# five gemm_* ones again and the three one-shot terms (docs/dispatch.md, "The
 # random sweep (issue 38)"). The MAC rates are this machine's; PEAK_TIED rescales them
 # elsewhere.
 DEFAULTS = {
@@ -38,12 +39,14 @@ DEFAULTS = {
     # gemm_calls): the rate of a large GEMM, its efficiency m / (m + rows_half) x n / (n +
     # channel_half) (m rows, n columns: merged taps x channels), per grid-mode call, per
     # output value written out; fitted on the random sweep's seed 21 (each call timed after
-    # a run of itself), checked on seeds 22-24
-    "gemm_macs_per_s": 41.7e9,
-    "gemm_channel_half": 0.5,
-    "gemm_rows_half": 13.1,
-    "gemm_call_s": 7.9e-7,
-    "gemm_write_s": 5.7e-10,
+    # a run of itself), checked on seeds 22-24; refitted on seeds 51-53 with the one-shot
+    # terms below (gemm_call_s 0.79 -> 0.31 us: 1416 calls of (32, 10, 31) took 255 us in
+    # all on 2 threads, 1d_n3_c248-80_i32_k59_g8), checked on seeds 31-32 and 61-62
+    "gemm_macs_per_s": 42.8e9,
+    "gemm_channel_half": 0.607,
+    "gemm_rows_half": 8.67,
+    "gemm_call_s": 3.05e-7,
+    "gemm_write_s": 6.44e-10,
     # per value of a GEMM's A operand larger than L2: set from one-thread sgemm timings
     # (convt._backends.direct.gemm.Gemm.extra_seconds), the sweeps hold too few such layers
     "gemm_stream_s": 0.4e-9,
@@ -74,7 +77,20 @@ DEFAULTS = {
     "fft_copy_s": 2.15e-9,
     "fft_transform_s": 1.10e-8,
     "fft_f64": 1.33,
-    "fft_axis_call_s": 72e-6,       # FFT backend's fixed cost per call and spatial axis
+    # FFT backend's fixed cost per call and spatial axis, held (the fits put it at 105-166
+    # us, and seeds 51-53's fit at 105 us gained on them but lost on seeds 61-62: the
+    # smallest 1-D calls take 58 us where scipy.fft runs their lines on one thread, 110-150
+    # us where it runs them on 2 workers, and a fixed cost above the first keeps the FFT
+    # from being estimated where it wins, 1d_n2_c10-2_i83_k63_d3: 75 us against 110)
+    "fft_axis_call_s": 72e-6,
+    # One-shot calls beyond a prepared call of the same backend (seeds 51-53, "one-shot minus
+    # prepared" of the forced timings): the direct backend's set-up (40-90 us measured on the
+    # smallest layers, not priced before) and its weight packing's rate (0.25-0.6 ns per byte
+    # of weights measured, median by variant; at bytes_per_s it was priced 0.125 ns), the
+    # FFT's set-up besides its kernel spectra
+    "oneshot_call_s": 48e-6,
+    "pack_bytes_per_s": 9.9e9,
+    "fft_oneshot_s": 80e-6,
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")

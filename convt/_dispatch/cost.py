@@ -89,9 +89,12 @@ def seconds(geom, compute_dtype, workers, method, constants=None):
 
 
 def _packing_seconds(geom, compute_dtype, c):
-    """A one-shot direct call's weight packing: the weights read and written once."""
+    """What a one-shot direct call costs beyond a prepared one: its set-up (``oneshot_call_s``:
+    planning the variant, the packing's buffers and calls) and its weight packing, the
+    weights read and written once at ``pack_bytes_per_s``."""
     weights = geom.c_in * (geom.c_out // geom.groups) * prod(geom.kernel)
-    return 2 * weights * np.dtype(compute_dtype).itemsize / c["bytes_per_s"]
+    return (c["oneshot_call_s"]
+            + 2 * weights * np.dtype(compute_dtype).itemsize / c["pack_bytes_per_s"])
 
 
 def estimate(geom, compute_dtype, workers, constants=None, one_shot=False, storage=None):
@@ -124,7 +127,9 @@ def estimate(geom, compute_dtype, workers, constants=None, one_shot=False, stora
         elif hasattr(backend, "estimate_parts"):
             prepared = backend.estimate(geom, compute_dtype, workers, c)
             own, setup = backend.estimate_parts(geom, compute_dtype, workers, c, True)
-            split[name] = (prepared, own + setup)
+            # a one-shot call's set-up besides its spectra: planning the tiling, the
+            # spectra's buffers and calls (fft_oneshot_s)
+            split[name] = (prepared, own + setup + c["fft_oneshot_s"])
             times[name] = split[name][1 if one_shot else 0]
         else:
             times[name] = backend.estimate(geom, compute_dtype, workers, c)
