@@ -16,6 +16,8 @@ include "_micro.pyx"
 from libc.stdint cimport int64_t, uint8_t, uint16_t
 
 cdef extern from "_amxkernel.h" nogil:
+    int CONVT_AMX_KC
+    int CONVT_AMX_ROWS
     ctypedef struct convt_amx_cfg:
         pass
     void convt_amx_config(convt_amx_cfg* cfg)
@@ -27,6 +29,9 @@ cdef extern from "_amxkernel.h" nogil:
     void convt_amxemu_load(int t, const void* base, int64_t stride)
     void convt_amxemu_store(int t, void* base, int64_t stride)
     void convt_amxemu_dpbf16ps(int c, int a, int b)
+
+# the kernel's block: rows, and most taps x pairs (rounded up to 16) of its gathered copy
+ROWS, KC = CONVT_AMX_ROWS, CONVT_AMX_KC
 
 
 def take_fault():

@@ -26,7 +26,6 @@ import warnings
 
 import numpy as np
 
-from ..._geometry.geometry import Geometry
 from ..._kernels import _amxemu, _cpu
 from ..._kernels._bf16 import BF16_AMX, BF16_ON, BF16_WIDE
 from ..._kernels._micro import NR_F32, micro_conv
@@ -61,22 +60,27 @@ def _kernel(emulated):
     return _amxemu.micro_conv if emulated else micro_conv
 
 
-def amx_ready():
+def amx_ready(geom=None):
     """Whether the AMX tiles run in this process: at ISA level 3 (read at call time), once
-    the self-check passed (run at the first call at that level)."""
+    the self-check passed, run at the first call at that level that gives a geometry
+    ``geom`` (any: its class makes the check's layers; without one, an unchecked process
+    is not ready)."""
     if _cpu.ISA < 3:
         return False
     if _EMULATE:
         return True
     if "ok" not in _CHECK:
-        _CHECK["ok"] = self_check()
+        if geom is None:
+            return False
+        _CHECK["ok"] = self_check(geom)
     return _CHECK["ok"]
 
 
-def bf16_kernel():
+def bf16_kernel(geom=None):
     """What runs bfloat16 storage in this process, for ``show_config``: the AMX tiles, the
-    AVX512-BF16 tiles, or the float32 kernels on widened values."""
-    if amx_ready():
+    AVX512-BF16 tiles, or the float32 kernels on widened values (``geom``: as for
+    ``amx_ready``)."""
+    if amx_ready(geom):
         return "micro_amx (AMX-BF16 tdpbf16ps" + (", emulated)" if _EMULATE else ")")
     if _cpu.bf16():
         return "micro_bf16 (AVX512-BF16 vdpbf16ps)"
@@ -94,7 +98,7 @@ class MicroAmx(MicroBf16):
 
     def takes(self, geom, variant, storage):
         """Whether this variant runs ``geom`` in place of ``variant`` for ``storage``."""
-        return self.fits(geom, variant, storage) and amx_ready()
+        return self.fits(geom, variant, storage) and amx_ready(geom)
 
     def kind(self, geom, kind):
         cg = geom.c_in // geom.groups
@@ -186,25 +190,28 @@ class _Arena:
         return np.zeros(shape, dtype) if zero_key is not None else np.empty(shape, dtype)
 
 
-# The self-check's layers: 32-wide tiles with a K tail (20 pairs), direct and gathered rows,
-# 2-D stride 2; 16-wide tiles, 2 groups of an odd channel count (18 pairs), 1-D dilated.
+# The self-check's layers (every field of a geometry) and seeds: 32-wide tiles with a K tail
+# (20 pairs), direct and gathered rows, 2-D stride 2; 16-wide tiles, 2 groups of an odd
+# channel count (18 pairs), 1-D dilated, channels-last.
 _CHECK_LAYERS = (
-    (Geometry(batch=2, c_in=40, c_out=64, groups=1, in_shape=(5, 19), out_shape=(9, 37),
-              kernel=(3, 3), strides=(2, 2), dilations=(1, 1), pads_begin=(1, 1),
-              pads_end=(1, 1)), 3),
-    (Geometry(batch=1, c_in=70, c_out=32, groups=2, in_shape=(40,), out_shape=(43,),
-              kernel=(5,), strides=(1,), dilations=(2,), pads_begin=(2,), pads_end=(3,),
-              data_format="NXC"), 5),
+    (dict(batch=2, c_in=40, c_out=64, groups=1, in_shape=(5, 19), out_shape=(9, 37),
+          kernel=(3, 3), strides=(2, 2), dilations=(1, 1), pads_begin=(1, 1),
+          pads_end=(1, 1), data_format="NCX"), 3),
+    (dict(batch=1, c_in=70, c_out=32, groups=2, in_shape=(40,), out_shape=(43,),
+          kernel=(5,), strides=(1,), dilations=(2,), pads_begin=(2,), pads_end=(3,),
+          data_format="NXC"), 5),
 )
 
 
-def self_check(kernel=None):
+def self_check(geom, kernel=None):
     """Whether ``kernel`` (default: the hardware's micro_conv, which must only be called at
-    ISA level 3) agrees with the emulated AMX tiles on ``_CHECK_LAYERS``; if not, a
-    RuntimeWarning says what differed (or why the configuration is invalid)."""
+    ISA level 3) agrees with the emulated AMX tiles on ``_CHECK_LAYERS`` (made as copies of
+    the geometry ``geom`` with every field replaced); if not, a RuntimeWarning says what
+    differed (or why the configuration is invalid)."""
     why = _amxemu.config_error()
     if why is None:
-        why = _compare(micro_conv if kernel is None else kernel)
+        layers = [(dataclasses.replace(geom, **fields), seed) for fields, seed in _CHECK_LAYERS]
+        why = _compare(layers, micro_conv if kernel is None else kernel)
     if why is None:
         return True
     warnings.warn(f"convt: the AMX-BF16 tiles failed their self-check ({why}); bfloat16 "
@@ -213,10 +220,10 @@ def self_check(kernel=None):
     return False
 
 
-def _compare(kernel):
+def _compare(layers, kernel):
     import ml_dtypes   # bfloat16 storage implies it (convt's 16-bit dtypes)
 
-    for geom, seed in _CHECK_LAYERS:
+    for geom, seed in layers:
         rng = np.random.default_rng(seed)
         x = rng.standard_normal(geom.array_shape("input")).astype(ml_dtypes.bfloat16)
         w = rng.standard_normal((geom.c_in, geom.c_out // geom.groups, *geom.kernel))
