@@ -88,7 +88,8 @@
 # _finite.pxd          finiteness and exponent-bound checks.  _types.pxd: the fused dtype.
 # Headers (AVX2 bodies selected at run time, portable C otherwise):
 # _isa.h               CPU detection: the ISA level (CPUID + XCR0; AMX tile permission).
-# _amxkernel.h         the AMX-BF16 tile blocks, on a macro layer (instructions, or their C emulation).
+# _amxkernel.h         the AMX-BF16 tile blocks, on a macro layer: the instructions, or their C
+#                      emulation (_amxemu.h: Intel SDM semantics and checks).
 # _ukernel.h           the MR x NR micro-kernels (6 x 16 float32, 6 x 8 float64; AVX-512: 12 rows).
 # _transpose.h         register transposes and zips; 8 x 8 block transposes.
 # _writeout.h          tile write-outs with the bias into channels-first y.
