@@ -264,6 +264,23 @@ def test_the_layout_holds_whole_blocks_and_bounds_the_copy():
         assert lay.packed == base.packed + 16 * lay.nr
 
 
+def test_the_packed_weights_end_in_zeros_whatever_the_buffer_held(rng):
+    """The K tail's B tile reads up to 15 lines past the last pair: packed_amx zeroes the 16
+    lines it appends, even in a reused buffer full of NaN bits."""
+    kw = dict(strides=(2,), pads=(1, 2))
+    w = rng.standard_normal((34, 32, 4)).astype(BF16)          # 17 pairs: a 1-pair tail
+    x = rng.standard_normal((2, 34, 9)).astype(BF16)
+    op = convt.ConvTranspose(w, **kw)
+    geom = op._plan.geometry(x.shape).geom
+    lay = micro_amx.amx_layout(geom)
+    wp, finite = micro_amx.packed_amx(lay, w, 1, buffer=lambda n, dt: np.full(n, 0xFFFF, dt))
+    assert finite and lay.nr == 32 and not wp[-16 * lay.nr:].any()
+    y = micro_amx._call(x, lay, geom, wp, np.zeros(32, np.float32), 1, micro_amx._Arena(),
+                        None, _amxemu.micro_conv)
+    ref = _reference(x, w, np.zeros(32, BF16), **kw)
+    assert float(np.abs(y - ref).max()) <= TOL_F32 * max(1.0, float(np.abs(ref).max()))
+
+
 # ---- the variant at each ISA level ----
 
 @pytest.fixture
@@ -298,6 +315,17 @@ def test_at_level_3_bf16_storage_runs_the_amx_tiles(level3, data_format, rng):
     op32 = convt.ConvTranspose(w.astype(np.float32), b.astype(np.float32),
                                data_format=data_format, **kw)
     assert op32._plan.geometry(x.shape).variant not in ("micro_amx", "micro_bf16")
+
+
+def test_at_level_3_one_shot_calls_give_the_prepared_bits(level3, rng):
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    x = rng.standard_normal((2, 40, 5, 7)).astype(BF16)
+    w = rng.standard_normal((40, 32, 4, 4)).astype(BF16)
+    op = convt.ConvTranspose(w, **kw)
+    assert op._plan.geometry(x.shape).variant == "micro_amx"
+    for _ in range(2):   # the second reuses the one-shot workspace's packing buffer
+        y = convt.conv_transpose(x, w, **kw)
+        np.testing.assert_array_equal(y.view(np.uint16), op(x).view(np.uint16))
 
 
 def test_at_level_3_the_cost_model_prices_the_amx_tiles(level3):
