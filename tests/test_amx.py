@@ -241,6 +241,25 @@ def test_emulated_tiles_on_full_and_tail_chunks(xs, ws, kw, rng):
     np.testing.assert_array_equal(_emulated(op, x, workers=3), y1)
 
 
+@pytest.mark.parametrize("xs, ws, kw, gathered", [
+    ((1, 40, 8, 32), (40, 32, 2, 2), dict(strides=(2, 2)), False),          # no border taps
+    ((16, 40, 4, 4), (40, 32, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), False),
+    ((2, 40, 6, 16), (40, 32, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), True),
+])
+def test_rows_in_a_line_or_across_images_are_read_in_place(xs, ws, kw, gathered, rng):
+    """16 rows along one output line (no tap off the data), or one position of 16 images
+    (rows batch innermost), are equally spaced in x: tileloadd reads them where they are.
+    A line's first or last row reading off the data makes the half gathered."""
+    x = rng.standard_normal(xs).astype(BF16)
+    w = rng.standard_normal(ws).astype(BF16)
+    ref = _reference(x, w, np.zeros(ws[1], BF16), **kw)
+    _amxemu.take_halves()
+    y = _emulated(convt.ConvTranspose(w, **kw), x)
+    _, direct, copied = _amxemu.take_halves()
+    assert direct > 0 and (copied > 0) == gathered
+    assert float(np.abs(y - ref).max()) <= TOL_F32 * max(1.0, float(np.abs(ref).max()))
+
+
 def test_nan_and_inf_in_x_reach_only_their_outputs(rng):
     x = rng.standard_normal((2, 40, 6, 6)).astype(np.float32)
     x[0, 3, 2, 2], x[1, 37, 0, 4] = np.nan, np.inf
@@ -253,13 +272,25 @@ def test_nan_and_inf_in_x_reach_only_their_outputs(rng):
     np.testing.assert_array_equal(np.isinf(y), np.isinf(ref))
 
 
+def _rows_per_set(lay, batch):
+    return {(int(f), int(c)): max(batch * int(np.prod(p[:3])) for p in lay.phases[f:f + c])
+            for f, c, _, _ in lay.tasks}
+
+
 def test_the_layout_holds_whole_blocks_and_bounds_the_copy():
     for c_in, k in ((3, (5, 5)), (40, (3, 3)), (600, (2, 2)), (64, (4, 4))):
         geom = Geometry(batch=3, c_in=c_in, c_out=48, groups=1, in_shape=(7, 11),
                         out_shape=(11, 19), kernel=k, strides=(1, 1), dilations=(1, 1),
                         pads_begin=(1, 1), pads_end=(1, 1))
         lay, base = micro_amx.amx_layout(geom), micro_bf16.bf16_layout(geom)
-        assert lay.mb % 32 == 0 and lay.mb >= base.mb >= int(lay.tasks[:, 3].max())
+        assert lay.mb % 32 == 0 and lay.mb >= base.mb and lay.mb >= int(lay.tasks[:, 3].max())
+        assert (lay.tasks[:, 3] % 32 == 0).all() and (lay.tasks[:, 2] % 32 == 0).all()
+        # every row of every set in exactly one task
+        for (first, count), rows in _rows_per_set(base, geom.batch).items():
+            mine = lay.tasks[(lay.tasks[:, 0] == first) & (lay.tasks[:, 1] == count)]
+            starts = mine[:, 2]
+            assert list(starts) == list(range(0, rows, int(mine[0, 3])))
+            assert starts[-1] + mine[-1, 3] >= rows
         assert lay.tb * -(-lay.cc // 16) * 16 <= _amxemu.KC
         assert lay.packed == base.packed + 16 * lay.nr
 

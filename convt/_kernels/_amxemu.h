@@ -37,6 +37,9 @@ typedef struct {
 
 static __thread convt_amxemu_state convt_amxemu;
 static int convt_amxemu_faults;
+/* the 16-row halves of A the kernel classified (convt_amx_rows): no data, read in place,
+ * gathered: counted, for the tests and docs/performance.md */
+static int64_t convt_amxemu_halves[3];
 static char convt_amxemu_text[160];
 
 static void convt_amxemu_fault(const char* op, int tile, const char* what)

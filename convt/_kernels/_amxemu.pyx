@@ -23,6 +23,7 @@ cdef extern from "_amxkernel.h" nogil:
     void convt_amx_config(convt_amx_cfg* cfg)
     const char* convt_amx_config_error(const void* cfg)
     const char* convt_amxemu_take_fault()
+    int64_t convt_amxemu_halves[3]
     void convt_amxemu_loadconfig(const void* cfg)
     void convt_amxemu_release()
     void convt_amxemu_zero(int t)
@@ -39,6 +40,15 @@ def take_fault():
     and the exception), or None; clears it."""
     cdef const char* text = convt_amxemu_take_fault()
     return None if text == NULL else text.decode()
+
+
+def take_halves():
+    """(no data, read in place, gathered): how many 16-row halves of A tiles the kernel
+    classified so since the last call (per tap, block, group and 32-row block); resets."""
+    counts = tuple(int(convt_amxemu_halves[i]) for i in range(3))
+    for i in range(3):
+        convt_amxemu_halves[i] = 0
+    return counts
 
 
 def config_bytes():

@@ -102,6 +102,7 @@ static inline const char* convt_amx_config_error(const void* cfg)
 #define CONVT_AMX_LOAD(t, base, stride) convt_amxemu_load(t, base, stride)
 #define CONVT_AMX_STORE(t, base, stride) convt_amxemu_store(t, base, stride)
 #define CONVT_AMX_DP(c, a, b) convt_amxemu_dpbf16ps(c, a, b)
+#define CONVT_AMX_COUNT(kind) __atomic_fetch_add(&convt_amxemu_halves[kind], 1, __ATOMIC_RELAXED)
 
 #elif CONVT_HAVE_AVX2_PATH && defined(__x86_64__)
 /* ---- The instructions. GCC's intrinsics are asm statements that name no memory: the
@@ -116,6 +117,7 @@ static inline const char* convt_amx_config_error(const void* cfg)
 #define CONVT_AMX_LOAD(t, base, stride) _tile_loadd(t, base, stride)
 #define CONVT_AMX_STORE(t, base, stride) _tile_stored(t, base, stride)
 #define CONVT_AMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#define CONVT_AMX_COUNT(kind) ((void) 0)
 
 #else
 #define CONVT_AMX_AVAILABLE 0
@@ -258,6 +260,8 @@ static void convt_amx_block(const float* const* ptr, const float* zero, int64_t 
                     const float* const* pu = ptr + u * mpad + r;
                     kind[0] = convt_amx_rows(pu, zero, &str[0]);
                     kind[1] = convt_amx_rows(pu + 16, zero, &str[1]);
+                    CONVT_AMX_COUNT(kind[0]);
+                    CONVT_AMX_COUNT(kind[1]);
                     if (kind[0] == 0 && kind[1] == 0)
                         continue;
                     for (h = 0; h < 2; h++) {

@@ -132,16 +132,24 @@ class MicroAmx(MicroBf16):
 
 @functools.lru_cache(maxsize=64)
 def amx_layout(geom):
-    """``bf16_layout(geom)`` for the AMX tiles: tile rows for whole 32-row blocks (MB rounded
-    up to 32: a task's rows stay at most the unrounded MB), taps per block so that taps x
-    pairs rounded up to 16 is at most KC (the kernel's gathered copy), and 16 lines of NR
-    slots past the packed weights (zeros)."""
+    """``bf16_layout(geom)`` for the AMX tiles: tasks of whole 32-row blocks (MB rounded up
+    to 32, each set's rows split into equal tasks of a multiple of 32 rows: then a tile's
+    16-row halves start where a run of 16 positions along an output line, or of 16 images,
+    does, and are read in place), taps per block so that taps x pairs rounded up to 16 is at
+    most KC (the kernel's gathered copy), and 16 lines of NR slots past the packed weights
+    (zeros)."""
     lay = bf16_layout(geom)
     if geom.c_in == 0:
         return lay
     kpad = -(-lay.cc // _K) * _K
-    return dataclasses.replace(lay, tb=max(1, min(MAX_TB, KC // kpad)),
-                               mb=-(-lay.mb // _ROWS) * _ROWS,
+    mb = -(-lay.mb // _ROWS) * _ROWS
+    tasks = []
+    for first, count in dict.fromkeys((int(t[0]), int(t[1])) for t in lay.tasks):
+        rows = max(geom.batch * int(np.prod(p[:3])) for p in lay.phases[first:first + count])
+        size = -(-rows // -(-rows // mb) // _ROWS) * _ROWS
+        tasks += [(first, count, r, size) for r in range(0, rows, size)]
+    return dataclasses.replace(lay, tb=max(1, min(MAX_TB, KC // kpad)), mb=mb,
+                               tasks=np.array(tasks, np.int64).reshape(-1, 4),
                                packed=lay.packed + _K * lay.nr)
 
 
