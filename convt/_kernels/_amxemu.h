@@ -28,12 +28,13 @@
 #include <stdio.h>
 
 typedef struct {
+    float data_f32[8][16][16];   /* the tiles' bytes (first: float32-aligned), as ... */
     int configured;
     uint8_t start_row;
     uint16_t colsb[8];
     uint8_t rows[8];
-    uint8_t data[8][16][64];
 } convt_amxemu_state;
+#define CONVT_AMXEMU_ROW(t, r) ((uint8_t*) convt_amxemu.data_f32[t][r])   /* ... bytes */
 
 static __thread convt_amxemu_state convt_amxemu;
 static int convt_amxemu_faults;
@@ -104,24 +105,23 @@ static void convt_amxemu_release(void)
 static void convt_amxemu_zero(int t)
 {
     if (convt_amxemu_valid("tilezero", t))
-        memset(convt_amxemu.data[t], 0, sizeof convt_amxemu.data[t]);
+        memset(convt_amxemu.data_f32[t], 0, sizeof convt_amxemu.data_f32[t]);
 }
 
 static void convt_amxemu_load(int t, const void* base, int64_t stride)
 {
     int r, r0 = convt_amxemu.start_row;
-    uint8_t (*d)[64];
     if (!convt_amxemu_valid("tileloadd", t))
         return;
     if (r0 >= convt_amxemu.rows[t]) {
         convt_amxemu_fault("tileloadd", t, "#UD, start_row not below rows");
         return;
     }
-    d = convt_amxemu.data[t];
     for (r = 0; r < 16; r++) {
-        memset(d[r], 0, 64);
+        memset(CONVT_AMXEMU_ROW(t, r), 0, 64);
         if (r >= r0 && r < convt_amxemu.rows[t])
-            memcpy(d[r], (const uint8_t*) base + r * stride, convt_amxemu.colsb[t]);
+            memcpy(CONVT_AMXEMU_ROW(t, r), (const uint8_t*) base + r * stride,
+                   convt_amxemu.colsb[t]);
     }
     convt_amxemu.start_row = 0;
 }
@@ -136,7 +136,7 @@ static void convt_amxemu_store(int t, void* base, int64_t stride)
         return;
     }
     for (r = convt_amxemu.start_row; r < convt_amxemu.rows[t]; r++)
-        memcpy((uint8_t*) base + r * stride, convt_amxemu.data[t][r], convt_amxemu.colsb[t]);
+        memcpy((uint8_t*) base + r * stride, CONVT_AMXEMU_ROW(t, r), convt_amxemu.colsb[t]);
     convt_amxemu.start_row = 0;
 }
 
@@ -182,15 +182,15 @@ static void convt_amxemu_dpbf16ps(int c, int a, int b)
         return;
     }
     for (m = 0; m < convt_amxemu.rows[c]; m++) {
-        float* cm = (float*) convt_amxemu.data[c][m];
+        float* cm = convt_amxemu.data_f32[c][m];
         for (n = 0; n < nn; n++)
             even[n] = odd[n] = 0.f;
         for (k = 0; k < kk; k++) {
-            const uint8_t* ar = convt_amxemu.data[a][m] + 4 * k;
+            const uint8_t* ar = CONVT_AMXEMU_ROW(a, m) + 4 * k;
             float a0 = convt_amxemu_flush(convt_amxemu_f32(ar));
             float a1 = convt_amxemu_flush(convt_amxemu_f32(ar + 2));
             for (n = 0; n < nn; n++) {
-                const uint8_t* br = convt_amxemu.data[b][k] + 4 * n;
+                const uint8_t* br = CONVT_AMXEMU_ROW(b, k) + 4 * n;
                 float b0 = convt_amxemu_flush(convt_amxemu_f32(br));
                 float b1 = convt_amxemu_flush(convt_amxemu_f32(br + 2));
                 even[n] = convt_amxemu_flush(fmaf(a0, b0, even[n]));
@@ -201,10 +201,10 @@ static void convt_amxemu_dpbf16ps(int c, int a, int b)
             float sum = convt_amxemu_flush(even[n] + odd[n]);
             cm[n] = convt_amxemu_flush(convt_amxemu_flush(cm[n]) + sum);
         }
-        memset(convt_amxemu.data[c][m] + 4 * nn, 0, 64 - 4 * nn);
+        memset(CONVT_AMXEMU_ROW(c, m) + 4 * nn, 0, 64 - 4 * nn);
     }
     for (m = convt_amxemu.rows[c]; m < 16; m++)
-        memset(convt_amxemu.data[c][m], 0, 64);
+        memset(CONVT_AMXEMU_ROW(c, m), 0, 64);
     convt_amxemu.start_row = 0;
 }
 
