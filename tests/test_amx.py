@@ -391,6 +391,39 @@ def test_below_level_3_nothing_changes(monkeypatch, level, rng):
     assert micro_amx.bf16_kernel().startswith("micro_bf16" if _cpu.bf16() else "float32")
 
 
+_CHILD = r"""
+import json, warnings
+warnings.simplefilter("error")
+import numpy as np, ml_dtypes
+import convt
+from convt._kernels import _cpu
+from convt._config import config_dict
+w = np.ones((32, 32, 3, 3), ml_dtypes.bfloat16)
+op = convt.ConvTranspose(w, pads=(1, 1, 1, 1))
+print(json.dumps({"isa": _cpu.ISA, "variant": op._plan.geometry((1, 32, 5, 5)).variant,
+                  "bf16": config_dict()["isa"]["bfloat16"]}))
+"""
+
+
+@pytest.mark.skipif(_cpu.CPU_ISA >= 3, reason="this CPU has AMX: the level would be 3")
+@pytest.mark.parametrize("cap", ["avx512_amx", "avx512", ""])
+def test_asking_for_amx_on_a_cpu_without_it_is_safe(cap):
+    """CONVT_ISA=avx512_amx (or no cap) on a CPU without AMX: level 2 at most, no warning,
+    the AMX tiles never run."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from conftest import REPO_ROOT
+    env = dict(os.environ, CONVT_ISA=cap, PYTHONPATH=os.pathsep.join(
+        [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                         text=True, check=True, cwd=str(REPO_ROOT))
+    got = json.loads(run.stdout)
+    assert got["isa"] == min(_cpu.CPU_ISA, 2) and got["variant"] != "micro_amx"
+    assert got["bf16"].startswith("micro_bf16" if _cpu.bf16(2) else "float32")
+
+
 def test_show_config_names_the_bf16_kernel():
     from convt._config import config_dict
     assert config_dict()["isa"]["bfloat16"] == micro_amx.bf16_kernel()
