@@ -98,7 +98,9 @@ class MicroAmx(MicroBf16):
 
     def takes(self, geom, variant, storage):
         """Whether this variant runs ``geom`` in place of ``variant`` for ``storage``."""
-        return self.fits(geom, variant, storage) and amx_ready(geom)
+        # the level first (below 3, nothing else is asked), the self-check last (it runs
+        # once, on the first bfloat16 layer these tiles suit)
+        return _cpu.ISA >= 3 and self.fits(geom, variant, storage) and amx_ready(geom)
 
     def kind(self, geom, kind):
         cg = geom.c_in // geom.groups
