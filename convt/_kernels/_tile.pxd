@@ -29,8 +29,6 @@ cdef extern from "_bf16kernel.h" nogil:
     void convt_ukernel_bf16(int mode, int rows, int64_t ntaps, int64_t kp, const float* const* a,
                             int64_t astride, int64_t aoff, const float* b, int64_t bstride,
                             float* c, int64_t ldc, int acc)
-
-cdef extern from "_bf16kernel.h" nogil:
     int CONVT_BF16_AMX
 
 cdef extern from "_amxkernel.h" nogil:

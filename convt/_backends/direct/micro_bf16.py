@@ -2,7 +2,8 @@
 
 Where a CPU has AVX512-BF16 (``convt._kernels._cpu.bf16()``; ``CONVT_ISA=avx2`` turns it
 off) and the storage dtype is bfloat16, the dense variants (micro, Winograd, upsample and
-the GEMMs) give way to this one (``takes``; the registry asks it, ``storage_kind``): the
+the GEMMs) give way to this one (``takes``; the registry asks it, ``storage_kind``, after
+convt._backends.direct.micro_amx, which takes them first at ISA level 3): the
 micro variant's phases, tasks and tiles (``convt._backends.direct.micro``), with each pair
 of input channels multiplied in one step (convt/_kernels/_bf16kernel.h). x stays bfloat16:
 its channels-last copy (``to_pairs_nxc``, or x itself when it is channels-last with an even
@@ -35,7 +36,7 @@ from .micro import (KC, MAX_TB, PARALLEL_PACK_VALUES, micro_layout, micro_macs, 
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 
 __all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
-           "run_micro_bf16", "storage_kind"]
+           "run_micro_bf16"]
 
 # The variants whose geometries the bfloat16 tiles take (the dense ones; depthwise and pixel
 # keep theirs: few channels, or weights that are not finite).
@@ -62,12 +63,6 @@ def _pairs(geom):
 def _pairs_of(cg):
     """Pairs of input channels of a group of ``cg`` (the last padded with a zero)."""
     return (cg + 1) // 2
-
-
-def storage_kind(geom, kind, storage):
-    """The kind that runs ``geom`` stored as ``storage``: this variant's when ``takes`` says
-    so, else ``kind`` (the registry's rule, which knows geometries, not dtypes)."""
-    return VARIANT.kind(geom, kind) if VARIANT.takes(geom, kind.variant, storage) else kind
 
 
 class MicroBf16(Variant):
