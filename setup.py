@@ -194,16 +194,26 @@ class BuildExt(build_ext):
                 f.write(text)
 
 
+# Per-extension macros: _amxemu is _micro.pyx again, with the AMX instructions emulated in C
+# (convt/_kernels/_amxkernel.h), to test the AMX tiles where the CPU has none.
+_MACROS = {"_amxemu": [("CONVT_AMX_EMU", "1")]}
+
+
 def _extensions():
-    return [
-        Extension(
-            "convt._kernels." + os.path.splitext(os.path.basename(pyx))[0],
+    exts = []
+    for pyx in sorted(glob.glob(os.path.join("convt", "_kernels", "*.pyx"))):
+        name = os.path.splitext(os.path.basename(pyx))[0]
+        exts.append(Extension(
+            "convt._kernels." + name,
             [pyx],
-            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-            depends=sorted(glob.glob(os.path.join("convt", "_kernels", "*.h"))),
-        )
-        for pyx in sorted(glob.glob(os.path.join("convt", "_kernels", "*.pyx")))
-    ]
+            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+            + _MACROS.get(name, []),
+            depends=sorted(glob.glob(os.path.join("convt", "_kernels", "*.h"))
+                           + glob.glob(os.path.join("convt", "_kernels", "*.pxd"))
+                           + ([os.path.join("convt", "_kernels", "_micro.pyx")]
+                              if name == "_amxemu" else [])),
+        ))
+    return exts
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExt})

@@ -92,6 +92,20 @@ def _gemm_blas():
     return (os.path.basename(path) if path else "not controllable"), threads or _UNKNOWN
 
 
+def _bf16_kernel():
+    # what runs bfloat16 storage: the AMX tiles (after their self-check), AVX512-BF16's, or
+    # the float32 kernels
+    try:
+        from convt._backends.direct.micro_amx import bf16_kernel
+    except ImportError:
+        return _UNKNOWN
+    from convt._geometry.geometry import Geometry
+    any_geom = Geometry(batch=1, c_in=1, c_out=1, groups=1, in_shape=(1,), out_shape=(1,),
+                        kernel=(1,), strides=(1,), dilations=(1,), pads_begin=(0,),
+                        pads_end=(0,))
+    return bf16_kernel(any_geom)
+
+
 def _isa_section(max_threads):
     # The ISA level the kernels run at (convt._kernels._cpu) and the float32 FMA peak of that
     # level's widest vector per thread count (a few ms, run here, never at import).
@@ -109,6 +123,7 @@ def _isa_section(max_threads):
         "cpu_isa": _cpu.name(_cpu.CPU_ISA),
         "CONVT_ISA": os.environ.get(_cpu.ENV, "unset"),
         "kernels": [f"{k}={v}" for k, v in _cpu.kernel_isas().items()],
+        "bfloat16": _bf16_kernel(),
         "fma_peak_gflops": [f"{t}t={p:.0f}" for t, p in peaks if p is not None],
         "cost_model_rates": [f"{k}: {v}" for k, v in constants.rate_sources().items()],
     }
@@ -121,7 +136,8 @@ def config_dict():
     -------
     dict
         Sections ``"threading"``, ``"build"``, ``"versions"``, ``"machine"`` and ``"isa"``
-        (the instruction set each kernel runs at, the float32 FMA peak in GFLOP/s per
+        (the instruction set each kernel runs at, the kernel that runs bfloat16 storage:
+        AMX-BF16 or AVX512-BF16 tiles or the float32 kernels, the float32 FMA peak in GFLOP/s per
         thread count from a short probe, ``"1t=118"`` for one thread, and where the cost
         model's compute rates come from: that probe or a calibration), each a dict
         of str to str, int, bool or list. A value that cannot be determined (for instance

@@ -52,7 +52,11 @@
 #                      through per-row pointers (no halo copy), then written into y.
 #                      With bf16 (the "micro_bf16" variant, AVX512-BF16), x and the weights
 #                      hold pairs of bfloat16 channels per 32-bit slot and the tiles multiply a
-#                      pair per vdpbf16ps (_bf16kernel.h), accumulating in float32.
+#                      pair per vdpbf16ps (_bf16kernel.h), accumulating in float32. With the
+#                      AMX bit ("micro_amx", ISA level 3), blocks of 32 rows x 16 or 32
+#                      channels run on AMX tiles (tdpbf16ps: _amxkernel.h, _tile.pxd).
+# _amxemu              _micro again, built with the AMX instructions emulated in C (Intel
+#                      SDM semantics and checks): the AMX tiles' tests and self-check.
 # _bf16                bfloat16 storage: to_pairs_nxc (x channels-last, groups padded to even
 #                      channel counts), pack_pairs (weights as pairs); the result is rounded
 #                      to bfloat16 by the micro write-outs (_half.h).
@@ -84,6 +88,8 @@
 # _finite.pxd          finiteness and exponent-bound checks.  _types.pxd: the fused dtype.
 # Headers (AVX2 bodies selected at run time, portable C otherwise):
 # _isa.h               CPU detection: the ISA level (CPUID + XCR0; AMX tile permission).
+# _amxkernel.h         the AMX-BF16 tile blocks, on a macro layer: the instructions, or their C
+#                      emulation (_amxemu.h: Intel SDM semantics and checks).
 # _ukernel.h           the MR x NR micro-kernels (6 x 16 float32, 6 x 8 float64; AVX-512: 12 rows).
 # _transpose.h         register transposes and zips; 8 x 8 block transposes.
 # _writeout.h          tile write-outs with the bias into channels-first y.

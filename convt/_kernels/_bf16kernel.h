@@ -32,10 +32,12 @@
 
 #define CONVT_BF16_MR 6
 /* mode bits (convt._backends.direct.micro_bf16 sets them): on; vdpbf16ps (else portable C);
- * NR = 32 (else 16) */
+ * NR = 32 (else 16); the AMX tiles of _amxkernel.h instead (_tile.pxd's _tile_amx:
+ * convt._backends.direct.micro_amx, at ISA level 3 or in the emulating build) */
 #define CONVT_BF16_ON 1
 #define CONVT_BF16_HW 2
 #define CONVT_BF16_WIDE 4
+#define CONVT_BF16_AMX 8
 
 static inline float convt_bf16_to_f32(uint16_t v)
 {

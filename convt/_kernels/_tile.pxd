@@ -29,6 +29,16 @@ cdef extern from "_bf16kernel.h" nogil:
     void convt_ukernel_bf16(int mode, int rows, int64_t ntaps, int64_t kp, const float* const* a,
                             int64_t astride, int64_t aoff, const float* b, int64_t bstride,
                             float* c, int64_t ldc, int acc)
+    int CONVT_BF16_AMX
+
+cdef extern from "_amxkernel.h" nogil:
+    int CONVT_AMX_ROWS
+    void convt_amx_begin()
+    void convt_amx_end()
+    void convt_amx_block(const float* const* ptr, const float* zero, int64_t nt, int64_t mpad,
+                         int64_t kc, int64_t c0, const float* wph, int64_t T, int64_t t0,
+                         int64_t Cg, int64_t G, int64_t NP, int64_t NR, float* t, int64_t ldc,
+                         int first)
 
 cdef extern from "_corners.h" nogil:
     void convt_corners_f32(int isa, const float* src, const int64_t* off, int n, int neg,
@@ -235,6 +245,33 @@ cdef inline void _rows_outer(int isa, const uint64_t* masks, int64_t nsub, int64
         ir += 2 if two else 1
 
 
+cdef inline void _tile_amx(const float* x, const float* zero, const float* wp,
+                           const int64_t* ph, const int64_t* tap_e, int64_t r0, int64_t m,
+                           const int64_t* d, float* t, const float** ptr) noexcept nogil:
+    # _tile on the AMX tiles (_amxkernel.h; bf16 with CONVT_BF16_AMX): blocks of TB taps x CC
+    # pairs as _tile's, each over whole 32-row blocks (the rows past m read zeros; the tile
+    # memory and pointer table hold MB >= mpad rows: convt._backends.direct.micro_amx), with
+    # the thread's tile state configured for the call and released after it.
+    cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
+    cdef int64_t NR = d[17], T = ph[7]
+    cdef int64_t mpad = (m + CONVT_AMX_ROWS - 1) // CONVT_AMX_ROWS * CONVT_AMX_ROWS
+    cdef int64_t t0 = 0, nt, c0, kc
+    cdef bint first = True
+    convt_amx_begin()
+    while t0 < T:
+        nt = min(TB, T - t0)
+        _pointers(x, zero, ph, tap_e, t0, nt, r0, m, mpad, d, ptr)
+        c0 = 0
+        while c0 < Cg:
+            kc = min(CC, Cg - c0)
+            convt_amx_block(ptr, zero, nt, mpad, kc, c0, wp + ph[8], T, t0, Cg, G, NP, NR, t,
+                            ldc, first)
+            first = False
+            c0 += kc
+        t0 += nt
+    convt_amx_end()
+
+
 cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
                        const int64_t* ph, const int64_t* tap_e, int64_t r0, int64_t m,
                        const int64_t* d, real* t, const real** ptr, uint64_t* masks,
@@ -259,6 +296,9 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
     cdef bint two
     cdef const real* panel
     cdef bint first = True
+    if real is float and bf16 & CONVT_BF16_AMX:
+        _tile_amx(x, zero, wp, ph, tap_e, r0, m, d, t, ptr)
+        return
     t0 = 0
     while t0 < T:
         nt = min(TB, T - t0)

@@ -216,12 +216,13 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
     return y
 
 
-def tile_call(x, zero, wp, bias, y, layout, geom, cg, workers, arena, bf16=0):
-    """``micro_conv`` over ``layout``'s tiles, for the micro variant and the bfloat16 one
+def tile_call(x, zero, wp, bias, y, layout, geom, cg, workers, arena, bf16=0, conv=None):
+    """``micro_conv`` over ``layout``'s tiles, for the micro variant and the bfloat16 ones
     (``bf16``: micro_conv's mode bits): ``x`` flat channels-last with ``cg`` channel slots per
     group (bfloat16 pairs with ``bf16``), ``zero`` a row of zero slots, ``wp`` the packed
     weights in the tiles' dtype; writes ``y`` in that dtype or, from float32 tiles, 16-bit
-    (each value rounded once as it is stored)."""
+    (each value rounded once as it is stored). ``conv``: another build of ``micro_conv``
+    (the AMX emulation's, convt._kernels._amxemu)."""
     g = geom.groups
     dims = np.array([geom.batch, *pad3(geom.in_shape, 1), *pad3(geom.strides, 1), g, cg,
                      geom.c_out // g, layout.panels, g * cg, layout.cc, layout.tb, layout.mb,
@@ -233,9 +234,10 @@ def tile_call(x, zero, wp, bias, y, layout, geom, cg, workers, arena, bf16=0):
         np.int64)
     kind = half_kind(y.dtype) if wp.dtype == np.float32 else None
     y16 = {} if kind is None else dict(y16=y.reshape(-1).view(np.uint16), kind=kind)
-    micro_conv(x, zero, wp, bias, y.reshape(-1) if kind is None else zero, layout.phases,
-               layout.tap_e, layout.tasks, dims, element_strides(y, geom), tiles, pointers,
-               _cpu.ISA, workers, bf16=bf16, **y16)
+    conv = micro_conv if conv is None else conv
+    conv(x, zero, wp, bias, y.reshape(-1) if kind is None else zero, layout.phases,
+         layout.tap_e, layout.tasks, dims, element_strides(y, geom), tiles, pointers,
+         _cpu.ISA, workers, bf16=bf16, **y16)
 
 
 # The register tiles' speed at each ISA level (convt._kernels._cpu) relative to the AVX2 one

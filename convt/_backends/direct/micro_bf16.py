@@ -2,7 +2,8 @@
 
 Where a CPU has AVX512-BF16 (``convt._kernels._cpu.bf16()``; ``CONVT_ISA=avx2`` turns it
 off) and the storage dtype is bfloat16, the dense variants (micro, Winograd, upsample and
-the GEMMs) give way to this one (``takes``; the registry asks it, ``storage_kind``): the
+the GEMMs) give way to this one (``takes``; the registry asks it, ``storage_kind``, after
+convt._backends.direct.micro_amx, which takes them first at ISA level 3): the
 micro variant's phases, tasks and tiles (``convt._backends.direct.micro``), with each pair
 of input channels multiplied in one step (convt/_kernels/_bf16kernel.h). x stays bfloat16:
 its channels-last copy (``to_pairs_nxc``, or x itself when it is channels-last with an even
@@ -35,7 +36,7 @@ from .micro import (KC, MAX_TB, PARALLEL_PACK_VALUES, micro_layout, micro_macs, 
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 
 __all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
-           "run_micro_bf16", "storage_kind"]
+           "run_micro_bf16"]
 
 # The variants whose geometries the bfloat16 tiles take (the dense ones; depthwise and pixel
 # keep theirs: few channels, or weights that are not finite).
@@ -64,12 +65,6 @@ def _pairs_of(cg):
     return (cg + 1) // 2
 
 
-def storage_kind(geom, kind, storage):
-    """The kind that runs ``geom`` stored as ``storage``: this variant's when ``takes`` says
-    so, else ``kind`` (the registry's rule, which knows geometries, not dtypes)."""
-    return VARIANT.kind(geom, kind) if VARIANT.takes(geom, kind.variant, storage) else kind
-
-
 class MicroBf16(Variant):
     """The micro variant's tiles on bfloat16 pairs of input channels (vdpbf16ps), for
     bfloat16 storage on CPUs with AVX512-BF16. Not in the rule's list: it takes a geometry
@@ -81,7 +76,13 @@ class MicroBf16(Variant):
 
     def takes(self, geom, variant, storage):
         """Whether this variant runs ``geom`` in place of ``variant`` for ``storage``."""
-        if not (_is_bf16(storage) and _cpu.bf16() and variant in _TAKES_FROM):
+        return _cpu.bf16() and self.fits(geom, variant, storage)
+
+    def fits(self, geom, variant, storage):
+        """Whether bfloat16 pair tiles suit ``geom`` in place of ``variant`` for ``storage``
+        (bfloat16, a dense variant's geometry, output-channel padding and border work within
+        bounds), whatever the CPU."""
+        if not (_is_bf16(storage) and variant in _TAKES_FROM):
             return False
         if geom.c_in == 0 or geom.c_out == 0:
             return False
@@ -172,10 +173,13 @@ def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
     return out, bool(finite)
 
 
-def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None):
+def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=None,
+                   conv=None):
     """y in ``geom``'s data layout for the bfloat16 ``xa`` in that layout: float32, or
     ``out`` when given (``new_output``; a bfloat16 ``out`` gets each float32 sum rounded once
-    as the tiles are written out); ``wp`` from ``packed_pairs``, ``bias`` (C_out,) float32."""
+    as the tiles are written out); ``wp`` from ``packed_pairs``, ``bias`` (C_out,) float32.
+    ``mode``, ``conv``: the tiles' mode bits (default ``bf16_mode``) and ``micro_conv``'s
+    build (``tile_call``), for the AMX tiles (convt._backends.direct.micro_amx)."""
     n, c_in, g = geom.batch, geom.c_in, geom.groups
     if c_in == 0:
         return bias_filled(geom, bias, np.float32, out)
@@ -193,8 +197,10 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None):
         x = arena.get("x_pairs", (n * prod(in3) * g * 2 * pairs,), np.uint16)
         to_pairs_nxc(x16, x, n, prod(in3), g, cg, not nxc, workers, _cpu.ISA)
     zero = arena.get("zero", (g * pairs,), np.float32, zero_key=g * pairs)
+    if mode is None:
+        mode = bf16_mode(layout.nr, _cpu.bf16())
     tile_call(x.view(np.float32), zero, wp, bias, y, layout, geom, pairs, workers, arena,
-              bf16=bf16_mode(layout.nr, _cpu.bf16()))
+              bf16=mode, conv=conv)
     return y
 
 

@@ -16,7 +16,7 @@ from . import base
 from .base import DirectKind, Variant
 from .phases import axes, gemm_counts
 from ..base import parallel
-from . import depthwise, gemm, micro, micro_bf16, pixel, upsample, winograd
+from . import depthwise, gemm, micro, micro_amx, micro_bf16, pixel, upsample, winograd
 
 __all__ = ["BACKEND", "VARIANTS", "BY_NAME", "DirectKind", "Variant", "Rule", "select",
            "seconds", "threads", "variant_layout", "prepare", "pin_of", "storage_kind"]
@@ -29,9 +29,10 @@ VARIANTS = (
     gemm.VARIANT,        # BLAS GEMMs per phase and input offset
     pixel.VARIANT,       # the gather kernel: every geometry, any weights
 )
-# Variants the storage dtype selects, outside the geometry rule: bfloat16 on AVX512-BF16
-# (micro_bf16.takes: in place of the dense variants).
-BY_STORAGE = (micro_bf16.VARIANT,)
+# Variants the storage dtype selects, outside the geometry rule, the first that takes a
+# geometry: bfloat16 on AMX-BF16 (ISA level 3), then on AVX512-BF16 (``takes``: in place of
+# the dense variants).
+BY_STORAGE = (micro_amx.VARIANT, micro_bf16.VARIANT)
 BY_NAME = {v.name: v for v in VARIANTS + BY_STORAGE}
 
 
@@ -73,7 +74,10 @@ def select(geom, constants, start=0):
 def storage_kind(geom, kind, storage):
     """The kind that runs ``geom`` stored in dtype ``storage`` (None: the compute dtype) when
     the rule chose ``kind``: a variant of ``BY_STORAGE`` may take it."""
-    return micro_bf16.storage_kind(geom, kind, storage)
+    for variant in BY_STORAGE:
+        if variant.takes(geom, kind.variant, storage):
+            return variant.kind(geom, kind)
+    return kind
 
 
 def seconds(geom, kind, f64, threads, c):
@@ -156,8 +160,10 @@ class DirectBackend:
         # the variant is the dispatcher's decision for this geometry (or a pinned one; a
         # pinned plan, convt.dask's blocks, keeps it: every block sums as the pin says)
         name, layout = plan.direct_variant(geom)
-        if plan.pin is None and micro_bf16.VARIANT.takes(geom, name, plan.dtype):
-            return micro_bf16.VARIANT.prepare(geom, plan, None)
+        if plan.pin is None:
+            for variant in BY_STORAGE:
+                if variant.takes(geom, name, plan.dtype):
+                    return variant.prepare(geom, plan, None)
         return prepare(geom, plan, name, layout)
 
     def workspace_bytes(self, geom, compute_dtype, kind=None):
