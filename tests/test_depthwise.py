@@ -165,12 +165,12 @@ ROWS = [
 ]
 
 
-@pytest.mark.parametrize("isa", sorted({0, min(_cpu.ISA, 1)}))
+@pytest.mark.parametrize("isa", _cpu.levels()[:3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("row", ROWS, ids=[f"r{i}" for i in range(len(ROWS))])
 def test_depthwise_rows_both_kernels(row, dtype, isa, monkeypatch):
-    """Both row kernels (AVX2 + FMA where the CPU has it, the portable loop) against the
-    reference, rows of every length class the vector loop distinguishes."""
+    """Every row kernel (AVX2 + FMA and AVX-512 where the CPU has them, the portable loop)
+    against the reference, rows of every length class the vector loop distinguishes."""
     monkeypatch.setattr(_cpu, "ISA", isa)
     size, k, strides, dil, pads, op, channels = row
     case = (size, k, strides, dil, pads, op, channels, 2, "NCX")
@@ -194,7 +194,7 @@ ROW_SWEEP = [
 ]
 
 
-@pytest.mark.parametrize("isa", sorted({0, min(_cpu.ISA, 1)}))
+@pytest.mark.parametrize("isa", _cpu.levels()[:3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("geo", ROW_SWEEP, ids=["s2k4", "s3k7d2", "s4k9", "s1d2", "s2k1op"])
 def test_depthwise_every_row_length(geo, dtype, isa, monkeypatch):
@@ -204,3 +204,25 @@ def test_depthwise_every_row_length(geo, dtype, isa, monkeypatch):
         case = ((3, n), k, strides, dil, pads, op, (2, 1, 1), 1, "NCX")
         y, ref = _run(case, np_dtype(dtype))
         assert_close(y, ref, "direct", dtype)
+
+
+def _ncx_bits(case, dtype, isa, monkeypatch):
+    monkeypatch.setattr(_cpu, "ISA", isa)
+    y, _ = _run(case, np_dtype(dtype))
+    return y.tobytes()
+
+
+@pytest.mark.skipif(_cpu.ISA < 2, reason="no AVX-512 on this machine")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_depthwise_avx512_rows_give_the_avx2_bits(dtype, monkeypatch):
+    """The zmm row kernel sums every output's taps in the ymm kernel's order, one rounding per
+    multiply-add, and masks the same taps on the borders (opmask registers instead of blends):
+    bit for bit the AVX2 results, over ROWS, the row-length sweep up to four zmm vectors a
+    phase and beyond (1..150), and the random cases."""
+    cases = [(*row, 2, "NCX") for row in ROWS]
+    cases += [((2, n), k, s, d, p, op, (2, 1, 1), 1, "NCX")
+              for k, s, d, p, op in ROW_SWEEP for n in range(1, 151, 3)]
+    cases += [c for c in CASES if c[-1] == "NCX" and c[-2] > 0]
+    for case in cases:
+        assert _ncx_bits(case, dtype, 2, monkeypatch) == _ncx_bits(case, dtype, 1, monkeypatch), \
+            case
