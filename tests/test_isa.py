@@ -48,6 +48,20 @@ def test_kernel_isas_follow_the_level():
         assert _cpu.bf16(level) == (level >= 2 and _cpu.bf16(_cpu.CPU_ISA))
 
 
+def test_kernel_level_caps_the_load_bound_kernels_on_half_width_zmm(monkeypatch):
+    """On a CPU that runs zmm operations as two halves (Zen 4) the load-bound kernels keep
+    their AVX2 bodies at level 2; elsewhere every kernel runs its highest body."""
+    for halves in (False, True):
+        monkeypatch.setattr(_cpu, "ZMM_HALVES", halves)
+        for kernel, top in _cpu._KERNEL_MAX.items():
+            for level in range(len(_cpu.NAMES)):
+                want = min(level, top)
+                if halves and want == 2 and kernel in _cpu._YMM_ON_HALVES:
+                    want = 1
+                assert _cpu.kernel_level(kernel, level) == want
+                assert _cpu.kernel_isas(level)[kernel] == _cpu.NAMES[want]
+
+
 @pytest.mark.skipif(_cpu.ISA < 1, reason="no FMA path on this machine")
 def test_fma_peak_is_positive_and_cached():
     one = _cpu.fma_peak(1)

@@ -361,7 +361,9 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
     nqb = (phases[0, 0] + qblock - 1) // qblock
     dims[14], dims[15], dims[16] = s2, qblock, nqb
     # the row kernel's level (0: the portable loop; 1 AVX2; 2 its AVX-512 body)
-    dims[17] = min(_cpu.ISA if isa < 0 else isa, 2) if CONVT_DW_HAVE_AVX2 else 0
+    dims[17] = 0
+    if CONVT_DW_HAVE_AVX2:
+        dims[17] = _cpu.kernel_level("depthwise", None if isa < 0 else isa)
     nrows = y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3] * nqb
     ntasks = (nrows + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     maxa = w.shape[4] * w.shape[1] * w.shape[2]
