@@ -134,7 +134,7 @@ _KERNEL_MAX = {
     "micro": 2,        # _ukernel.h: 12 x 16 zmm tiles, 6 x 16 ymm
     "winograd": 2,     # the products run the micro-kernel (transforms: AVX2)
     "cfwino": 1,       # _cwkernel.h (needs AVX2: otherwise the channels-last Winograd runs)
-    "upsample": 1,     # _upkernel.h (needs AVX2: otherwise another variant runs)
+    "upsample": 2,     # _upkernel.h: 4 x 3 zmm or ymm sums (needs AVX2: else another variant)
     "depthwise": 2,    # _dwkernel.h: zmm rows with opmask borders, ymm rows
     "layout": 1,       # _transpose.h: channels-first <-> channels-last in 8 x 8 blocks
     "packing": 1,      # _packkernel.h
