@@ -133,7 +133,8 @@ def levels():
 _KERNEL_MAX = {
     "micro": 2,        # _ukernel.h: 12 x 16 zmm tiles, 6 x 16 ymm
     "winograd": 2,     # the products run the micro-kernel (transforms: AVX2)
-    "cfwino": 1,       # _cwkernel.h (needs AVX2: otherwise the channels-last Winograd runs)
+    "cfwino": 2,       # _cwkernel.h: 4 x (zmm + ymm) or 4 x 3 ymm sums (needs AVX2: else
+                       # the channels-last Winograd runs)
     "upsample": 2,     # _upkernel.h: 4 x 3 zmm or ymm sums (needs AVX2: else another variant)
     "depthwise": 2,    # _dwkernel.h: zmm rows with opmask borders, ymm rows
     "layout": 1,       # _transpose.h: channels-first <-> channels-last in 8 x 8 blocks
@@ -143,11 +144,12 @@ _KERNEL_MAX = {
 
 
 # Whether this CPU runs a zmm operation as two ymm halves through 256-bit load ports (AMD
-# Zen 4: _isa.h). There the kernels below, bound by their loads and stores, run their AVX2
-# bodies at level 2: their zmm bodies measured 3-7% slower (docs/performance.md, "AVX-512
-# bodies of the memory-bound kernels"). A test sets it False to run the zmm bodies.
+# Zen 4: _isa.h). There the kernels below, whose zmm loads cross more cache lines than their
+# ymm ones, run their AVX2 bodies at level 2: their zmm bodies measured slower, depthwise
+# 3-7%, cfwino 6-10% (docs/performance.md, "AVX-512 bodies of the memory-bound kernels").
+# A test sets it False to run the zmm bodies.
 ZMM_HALVES = bool(convt_cpu_zmm_halves())
-_YMM_ON_HALVES = frozenset({"depthwise"})
+_YMM_ON_HALVES = frozenset({"depthwise", "cfwino"})
 
 
 def kernel_level(kernel, level=None):

@@ -2,7 +2,7 @@
 ``convt._kernels._cpu.ISA`` levels call by call.
 
     python docs/scripts/isa_ab.py --only depthwise_bilinear,unet_up2x2 [--levels 1,2]
-        [--calls 15] [--dtype float32] [--workers 2] [--zmm-everywhere]
+        [--calls 15] [--dtype float32] [--workers 2] [--zmm-everywhere] [--kernel cfwino]
 
 Every level runs the same plan (variant and packed weights: the plan is made once, at the
 process's level, and only the kernels read the level at call time), so the ratio is the
@@ -25,26 +25,35 @@ import convt  # noqa: E402
 from convt._kernels import _cpu  # noqa: E402
 
 
-def ab(name, levels, calls, dtype, workers):
+def _set_level(lv, kernel):
+    # the process's level, or (kernel given) that kernel's highest body only
+    if kernel is None:
+        _cpu.ISA = lv
+    else:
+        _cpu._KERNEL_MAX[kernel] = lv
+
+
+def ab(name, levels, calls, dtype, workers, kernel=None):
     """{level: median seconds} of ``name``'s prepared call, levels alternating call by call."""
     shapes = _common.WORKLOADS[name]
     x, w, b = _common.make_inputs(shapes)
     x, w, b = (a.astype(dtype) for a in (x, w, b))
     op = convt.ConvTranspose(w, b, **_common.attrs(shapes), workers=workers)
     times = {lv: [] for lv in levels}
-    saved = _cpu.ISA
+    saved = _cpu.ISA, dict(_cpu._KERNEL_MAX)
     try:
         for lv in levels:       # warm every level's code and the workspace
-            _cpu.ISA = lv
+            _set_level(lv, kernel)
             op(x)
         for _ in range(calls):
             for lv in levels:
-                _cpu.ISA = lv
+                _set_level(lv, kernel)
                 t = time.perf_counter()
                 op(x)
                 times[lv].append(time.perf_counter() - t)
     finally:
-        _cpu.ISA = saved
+        _cpu.ISA = saved[0]
+        _cpu._KERNEL_MAX.update(saved[1])
     return op._plan.geometry(x.shape).variant, {lv: float(np.median(v)) for lv, v in
                                                  times.items()}
 
@@ -60,6 +69,9 @@ def main():
     ap.add_argument("--zmm-everywhere", action="store_true",
                     help="run every kernel's zmm body at level 2, also the ones this CPU "
                          "caps at AVX2 (convt._kernels._cpu.ZMM_HALVES)")
+    ap.add_argument("--kernel", choices=sorted(_cpu._KERNEL_MAX),
+                    help="alternate this kernel's level only (its highest body), every other "
+                         "kernel at the process's level")
     a = ap.parse_args()
     if a.zmm_everywhere:
         _cpu.ZMM_HALVES = False
@@ -70,7 +82,7 @@ def main():
     print(f"convt {convt.__version__}, {a.dtype}, {a.workers} workers, median of {a.calls} "
           f"alternating calls; ms: {' / '.join(names)}; ratio to {names[0]}")
     for name in a.only.split(","):
-        variant, med = ab(name, levels, a.calls, a.dtype, a.workers)
+        variant, med = ab(name, levels, a.calls, a.dtype, a.workers, a.kernel)
         ms = " / ".join(f"{med[lv] * 1e3:.3f}" for lv in levels)
         ratios = " ".join(f"{med[lv] / med[levels[0]]:.3f}" for lv in levels[1:])
         print(f"{name:20s} {variant:10s} {ms}  {ratios}")
