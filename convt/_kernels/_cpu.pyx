@@ -140,6 +140,7 @@ _KERNEL_MAX = {
     "layout": 1,       # _transpose.h: channels-first <-> channels-last in 8 x 8 blocks
     "packing": 1,      # _packkernel.h
     "write-out": 1,    # _writeout.h
+    "convert16": 2,    # _half.h: float16 / bfloat16 widen and narrow passes, 16 or 8 a step
 }
 
 
