@@ -22,7 +22,8 @@
  * 4 x 4 float64 transposes when S is a multiple of the vector width, 4 x 4 per 128-bit lane
  * for float32 at S = 4, one value per store otherwise).
  *
- * AVX2 + FMA only (target attribute; the plan runs the NXC Winograd kernel on other CPUs).
+ * AVX2 + FMA (target attribute; the plan runs the NXC Winograd kernel on other CPUs), and an
+ * AVX-512 tile (convt_cw_tile512_*: level 2, where convt._kernels._cpu.kernel_level allows).
  */
 #ifndef CONVT_CWKERNEL_H
 #define CONVT_CWKERNEL_H

@@ -41,7 +41,13 @@
  * per-thread scratch so that no vector is masked (same bits; depthwise_bilinear 0.90-1.24 of
  * the time, a 3 x 3 stride-2 layer 1.10-1.22: the copy costs what the masked vectors did).
  *
- * Used only when convt_ukernel_isa() says AVX2 and FMA (run-time selection, portable build). */
+ * Used only when the caller's level (convt._kernels._cpu.kernel_level) says AVX2 and FMA
+ * (run-time selection, portable build). The AVX-512 body (level 2) is the same row on zmm
+ * vectors, its border taps through opmask registers (a zero-masking load and a merge-masked
+ * fused multiply-add: the blend's values), so the same bits; on Zen 4, whose two 256-bit load
+ * ports give a zmm load no more bytes, it measured 3-7% slower than the ymm rows, and _cpu
+ * keeps the AVX2 body there (docs/performance.md, "AVX-512 bodies of the memory-bound
+ * kernels"). */
 #ifndef CONVT_DWKERNEL_H
 #define CONVT_DWKERNEL_H
 
