@@ -252,40 +252,29 @@ CONVT_DW_ROW(convt_dw_row_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,f
 /* 1 when this build has the AVX2 row kernels (the caller still checks convt_ukernel_isa()). */
 #define CONVT_DW_HAVE_AVX2 CONVT_HAVE_AVX2_PATH
 
-static inline void convt_dw_row_f32(int isa, float* y, int64_t s2, int64_t qa, const int64_t* qe,
-                                    const int64_t* lo, const int64_t* hi, const int64_t* nt,
-                                    const float* x, const int64_t* off, const int64_t* e,
-                                    const float* w, int64_t I2, float b, int64_t nrows,
-                                    int64_t xstep, int64_t ystep)
-{
+/* The row kernel at level isa (2: the AVX-512 body, 1: the AVX2 one), for either dtype. */
 #if CONVT_HAVE_AVX2_PATH
-    if (isa >= 2)
-        convt_dw_row_f32_avx512(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep,
-                                 ystep);
-    else
-        convt_dw_row_f32_avx2(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep,
-                               ystep);
+#define CONVT_DW_PICK(NAME, ...)                                                         \
+    do {                                                                                 \
+        if (isa >= 2)                                                                    \
+            NAME##_avx512(__VA_ARGS__);                                                  \
+        else                                                                             \
+            NAME##_avx2(__VA_ARGS__);                                                    \
+    } while (0)
 #else
-    (void) isa;
+#define CONVT_DW_PICK(NAME, ...) (void) isa
 #endif
-}
 
-static inline void convt_dw_row_f64(int isa, double* y, int64_t s2, int64_t qa, const int64_t* qe,
-                                    const int64_t* lo, const int64_t* hi, const int64_t* nt,
-                                    const double* x, const int64_t* off, const int64_t* e,
-                                    const double* w, int64_t I2, double b, int64_t nrows,
-                                    int64_t xstep, int64_t ystep)
-{
-#if CONVT_HAVE_AVX2_PATH
-    if (isa >= 2)
-        convt_dw_row_f64_avx512(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep,
-                                 ystep);
-    else
-        convt_dw_row_f64_avx2(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep,
-                               ystep);
-#else
-    (void) isa;
-#endif
+#define CONVT_DW_DISPATCH(NAME, T)                                                       \
+static inline void NAME(int isa, T* y, int64_t s2, int64_t qa, const int64_t* qe,        \
+                        const int64_t* lo, const int64_t* hi, const int64_t* nt,         \
+                        const T* x, const int64_t* off, const int64_t* e, const T* w,    \
+                        int64_t I2, T b, int64_t nrows, int64_t xstep, int64_t ystep)    \
+{                                                                                        \
+    CONVT_DW_PICK(NAME, y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep,    \
+                  ystep);                                                                \
 }
+CONVT_DW_DISPATCH(convt_dw_row_f32, float)
+CONVT_DW_DISPATCH(convt_dw_row_f64, double)
 
 #endif /* CONVT_DWKERNEL_H */

@@ -252,27 +252,20 @@ static inline void convt_narrow_avx2(int kind, const float* src, uint16_t* dst, 
         dst[i] = convt_narrow1(kind, src[i]);
 }
 
-/* The AVX-512 bodies: 16 values a step (vcvtph2ps / vcvtps2ph zmm; bfloat16 by the same
- * shifts and round-to-nearest-even add as the AVX2 body, vpmovdw for the pack, exact as the
- * values are below 2^16 once shifted), NaN lanes through the scalar bodies; the tail by the
- * AVX2 body. The same bits: NumPy's and ml_dtypes' astype (tests/test_half.py, every level). */
+/* The AVX-512 bodies: 16 values a step (narrowing float16 by vcvtps2ph zmm; bfloat16 by the
+ * same shifts and round-to-nearest-even add as the AVX2 body, vpmovdw for the pack, exact as
+ * the values are below 2^16 once shifted), NaN lanes through the scalar bodies; the tail by
+ * the AVX2 body. The same bits: NumPy's and ml_dtypes' astype (tests/test_half.py, every
+ * level). Widening float16 stays on the AVX2 body (vcvtph2ps ymm): with zmm it measured
+ * 1.01-1.05x its time on Zen 4, bfloat16's widening 0.92-1.00x, the narrowings 0.86-0.96x
+ * (docs/performance.md, "AVX-512 bodies of the memory-bound kernels"). */
 #define CONVT_AVX512_TARGET "avx512f,avx512dq,avx512bw,avx512vl,avx2,f16c"
 
 __attribute__((target(CONVT_AVX512_TARGET)))
-static inline __m512 convt_widen16_avx512(int kind, const uint16_t* src)
+static inline __m512 convt_widen16_bf16_avx512(const uint16_t* src)
 {
     __m256i h = _mm256_loadu_si256((const __m256i*) src);
-    if (kind == CONVT_BF16)
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    if (_mm256_cmpgt_epi16_mask(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)),
-                                _mm256_set1_epi16(0x7c00))) {
-        float t[16];
-        int j;
-        for (j = 0; j < 16; j++)
-            t[j] = convt_h2f(src[j]);
-        return _mm512_loadu_ps(t);
-    }
-    return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 __attribute__((target(CONVT_AVX512_TARGET)))
@@ -302,8 +295,9 @@ __attribute__((target(CONVT_AVX512_TARGET)))
 static inline void convt_widen_avx512(int kind, const uint16_t* src, float* dst, int64_t n)
 {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, convt_widen16_avx512(kind, src + i));
+    if (kind == CONVT_BF16)
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, convt_widen16_bf16_avx512(src + i));
     convt_widen_avx2(kind, src + i, dst + i, n - i);
 }
 
