@@ -229,3 +229,29 @@ def test_depthwise_avx512_rows_give_the_avx2_bits(dtype, monkeypatch):
     for case in cases:
         assert _ncx_bits(case, dtype, 2, monkeypatch) == _ncx_bits(case, dtype, 1, monkeypatch), \
             case
+
+
+@pytest.mark.skipif(_cpu.ISA < 2, reason="no AVX-512 on this machine")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_depthwise_avx512_border_taps_add_nothing_out_of_range(dtype, monkeypatch):
+    """An infinite weight reaches exactly the outputs of its tap at either level: a border
+    tap out of range adds nothing on the zmm rows' masked lanes, not even inf * 0 (NaN)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 4, 6, 70)).astype(dtype)
+    w = rng.standard_normal((4, 1, 4, 4)).astype(dtype)
+    w[1, 0, 2, 3] = np.inf
+    w[2, 0, 0, 0] = -np.inf
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1), group=4)
+    op = convt.ConvTranspose(w, method="direct", **kw)
+    op._plan.pin = ("depthwise", False)
+    monkeypatch.setattr(_cpu, "ZMM_HALVES", False)
+    got = {}
+    for level in (1, 2):
+        monkeypatch.setattr(_cpu, "ISA", level)
+        got[level] = op(x)
+    np.testing.assert_array_equal(got[2].view(np.uint8), got[1].view(np.uint8))
+    with np.errstate(invalid="ignore"):
+        ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), method="reference",
+                                   **kw)
+    np.testing.assert_array_equal(np.isnan(got[2]), np.isnan(ref))
+    assert not np.isnan(got[2]).any() and np.isinf(got[2]).any()
