@@ -124,6 +124,9 @@ def _isa_section(max_threads):
         "CONVT_ISA": os.environ.get(_cpu.ENV, "unset"),
         "kernels": [f"{k}={v}" for k, v in _cpu.kernel_isas().items()],
         "bfloat16": _bf16_kernel(),
+        # a CPU running zmm operations as two halves keeps the load-bound kernels on AVX2
+        "zmm_halves": (f"yes: {', '.join(sorted(_cpu._YMM_ON_HALVES))} kept at avx2"
+                       if _cpu.ZMM_HALVES else "no"),
         "fma_peak_gflops": [f"{t}t={p:.0f}" for t, p in peaks if p is not None],
         "cost_model_rates": [f"{k}: {v}" for k, v in constants.rate_sources().items()],
     }

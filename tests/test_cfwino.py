@@ -293,3 +293,25 @@ def test_cf_pack_refuses_what_it_cannot_hold(taps, size, groups):
                                          r"\d+ groups, two taps below K per phase and 12 Cg "
                                          r"QD G values per phase out; got taps \["):
         cf_pack(w, np.zeros(size, np.float32), np.array(taps, np.int64), groups)
+
+
+@pytest.mark.skipif(_cpu.ISA < 2, reason="no AVX-512 on this machine")
+@pytest.mark.parametrize("s, g, cg, mg, n, width, pads, op_, dtype, bias", _cases()[::3])
+def test_avx512_tile_gives_the_avx2_bits(s, g, cg, mg, n, width, pads, op_, dtype, bias,
+                                         monkeypatch):
+    """The zmm + ymm tile sums each product's channels as the 3-ymm tile does: the same bits
+    (the block of 3 ymm vectors of tiles and the write-outs are the same at both levels)."""
+    rng = np.random.default_rng(abs(hash((s, g, cg, mg, n, width, pads))) % 2**32)
+    x = rng.standard_normal((n, g * cg, width)).astype(dtype)
+    w = rng.standard_normal((g * cg, mg, 2 * s)).astype(dtype)
+    b = rng.standard_normal(g * mg).astype(dtype) if bias else None
+    cf, _ = _ops(w, b, dict(strides=(s,), pads=pads, output_padding=(op_,), group=g))
+    if _cfwino.cf_layout(cf._plan.geometry(x.shape).geom, x.itemsize) is None:
+        pytest.skip("no F(2, 2) tiles on a phase (too few outputs)")
+    monkeypatch.setattr(_cpu, "ZMM_HALVES", False)
+    got = {}
+    for level in (1, 2):
+        monkeypatch.setattr(_cpu, "ISA", level)
+        assert cf._plan.geometry(x.shape).runner is _cfwino._run_cf
+        got[level] = cf(x)
+    np.testing.assert_array_equal(got[2].view(np.uint8), got[1].view(np.uint8))

@@ -165,13 +165,14 @@ ROWS = [
 ]
 
 
-@pytest.mark.parametrize("isa", sorted({0, min(_cpu.ISA, 1)}))
+@pytest.mark.parametrize("isa", _cpu.levels()[:3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("row", ROWS, ids=[f"r{i}" for i in range(len(ROWS))])
 def test_depthwise_rows_both_kernels(row, dtype, isa, monkeypatch):
-    """Both row kernels (AVX2 + FMA where the CPU has it, the portable loop) against the
-    reference, rows of every length class the vector loop distinguishes."""
+    """Every row kernel (AVX2 + FMA and AVX-512 where the CPU has them, the portable loop)
+    against the reference, rows of every length class the vector loop distinguishes."""
     monkeypatch.setattr(_cpu, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ZMM_HALVES", False)
     size, k, strides, dil, pads, op, channels = row
     case = (size, k, strides, dil, pads, op, channels, 2, "NCX")
     y, ref = _run(case, np_dtype(dtype))
@@ -194,13 +195,63 @@ ROW_SWEEP = [
 ]
 
 
-@pytest.mark.parametrize("isa", sorted({0, min(_cpu.ISA, 1)}))
+@pytest.mark.parametrize("isa", _cpu.levels()[:3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("geo", ROW_SWEEP, ids=["s2k4", "s3k7d2", "s4k9", "s1d2", "s2k1op"])
 def test_depthwise_every_row_length(geo, dtype, isa, monkeypatch):
     monkeypatch.setattr(_cpu, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ZMM_HALVES", False)
     k, strides, dil, pads, op = geo
     for n in range(1, 72):
         case = ((3, n), k, strides, dil, pads, op, (2, 1, 1), 1, "NCX")
         y, ref = _run(case, np_dtype(dtype))
         assert_close(y, ref, "direct", dtype)
+
+
+def _ncx_bits(case, dtype, isa, monkeypatch):
+    monkeypatch.setattr(_cpu, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ZMM_HALVES", False)   # the zmm body even on Zen 4
+    y, _ = _run(case, np_dtype(dtype))
+    return y.tobytes()
+
+
+@pytest.mark.skipif(_cpu.ISA < 2, reason="no AVX-512 on this machine")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_depthwise_avx512_rows_give_the_avx2_bits(dtype, monkeypatch):
+    """The zmm row kernel sums every output's taps in the ymm kernel's order, one rounding per
+    multiply-add, and masks the same taps on the borders (opmask registers instead of blends):
+    bit for bit the AVX2 results, over ROWS, the row-length sweep up to four zmm vectors a
+    phase and beyond (1..150), and the random cases."""
+    cases = [(*row, 2, "NCX") for row in ROWS]
+    cases += [((2, n), k, s, d, p, op, (2, 1, 1), 1, "NCX")
+              for k, s, d, p, op in ROW_SWEEP for n in range(1, 151, 3)]
+    cases += [c for c in CASES if c[-1] == "NCX" and c[-2] > 0]
+    for case in cases:
+        assert _ncx_bits(case, dtype, 2, monkeypatch) == _ncx_bits(case, dtype, 1, monkeypatch), \
+            case
+
+
+@pytest.mark.skipif(_cpu.ISA < 2, reason="no AVX-512 on this machine")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_depthwise_avx512_border_taps_add_nothing_out_of_range(dtype, monkeypatch):
+    """An infinite weight reaches exactly the outputs of its tap at either level: a border
+    tap out of range adds nothing on the zmm rows' masked lanes, not even inf * 0 (NaN)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 4, 6, 70)).astype(dtype)
+    w = rng.standard_normal((4, 1, 4, 4)).astype(dtype)
+    w[1, 0, 2, 3] = np.inf
+    w[2, 0, 0, 0] = -np.inf
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1), group=4)
+    op = convt.ConvTranspose(w, method="direct", **kw)
+    op._plan.pin = ("depthwise", False)
+    monkeypatch.setattr(_cpu, "ZMM_HALVES", False)
+    got = {}
+    for level in (1, 2):
+        monkeypatch.setattr(_cpu, "ISA", level)
+        got[level] = op(x)
+    np.testing.assert_array_equal(got[2].view(np.uint8), got[1].view(np.uint8))
+    with np.errstate(invalid="ignore"):
+        ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), method="reference",
+                                   **kw)
+    np.testing.assert_array_equal(np.isnan(got[2]), np.isnan(ref))
+    assert not np.isnan(got[2]).any() and np.isinf(got[2]).any()

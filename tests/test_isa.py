@@ -48,6 +48,20 @@ def test_kernel_isas_follow_the_level():
         assert _cpu.bf16(level) == (level >= 2 and _cpu.bf16(_cpu.CPU_ISA))
 
 
+def test_kernel_level_caps_the_load_bound_kernels_on_half_width_zmm(monkeypatch):
+    """On a CPU that runs zmm operations as two halves (Zen 4) the load-bound kernels keep
+    their AVX2 bodies at level 2; elsewhere every kernel runs its highest body."""
+    for halves in (False, True):
+        monkeypatch.setattr(_cpu, "ZMM_HALVES", halves)
+        for kernel, top in _cpu._KERNEL_MAX.items():
+            for level in range(len(_cpu.NAMES)):
+                want = min(level, top)
+                if halves and want == 2 and kernel in _cpu._YMM_ON_HALVES:
+                    want = 1
+                assert _cpu.kernel_level(kernel, level) == want
+                assert _cpu.kernel_isas(level)[kernel] == _cpu.NAMES[want]
+
+
 @pytest.mark.skipif(_cpu.ISA < 1, reason="no FMA path on this machine")
 def test_fma_peak_is_positive_and_cached():
     one = _cpu.fma_peak(1)
@@ -132,6 +146,8 @@ def test_show_config_says_the_isa_of_each_kernel(monkeypatch):
     isa, threads = cfg["isa"], cfg["threading"]["max_threads"]
     assert isa["isa"] == _cpu.name() and isa["CONVT_ISA"] == "avx2"
     assert isa["kernels"] == [f"{k}={v}" for k, v in _cpu.kernel_isas().items()]
+    kept = ", ".join(sorted(_cpu._YMM_ON_HALVES))
+    assert isa["zmm_halves"] == (f"yes: {kept} kept at avx2" if _cpu.ZMM_HALVES else "no")
     want = [f"{t}t" for t in range(1, threads + 1)] if _cpu.ISA >= 1 else []
     assert [p.split("=")[0] for p in isa["fma_peak_gflops"]] == want
     assert all(p.split("=")[0].endswith("t") and float(p.split("=")[1]) > 0

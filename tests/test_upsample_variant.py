@@ -166,3 +166,30 @@ def test_long_rows_and_a_shared_workspace():
         ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), strides=(2,),
                                    method="reference")
         assert_close(convt.conv_transpose(x, w, strides=(2,)), ref, "direct", "float32")
+
+
+@pytest.mark.skipif(_cpu.ISA < 2, reason="no AVX-512 on this machine")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_avx512_tile_gives_the_avx2_bits(dtype, monkeypatch):
+    """The zmm tile (blocks of up to 3 x 64 bytes) sums each output as the ymm tile does:
+    the same bits, over last axes of 1 to 100 inputs (every block count and remainder of both
+    vector widths), groups and 1-D to 3-D layers, and against the reference."""
+    rng = np.random.default_rng(11)
+    monkeypatch.setattr(_cpu, "ZMM_HALVES", False)
+    for width in range(1, 101, 3):
+        nd = 1 + width % 3
+        k = (2,) * nd
+        g = 1 + width % 2
+        x = rng.standard_normal((2, g * 17, *(2,) * (nd - 1), width)).astype(dtype)
+        w = rng.standard_normal((g * 17, 5, *k)).astype(dtype)
+        b = rng.standard_normal(g * 5).astype(dtype)
+        op = convt.ConvTranspose(w, b, strides=k, group=g, method="direct", workers=2)
+        assert op._plan.geometry(x.shape).variant == "upsample"
+        got = {}
+        for level in (1, 2):
+            monkeypatch.setattr(_cpu, "ISA", level)
+            got[level] = op(x)
+        np.testing.assert_array_equal(got[2].view(np.uint8), got[1].view(np.uint8))
+        ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64),
+                                   b.astype(np.float64), strides=k, group=g, method="reference")
+        assert_close(got[2], ref, "direct", dtype)

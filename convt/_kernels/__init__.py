@@ -40,7 +40,7 @@
 #                      row (n, channel, o0, o1), per phase c of the innermost axis,
 #                      d[q] = bias + sum_t w_t * x_t[q + e_t] over the q where every tap is in
 #                      range, in chunks of 4 taps, then the phases interleaved into y's row;
-#                      borders check each tap (AVX2: _dwkernel.h's row kernel). Threads: OpenMP
+#                      borders check each tap (AVX2 / AVX-512: _dwkernel.h's rows). Threads: OpenMP
 #                      prange over blocks of rows, each output written by one thread in a
 #                      fixed order: bit-identical for any thread count.
 # _depthwise_nxc.depthwise_nxc
@@ -95,9 +95,10 @@
 # _writeout.h          tile write-outs with the bias into channels-first y.
 # _corners.h           the Winograd input transforms (signed sums of corners).
 # _packkernel.h        tap transposes for late sums, product-weight sums, store fence.
-# _half.h              16-bit <-> float32 conversions (F16C + AVX2; NaN bits as NumPy keeps them).
+# _half.h              16-bit <-> float32 conversions (F16C + AVX2, AVX-512; NaN bits as NumPy
+#                      keeps them).
 # _dwkernel.h, _cwkernel.h, _upkernel.h   the depthwise, channels-first Winograd and upsample
-#                      kernels' AVX2 bodies.
+#                      kernels' AVX2 and AVX-512 bodies (_cpu.kernel_level picks one).
 
 import os as _os
 

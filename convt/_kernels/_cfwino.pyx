@@ -43,9 +43,13 @@ from libc.string cimport memcpy, memset
 from ._finite cimport _exponent_at_least
 from ._types cimport real
 
+from . import _cpu
+
 cdef extern from "_cwkernel.h" nogil:
     void convt_cw_tile_f32(const float* s, int64_t kc, const float* w, float* out)
     void convt_cw_tile_f64(const double* s, int64_t kc, const double* w, double* out)
+    void convt_cw_tile512_f32(const float* s, int64_t kc, const float* w, float* out)
+    void convt_cw_tile512_f64(const double* s, int64_t kc, const double* w, double* out)
     void convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y, int64_t valid)
     void convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t valid)
     void convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y,
@@ -58,8 +62,23 @@ cdef extern from "_cwkernel.h" nogil:
                            int64_t CJ, int64_t J, double* ev, double* od)
 
 
+cdef inline void _tile(const real* s, int64_t kc, const real* w, real* out,
+                       bint zmm) noexcept nogil:
+    # zmm: the AVX-512 tile (level 2), else the AVX2 one; the same bits
+    if real is float:
+        if zmm:
+            convt_cw_tile512_f32(s, kc, w, out)
+        else:
+            convt_cw_tile_f32(s, kc, w, out)
+    else:
+        if zmm:
+            convt_cw_tile512_f64(s, kc, w, out)
+        else:
+            convt_cw_tile_f64(s, kc, w, out)
+
+
 cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
-                    const int64_t* d, real* sp, int64_t task) noexcept nogil:
+                    const int64_t* d, real* sp, int64_t task, bint zmm) noexcept nogil:
     # Task = (image n, block bi) of J tiles: its transforms, then its outputs. Returns 1 when
     # a value of its part of x is past the bound.
     cdef int64_t C = d[1], W = d[2], O = d[3], G = d[4], Cg = d[5], Mg = d[6], QD = d[7]
@@ -102,14 +121,9 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
         for qd in range(QD):
             for c in range(S):
                 for m in range(3):
-                    if real is float:
-                        convt_cw_tile_f32(st + ((rset[c] * 3 + m) * C + g * Cg) * J, Cg,
-                                          wp + (((g * QD + qd) * S + c) * 3 + m) * Cg * 4,
-                                          tt + (c * 3 + m) * rs)
-                    else:
-                        convt_cw_tile_f64(st + ((rset[c] * 3 + m) * C + g * Cg) * J, Cg,
-                                          wp + (((g * QD + qd) * S + c) * 3 + m) * Cg * 4,
-                                          tt + (c * 3 + m) * rs)
+                    _tile(st + ((rset[c] * 3 + m) * C + g * Cg) * J, Cg,
+                          wp + (((g * QD + qd) * S + c) * 3 + m) * Cg * 4,
+                          tt + (c * 3 + m) * rs, zmm)
             for r in range(4):
                 co = qd * 4 + r
                 if co >= Mg:
@@ -141,6 +155,7 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
     Winograd bound (the caller runs the micro variant). Releases the GIL. See the module
     docstring."""
     cdef int64_t tasks = dims[0] * dims[9], task, tid, bad = 0
+    cdef bint zmm = _cpu.kernel_level("cfwino") >= 2
     cdef int64_t per = scratch.shape[0] // max(num_threads, 1)
     if tasks == 0 or y.shape[0] == 0:
         return True
@@ -153,7 +168,7 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
     with nogil:
         for task in prange(tasks, schedule="dynamic", num_threads=num_threads):
             tid = threadid()
-            bad += _block(xptr, wptr, bptr, yptr, dm, sp + tid * per, task)
+            bad += _block(xptr, wptr, bptr, yptr, dm, sp + tid * per, task, zmm)
     return bad == 0
 
 

@@ -21,6 +21,7 @@ from cython.parallel cimport prange
 cdef extern from "_isa.h" nogil:
     int convt_cpu_isa(int cap)
     int convt_cpu_bf16(int isa)
+    int convt_cpu_zmm_halves()
 
 cdef extern from *:
     """
@@ -132,13 +133,33 @@ def levels():
 _KERNEL_MAX = {
     "micro": 2,        # _ukernel.h: 12 x 16 zmm tiles, 6 x 16 ymm
     "winograd": 2,     # the products run the micro-kernel (transforms: AVX2)
-    "cfwino": 1,       # _cwkernel.h (needs AVX2: otherwise the channels-last Winograd runs)
-    "upsample": 1,     # _upkernel.h (needs AVX2: otherwise another variant runs)
-    "depthwise": 1,    # _dwkernel.h
+    "cfwino": 2,       # _cwkernel.h: 4 x (zmm + ymm) or 4 x 3 ymm sums (needs AVX2: else
+                       # the channels-last Winograd runs)
+    "upsample": 2,     # _upkernel.h: 4 x 3 zmm or ymm sums (needs AVX2: else another variant)
+    "depthwise": 2,    # _dwkernel.h: zmm rows with opmask borders, ymm rows
     "layout": 1,       # _transpose.h: channels-first <-> channels-last in 8 x 8 blocks
     "packing": 1,      # _packkernel.h
     "write-out": 1,    # _writeout.h
+    "convert16": 2,    # _half.h: float16 / bfloat16 widen and narrow passes, 16 or 8 a step
 }
+
+
+# Whether this CPU runs a zmm operation as two ymm halves through 256-bit load ports (AMD
+# Zen 4: _isa.h). There the kernels below, whose zmm loads cross more cache lines than their
+# ymm ones, run their AVX2 bodies at level 2: their zmm bodies measured slower, depthwise
+# 3-7%, cfwino 6-10% (docs/performance.md, "AVX-512 bodies of the memory-bound kernels").
+# A test sets it False to run the zmm bodies.
+ZMM_HALVES = bool(convt_cpu_zmm_halves())
+_YMM_ON_HALVES = frozenset({"depthwise", "cfwino"})
+
+
+def kernel_level(kernel, level=None):
+    """The level ``kernel`` runs at under ``level`` (default ``ISA``): its highest body at
+    most ``level``, AVX2 for the load-bound kernels on a CPU with ``ZMM_HALVES``."""
+    level = min(ISA if level is None else level, _KERNEL_MAX[kernel])
+    if level == 2 and ZMM_HALVES and kernel in _YMM_ON_HALVES:
+        return 1
+    return level
 
 
 def kernel_isas(level=None):
@@ -146,7 +167,7 @@ def kernel_isas(level=None):
     bfloat16 tiles ("micro_bf16") say "avx512_bf16", or "off" where bfloat16 storage runs
     the float32 kernels."""
     level = ISA if level is None else level
-    table = {k: NAMES[min(level, top)] for k, top in _KERNEL_MAX.items()}
+    table = {k: NAMES[kernel_level(k, level)] for k in _KERNEL_MAX}
     table["micro_bf16"] = "avx512_bf16" if bf16(level) else "off"
     return table
 

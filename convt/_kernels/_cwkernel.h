@@ -22,7 +22,8 @@
  * 4 x 4 float64 transposes when S is a multiple of the vector width, 4 x 4 per 128-bit lane
  * for float32 at S = 4, one value per store otherwise).
  *
- * AVX2 + FMA only (target attribute; the plan runs the NXC Winograd kernel on other CPUs).
+ * AVX2 + FMA (target attribute; the plan runs the NXC Winograd kernel on other CPUs), and an
+ * AVX-512 tile (convt_cw_tile512_*: level 2, where convt._kernels._cpu.kernel_level allows).
  */
 #ifndef CONVT_CWKERNEL_H
 #define CONVT_CWKERNEL_H
@@ -59,6 +60,41 @@ CONVT_CW_TILE(convt_cw_tile_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_fmadd
               _mm256_broadcast_ss, _mm256_storeu_ps, _mm256_setzero_ps)
 CONVT_CW_TILE(convt_cw_tile_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_fmadd_pd,
               _mm256_broadcast_sd, _mm256_storeu_pd, _mm256_setzero_pd)
+
+/* The AVX-512 tile: the same 4 rows x 3V tiles (the block and the write-outs unchanged), each
+ * row's 3V as one zmm and one ymm vector (16 + 8 float32, 8 + 4 float64): 8 fused
+ * multiply-adds a channel in place of 12, every lane the same chain, so the same bits. */
+#define CONVT_CW_TILE512(NAME, T, VZ, VY, V, LDZ, LDY, FMAZ, FMAY, BCZ, BCY, STZ, STY, SETZ,   \
+                         SETY)                                                                  \
+static __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma"))) void            \
+NAME(const T* s, int64_t kc, const T* w, T* out)                                               \
+{                                                                                               \
+    VZ a0 = SETZ(), b0 = SETZ(), c0 = SETZ(), d0 = SETZ(), x0;                                  \
+    VY a1 = SETY(), b1 = SETY(), c1 = SETY(), d1 = SETY(), x1;                                  \
+    int64_t k;                                                                                  \
+    for (k = 0; k < kc; k++) {                                                                  \
+        const T* xr = s + k * (3 * V);                                                          \
+        const T* wk = w + 4 * k;                                                                \
+        x0 = LDZ(xr); x1 = LDY(xr + 2 * V);                                                     \
+        a0 = FMAZ(BCZ(wk[0]), x0, a0); a1 = FMAY(BCY(wk[0]), x1, a1);                           \
+        b0 = FMAZ(BCZ(wk[1]), x0, b0); b1 = FMAY(BCY(wk[1]), x1, b1);                           \
+        c0 = FMAZ(BCZ(wk[2]), x0, c0); c1 = FMAY(BCY(wk[2]), x1, c1);                           \
+        d0 = FMAZ(BCZ(wk[3]), x0, d0); d1 = FMAY(BCY(wk[3]), x1, d1);                           \
+    }                                                                                           \
+    STZ(out, a0); STY(out + 2 * V, a1);                                                         \
+    STZ(out + 3 * V, b0); STY(out + 5 * V, b1);                                                 \
+    STZ(out + 6 * V, c0); STY(out + 8 * V, c1);                                                 \
+    STZ(out + 9 * V, d0); STY(out + 11 * V, d1);                                                \
+}
+
+CONVT_CW_TILE512(convt_cw_tile512_f32, float, __m512, __m256, 8, _mm512_loadu_ps,
+                 _mm256_loadu_ps, _mm512_fmadd_ps, _mm256_fmadd_ps, _mm512_set1_ps,
+                 _mm256_set1_ps, _mm512_storeu_ps, _mm256_storeu_ps, _mm512_setzero_ps,
+                 _mm256_setzero_ps)
+CONVT_CW_TILE512(convt_cw_tile512_f64, double, __m512d, __m256d, 4, _mm512_loadu_pd,
+                 _mm256_loadu_pd, _mm512_fmadd_pd, _mm256_fmadd_pd, _mm512_set1_pd,
+                 _mm256_set1_pd, _mm512_storeu_pd, _mm256_storeu_pd, _mm512_setzero_pd,
+                 _mm256_setzero_pd)
 
 /* One row's outputs of a block: m(c, p) = t + (c * 3 + p) * rs, each 3V tile values; y at the
  * block's first output; valid: outputs of y from there (4 * 3V when the block is whole). */

@@ -49,11 +49,11 @@ from ._types cimport real
 
 cdef extern from "_dwkernel.h" nogil:
     int CONVT_DW_HAVE_AVX2
-    void convt_dw_row_f32(float* y, int64_t s2, int64_t qa, const int64_t* qe,
+    void convt_dw_row_f32(int isa, float* y, int64_t s2, int64_t qa, const int64_t* qe,
                           const int64_t* lo, const int64_t* hi, const int64_t* nt,
                           const float* x, const int64_t* off, const int64_t* e, const float* w,
                           int64_t I2, float b, int64_t nrows, int64_t xstep, int64_t ystep)
-    void convt_dw_row_f64(double* y, int64_t s2, int64_t qa, const int64_t* qe,
+    void convt_dw_row_f64(int isa, double* y, int64_t s2, int64_t qa, const int64_t* qe,
                           const int64_t* lo, const int64_t* hi, const int64_t* nt,
                           const double* x, const int64_t* off, const int64_t* e,
                           const double* w, int64_t I2, double b, int64_t nrows, int64_t xstep,
@@ -204,9 +204,10 @@ cdef void _interleave(real* yr, const real* buf, const int64_t* phases, int64_t 
 cdef void _row_avx2(real* yr, const real* x, const real* w, const int64_t* arow, int64_t na,
                     const int64_t* phases, const int64_t* ptaps, int64_t qa, int64_t QB, real b,
                     int64_t wstride, int64_t I2, int64_t s2, int64_t nrows, int64_t ystep,
-                    int64_t* off, int64_t* te, real* wv) noexcept nogil:
-    # nrows row blocks, s2 = 1 or 2, by _dwkernel.h (phases' terms laid out one after the
-    # other): row r at yr + r*ystep with every term one input row (I2) further than row r-1's.
+                    int64_t* off, int64_t* te, real* wv, int isa) noexcept nogil:
+    # nrows row blocks, s2 = 1 or 2, by _dwkernel.h at level isa (1 AVX2, 2 AVX-512; phases'
+    # terms laid out one after the other): row r at yr + r*ystep with every term one input
+    # row (I2) further than row r-1's.
     cdef int64_t qe[2]
     cdef int64_t lo[2]
     cdef int64_t hi[2]
@@ -220,9 +221,9 @@ cdef void _row_avx2(real* yr, const real* x, const real* w, const int64_t* arow,
                        wv + first)
         first += nt[c]
     if real is float:
-        convt_dw_row_f32(yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep)
+        convt_dw_row_f32(isa, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep)
     else:
-        convt_dw_row_f64(yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep)
+        convt_dw_row_f64(isa, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep)
 
 
 cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int64_t qb,
@@ -255,7 +256,7 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
                 na += 1
     if dims[17] and s2 <= 2:
         _row_avx2(yr, x, w, arow, na, phases, ptaps, qa, QB, b, wstride, I2, s2, nrows, ystep,
-                  off, te, wv)
+                  off, te, wv, <int> dims[17])
         return
     if dims[17]:
         # s2 >= 3: the AVX2 kernel phase by phase (as stride 1) into the phase buffer, then
@@ -263,7 +264,7 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
         for c in range(s2):
             if phases[5 * c] > qa:
                 _row_avx2(buf + c * QB - qa, x, w, arow, na, phases + 5 * c, ptaps, qa, QB, b,
-                          wstride, I2, 1, 1, 0, off, te, wv)
+                          wstride, I2, 1, 1, 0, off, te, wv, <int> dims[17])
         _interleave(yr, buf, phases, s2, QB, qa)
         return
     if s2 == 1:
@@ -359,8 +360,10 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
     dims[11], dims[12], dims[13] = w.shape[1], w.shape[2], w.shape[3]
     nqb = (phases[0, 0] + qblock - 1) // qblock
     dims[14], dims[15], dims[16] = s2, qblock, nqb
-    # the AVX2 row kernel when built in and the level has it
-    dims[17] = 1 if CONVT_DW_HAVE_AVX2 and (_cpu.ISA if isa < 0 else isa) >= 1 else 0
+    # the row kernel's level (0: the portable loop; 1 AVX2; 2 its AVX-512 body)
+    dims[17] = 0
+    if CONVT_DW_HAVE_AVX2:
+        dims[17] = _cpu.kernel_level("depthwise", None if isa < 0 else isa)
     nrows = y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3] * nqb
     ntasks = (nrows + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     maxa = w.shape[4] * w.shape[1] * w.shape[2]

@@ -41,7 +41,13 @@
  * per-thread scratch so that no vector is masked (same bits; depthwise_bilinear 0.90-1.24 of
  * the time, a 3 x 3 stride-2 layer 1.10-1.22: the copy costs what the masked vectors did).
  *
- * Used only when convt_ukernel_isa() says AVX2 and FMA (run-time selection, portable build). */
+ * Used only when the caller's level (convt._kernels._cpu.kernel_level) says AVX2 and FMA
+ * (run-time selection, portable build). The AVX-512 body (level 2) is the same row on zmm
+ * vectors, its border taps through opmask registers (a zero-masking load and a merge-masked
+ * fused multiply-add: the blend's values), so the same bits; on Zen 4, whose two 256-bit load
+ * ports give a zmm load no more bytes, it measured 3-7% slower than the ymm rows, and _cpu
+ * keeps the AVX2 body there (docs/performance.md, "AVX-512 bodies of the memory-bound
+ * kernels"). */
 #ifndef CONVT_DWKERNEL_H
 #define CONVT_DWKERNEL_H
 
@@ -89,23 +95,22 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
  * depthwise_bilinear's rows; on whole layers (medians of 15 rounds of 20 calls, 2 workers,
  * three runs) depthwise_bilinear 0.88-1.00, a 4 x 4 x 4 stride-2 layer 0.81-0.84, a 3 x 3
  * stride-1 layer 0.84-0.89. */
-#define CONVT_DW_MVEC(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, ACC, C, Q)    \
+#define CONVT_DW_MVEC(T, V, SET1, LANES, MT, MKMASK, MFMA, ACC, C, Q)                   \
     do {                                                                                 \
         int64_t t_, s_;                                                                  \
-        __m256i m_;                                                                      \
+        MT m_;                                                                           \
         ACC = SET1(b);                                                                   \
         for (t_ = 0; t_ < nt[C]; t_++, k_++) {                                           \
             const T* p_ = x + off[C][t_] + (Q);                                          \
             if (r == 0 || k_ >= CONVT_DW_NMASK) {                                        \
                 s_ = (Q) + e[C][t_];              /* input index of lane 0 */            \
-                m_ = _mm256_andnot_si256(MASK(convt_dw_clamp(-s_, LANES)),               \
-                                         MASK(convt_dw_clamp(I2 - s_, LANES)));          \
+                m_ = MKMASK(convt_dw_clamp(-s_, LANES), convt_dw_clamp(I2 - s_, LANES)); \
                 if (k_ < CONVT_DW_NMASK)                                                 \
                     mk_[k_] = m_;                                                        \
             } else {                                                                     \
                 m_ = mk_[k_];                                                            \
             }                                                                            \
-            ACC = BLEND(ACC, FMADD(SET1(w[C][t_]), MLOAD(p_, m_), ACC), m_);             \
+            ACC = MFMA(ACC, SET1(w[C][t_]), p_, m_);                                     \
         }                                                                                \
     } while (0)
 
@@ -136,18 +141,18 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
 
 /* One vector of phase C at q: every tap on every lane inside the phase's interior, masked
  * taps elsewhere (the same sums); Z = how many of its lanes are stored (q + j < qe[C]). */
-#define CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, ACC, C, Z)     \
+#define CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MT, MKMASK, MFMA, ACC, C, Z)      \
     do {                                                                                 \
         if (q >= lo[C] && q + LANES <= hi[C] && q + LANES <= qe[C])                      \
             CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, 1, ACC, C, q);                 \
         else                                                                             \
-            CONVT_DW_MVEC(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, ACC[0], C, q); \
+            CONVT_DW_MVEC(T, V, SET1, LANES, MT, MKMASK, MFMA, ACC[0], C, q);             \
         Z = convt_dw_clamp(qe[C] - q, LANES);                                            \
     } while (0)
 
-#define CONVT_DW_ROW(NAME, T, V, LANES, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, MASK,  \
-                     MLOAD, BLEND)                                                       \
-__attribute__((target("avx2,fma")))                                                      \
+#define CONVT_DW_ROW(NAME, TARGET, T, V, LANES, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, \
+                     MT, MKMASK, MFMA)                                                   \
+__attribute__((target(TARGET)))                                                          \
 static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t* lo,     \
                  const int64_t* hi, const int64_t* nt, const T* x, const int64_t* off0,  \
                  const int64_t* e0, const T* w0, int64_t I2, T b, int64_t nrows,         \
@@ -159,7 +164,7 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     const T* w[2] = {w0, w0 + nt[0]};                                                    \
     T tmp_[2 * LANES];                                                                   \
     V a_[4], b_[4], l_;                                                                  \
-    __m256i mk_[CONVT_DW_NMASK];   /* the run's border masks (CONVT_DW_MVEC) */          \
+    MT mk_[CONVT_DW_NMASK];   /* the run's border masks (CONVT_DW_MVEC) */               \
     int64_t k_;                                                                          \
     for (c = 0; c < s2; c++) {   /* [L, H): every phase's interior, below every qe */    \
         L = lo[c] > L ? lo[c] : L;                                                       \
@@ -180,10 +185,10 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
                 q += 2 * LANES;                                                          \
                 continue;                                                                \
             }                                                                            \
-            CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, a_, 0, z0); \
+            CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MT, MKMASK, MFMA, a_, 0, z0);   \
             z1 = 0;                                                                      \
             if (s2 == 2) {                                                               \
-                CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MASK, MLOAD, BLEND, b_, 1, z1); \
+                CONVT_DW_ONE(T, V, SET1, LOADU, FMADD, LANES, MT, MKMASK, MFMA, b_, 1, z1);   \
                 CONVT_DW_ZIP(ZIPLO, ZIPHI, a_[0], b_[0], l_);                            \
             }                                                                            \
             if (z0 == LANES && z1 == (s2 == 2 ? LANES : 0)) {                            \
@@ -205,43 +210,71 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     }                                                                                    \
 }
 
+/* AVX2: lane masks from the tables, masked load, fused multiply-add, blend back. */
 #define CONVT_DW_MASK32(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m32 + 8 - (z)))
 #define CONVT_DW_MASK64(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m64 + 4 - (z)))
-#define CONVT_DW_BLEND32(a, b, m) _mm256_blendv_ps(a, b, _mm256_castsi256_ps(m))
-#define CONVT_DW_BLEND64(a, b, m) _mm256_blendv_pd(a, b, _mm256_castsi256_pd(m))
+#define CONVT_DW_MK32(lo, hi) _mm256_andnot_si256(CONVT_DW_MASK32(lo), CONVT_DW_MASK32(hi))
+#define CONVT_DW_MK64(lo, hi) _mm256_andnot_si256(CONVT_DW_MASK64(lo), CONVT_DW_MASK64(hi))
+#define CONVT_DW_MFMA32(acc, wv, p, m)                                                   \
+    _mm256_blendv_ps(acc, _mm256_fmadd_ps(wv, _mm256_maskload_ps(p, m), acc),            \
+                     _mm256_castsi256_ps(m))
+#define CONVT_DW_MFMA64(acc, wv, p, m)                                                   \
+    _mm256_blendv_pd(acc, _mm256_fmadd_pd(wv, _mm256_maskload_pd(p, m), acc),            \
+                     _mm256_castsi256_pd(m))
 
-CONVT_DW_ROW(convt_dw_row_f32_avx2, float, __m256, 8, _mm256_set1_ps, _mm256_loadu_ps,
-             _mm256_storeu_ps, _mm256_fmadd_ps, convt_zip_lo_ps, convt_zip_hi_ps,
-             CONVT_DW_MASK32, _mm256_maskload_ps, CONVT_DW_BLEND32)
-CONVT_DW_ROW(convt_dw_row_f64_avx2, double, __m256d, 4, _mm256_set1_pd, _mm256_loadu_pd,
-             _mm256_storeu_pd, _mm256_fmadd_pd, convt_zip_lo_pd, convt_zip_hi_pd,
-             CONVT_DW_MASK64, _mm256_maskload_pd, CONVT_DW_BLEND64)
+CONVT_DW_ROW(convt_dw_row_f32_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
+             _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, convt_zip_lo_ps,
+             convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32)
+CONVT_DW_ROW(convt_dw_row_f64_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
+             _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, convt_zip_lo_pd,
+             convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64)
+
+/* AVX-512: the same row with zmm vectors (16 float32, 8 float64) and opmask registers: lanes
+ * [lo, hi) as a bit mask, a zero-masking load and a merge-masked fused multiply-add (lanes
+ * outside the mask keep acc: the blend's values, the same bits). */
+#define CONVT_DW_MK512(lo, hi) ((((uint32_t) 1 << (hi)) - 1) & ~(((uint32_t) 1 << (lo)) - 1))
+#define CONVT_DW_MFMA512_32(acc, wv, p, m)                                               \
+    _mm512_mask3_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, p), acc, m)
+#define CONVT_DW_MFMA512_64(acc, wv, p, m)                                               \
+    _mm512_mask3_fmadd_pd(wv, _mm512_maskz_loadu_pd(m, p), acc, m)
+
+CONVT_DW_ROW(convt_dw_row_f32_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
+             __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_fmadd_ps,
+             convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
+             CONVT_DW_MFMA512_32)
+CONVT_DW_ROW(convt_dw_row_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
+             __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_fmadd_pd,
+             convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
+             CONVT_DW_MFMA512_64)
 
 #endif /* CONVT_HAVE_AVX2_PATH */
 
 /* 1 when this build has the AVX2 row kernels (the caller still checks convt_ukernel_isa()). */
 #define CONVT_DW_HAVE_AVX2 CONVT_HAVE_AVX2_PATH
 
-static inline void convt_dw_row_f32(float* y, int64_t s2, int64_t qa, const int64_t* qe,
-                                    const int64_t* lo, const int64_t* hi, const int64_t* nt,
-                                    const float* x, const int64_t* off, const int64_t* e,
-                                    const float* w, int64_t I2, float b, int64_t nrows,
-                                    int64_t xstep, int64_t ystep)
-{
+/* The row kernel at level isa (2: the AVX-512 body, 1: the AVX2 one), for either dtype. */
 #if CONVT_HAVE_AVX2_PATH
-    convt_dw_row_f32_avx2(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep, ystep);
+#define CONVT_DW_PICK(NAME, ...)                                                         \
+    do {                                                                                 \
+        if (isa >= 2)                                                                    \
+            NAME##_avx512(__VA_ARGS__);                                                  \
+        else                                                                             \
+            NAME##_avx2(__VA_ARGS__);                                                    \
+    } while (0)
+#else
+#define CONVT_DW_PICK(NAME, ...) (void) isa
 #endif
-}
 
-static inline void convt_dw_row_f64(double* y, int64_t s2, int64_t qa, const int64_t* qe,
-                                    const int64_t* lo, const int64_t* hi, const int64_t* nt,
-                                    const double* x, const int64_t* off, const int64_t* e,
-                                    const double* w, int64_t I2, double b, int64_t nrows,
-                                    int64_t xstep, int64_t ystep)
-{
-#if CONVT_HAVE_AVX2_PATH
-    convt_dw_row_f64_avx2(y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep, ystep);
-#endif
+#define CONVT_DW_DISPATCH(NAME, T)                                                       \
+static inline void NAME(int isa, T* y, int64_t s2, int64_t qa, const int64_t* qe,        \
+                        const int64_t* lo, const int64_t* hi, const int64_t* nt,         \
+                        const T* x, const int64_t* off, const int64_t* e, const T* w,    \
+                        int64_t I2, T b, int64_t nrows, int64_t xstep, int64_t ystep)    \
+{                                                                                        \
+    CONVT_DW_PICK(NAME, y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep,    \
+                  ystep);                                                                \
 }
+CONVT_DW_DISPATCH(convt_dw_row_f32, float)
+CONVT_DW_DISPATCH(convt_dw_row_f64, double)
 
 #endif /* CONVT_DWKERNEL_H */

@@ -37,46 +37,47 @@ def level(int kind, int isa=-1):
     return isa if (kind == 1 or F16C) else 0
 
 
+cdef void _convert(bint to16, const void* src, void* dst, int64_t n, int kind,
+                   int num_threads, int isa) noexcept nogil:
+    # widen (to16 False: 16-bit src, float32 dst) or narrow, block by block in parallel
+    cdef int64_t nb = (n + _BLOCK - 1) // _BLOCK, b, lo, m
+    if nb < 2:
+        num_threads = 1
+    for b in prange(nb, schedule="static", num_threads=num_threads):
+        lo = b * _BLOCK
+        m = min(<int64_t> _BLOCK, n - lo)
+        if to16:
+            convt_narrow(isa, kind, <const float*> src + lo, <uint16_t*> dst + lo, m)
+        else:
+            convt_widen(isa, kind, <const uint16_t*> src + lo, <float*> dst + lo, m)
+
+
 def widen(const uint16_t[::1] src,   # IN  16-bit values (a uint16 view)
           float[::1] dst,            # OUT float32, same length
           int kind, int num_threads, int isa=-1):
     """dst[i] = src[i] widened to float32 (exact); releases the GIL."""
-    cdef int64_t n = src.shape[0], nb, b, lo
+    cdef int64_t n = src.shape[0]
     if dst.shape[0] != n:
         raise ValueError(f"widen: dst holds {dst.shape[0]} values, src {n}")
     if n == 0:
         return
     isa = level(kind, isa)
-    nb = (n + _BLOCK - 1) // _BLOCK
-    if nb < 2:
-        num_threads = 1
-    cdef const uint16_t* s = &src[0]
-    cdef float* d = &dst[0]
     with nogil:
-        for b in prange(nb, schedule="static", num_threads=num_threads):
-            lo = b * _BLOCK
-            convt_widen(isa, kind, s + lo, d + lo, min(<int64_t> _BLOCK, n - lo))
+        _convert(False, &src[0], &dst[0], n, kind, num_threads, isa)
 
 
 def narrow(const float[::1] src,     # IN  float32
            uint16_t[::1] dst,        # OUT 16-bit values (a uint16 view), same length
            int kind, int num_threads, int isa=-1):
     """dst[i] = src[i] rounded to the 16-bit type, to nearest even; releases the GIL."""
-    cdef int64_t n = src.shape[0], nb, b, lo
+    cdef int64_t n = src.shape[0]
     if dst.shape[0] != n:
         raise ValueError(f"narrow: dst holds {dst.shape[0]} values, src {n}")
     if n == 0:
         return
     isa = level(kind, isa)
-    nb = (n + _BLOCK - 1) // _BLOCK
-    if nb < 2:
-        num_threads = 1
-    cdef const float* s = &src[0]
-    cdef uint16_t* d = &dst[0]
     with nogil:
-        for b in prange(nb, schedule="static", num_threads=num_threads):
-            lo = b * _BLOCK
-            convt_narrow(isa, kind, s + lo, d + lo, min(<int64_t> _BLOCK, n - lo))
+        _convert(True, &src[0], &dst[0], n, kind, num_threads, isa)
 
 
 def pack_taps16(const uint16_t[:, :, ::1] w,     # IN  16-bit IOX weights (C_in, Mg, KT), bits

@@ -118,6 +118,29 @@ static inline int convt_cpu_bf16(int isa)
 #endif
 }
 
+/* 1 on a CPU that runs each 512-bit operation as two 256-bit halves through 256-bit load
+ * ports: AMD family 19h (Zen 3 has no AVX-512, so Zen 4). There the zmm bodies of the
+ * load-bound kernels measured slower than their ymm ones (docs/performance.md, "AVX-512
+ * bodies of the memory-bound kernels"), and _cpu.pyx caps those kernels at AVX2. Zen 5
+ * (family 1Ah) has full-width units. */
+static inline int convt_cpu_zmm_halves(void)
+{
+#if CONVT_HAVE_AVX2_PATH
+    unsigned a, b, c, d, family;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return 0;
+    /* "AuthenticAMD" in ebx, edx, ecx */
+    if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u || !__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    family = (a >> 8) & 0xf;
+    if (family == 0xf)
+        family += (a >> 20) & 0xff;
+    return family == 0x19;
+#else
+    return 0;
+#endif
+}
+
 /* This CPU's level for the AVX2 kernels' callers that predate the levels: 1 with AVX2 + FMA. */
 static inline int convt_ukernel_isa(void)
 {

@@ -57,6 +57,23 @@ CONVT_ZIP(convt_zip_lo_pd, __m256d, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
 CONVT_ZIP(convt_zip_hi_pd, __m256d, _mm256_unpacklo_pd, _mm256_unpackhi_pd,
              _mm256_permute2f128_pd, 0x31)
 
+/* The same for zmm vectors (the AVX-512 bodies of the depthwise and upsample kernels):
+ * (a0 .. a15), (b0 .. b15) -> (a0 b0 .. a7 b7) and (a8 b8 .. a15 b15) in float32, (a0 b0 ..
+ * a3 b3) and (a4 b4 .. a7 b7) in float64; one two-source permute each. */
+#define CONVT_ZIP512(NAME, VT, IT, PERM, SETI, ...)                                         \
+static inline __attribute__((always_inline, target("avx512f"))) VT NAME(VT a, VT b)       \
+{                                                                                           \
+    return PERM(a, SETI(__VA_ARGS__), b);                                                   \
+}
+CONVT_ZIP512(convt_zip512_lo_ps, __m512, __m512i, _mm512_permutex2var_ps, _mm512_setr_epi32,
+             0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
+CONVT_ZIP512(convt_zip512_hi_ps, __m512, __m512i, _mm512_permutex2var_ps, _mm512_setr_epi32,
+             8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
+CONVT_ZIP512(convt_zip512_lo_pd, __m512d, __m512i, _mm512_permutex2var_pd, _mm512_setr_epi64,
+             0, 8, 1, 9, 2, 10, 3, 11)
+CONVT_ZIP512(convt_zip512_hi_pd, __m512d, __m512i, _mm512_permutex2var_pd, _mm512_setr_epi64,
+             4, 12, 5, 13, 6, 14, 7, 15)
+
 /* c[j] = (r[0][j], ..., r[3][j]) for j < 4: a 4 x 4 float64 block (the float64 write-outs'
  * and layout changes' unit) */
 __attribute__((target("avx2")))

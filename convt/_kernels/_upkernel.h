@@ -14,9 +14,10 @@
  * (convt/_kernels/_ukernel.h with one tap: channel by channel, one rounding per multiply-add,
  * then + bias), so the two give the same bits.
  *
- * AVX2 + FMA only (compiled with a target attribute, used when convt_ukernel_isa() is 1; the
- * plan runs the micro variant on other CPUs). 12 accumulators (4 columns x 3 vectors), 3
- * input vectors and 1 broadcast weight: the 16 ymm registers.
+ * AVX2 + FMA (compiled with a target attribute; the plan runs the micro variant on CPUs
+ * without it) and AVX-512 bodies, the latter on zmm vectors: the caller packs blocks of the
+ * body's vector (V in its dims). 12 accumulators (4 columns x 3 vectors), 3 input vectors
+ * and 1 broadcast weight: the 16 ymm registers.
  */
 #ifndef CONVT_UPKERNEL_H
 #define CONVT_UPKERNEL_H
@@ -57,8 +58,9 @@
     }
 
 /* The tile for NV vectors (1-3): 4 x NV accumulators, NV input vectors, one weight. */
-#define CONVT_UP_TILE_NV(NAME, NV, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)  \
-static __attribute__((target("avx2,fma"))) void                                                \
+#define CONVT_UP_TILE_NV(NAME, TARGET, NV, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, \
+                         ZIPHI)                                                                \
+static __attribute__((target(TARGET))) void                                                    \
 NAME##_##NV(const T* xp, const T* w, int64_t kc, T* y0, T* y1, const T* b, int64_t valid)     \
 {                                                                                               \
     VT a0 = SET0(), a1 = SET0(), a2 = SET0(), b0 = SET0(), b1 = SET0(), b2 = SET0();           \
@@ -83,10 +85,10 @@ NAME##_##NV(const T* xp, const T* w, int64_t kc, T* y0, T* y1, const T* b, int64
 
 /* V values per vector; LD/FMA/BC/ST/ADD/SET1/SET0 are the type's intrinsics; ZIPLO/ZIPHI(a,
  * b): the two halves of a and b interleaved. */
-#define CONVT_UP_TILE(NAME, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)        \
-CONVT_UP_TILE_NV(NAME, 1, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)           \
-CONVT_UP_TILE_NV(NAME, 2, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)           \
-CONVT_UP_TILE_NV(NAME, 3, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)           \
+#define CONVT_UP_TILE(NAME, TARGET, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI) \
+CONVT_UP_TILE_NV(NAME, TARGET, 1, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)   \
+CONVT_UP_TILE_NV(NAME, TARGET, 2, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)   \
+CONVT_UP_TILE_NV(NAME, TARGET, 3, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)   \
 static void NAME(const T* xp, const T* w, int64_t kc, int nv, T* y0, T* y1, const T* b,       \
                  int64_t valid)                                                                 \
 {                                                                                               \
@@ -95,12 +97,26 @@ static void NAME(const T* xp, const T* w, int64_t kc, int nv, T* y0, T* y1, cons
     else NAME##_1(xp, w, kc, y0, y1, b, valid);                                                 \
 }
 
-CONVT_UP_TILE(convt_up_tile_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_fmadd_ps,
-              _mm256_broadcast_ss, _mm256_storeu_ps, _mm256_add_ps, _mm256_set1_ps,
-              _mm256_setzero_ps, convt_zip_lo_ps, convt_zip_hi_ps)
-CONVT_UP_TILE(convt_up_tile_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_fmadd_pd,
-              _mm256_broadcast_sd, _mm256_storeu_pd, _mm256_add_pd, _mm256_set1_pd,
-              _mm256_setzero_pd, convt_zip_lo_pd, convt_zip_hi_pd)
+CONVT_UP_TILE(convt_up_tile_f32, "avx2,fma", float, __m256, 8, _mm256_loadu_ps,
+              _mm256_fmadd_ps, _mm256_broadcast_ss, _mm256_storeu_ps, _mm256_add_ps,
+              _mm256_set1_ps, _mm256_setzero_ps, convt_zip_lo_ps, convt_zip_hi_ps)
+CONVT_UP_TILE(convt_up_tile_f64, "avx2,fma", double, __m256d, 4, _mm256_loadu_pd,
+              _mm256_fmadd_pd, _mm256_broadcast_sd, _mm256_storeu_pd, _mm256_add_pd,
+              _mm256_set1_pd, _mm256_setzero_pd, convt_zip_lo_pd, convt_zip_hi_pd)
+
+/* The AVX-512 tile: the same sums on zmm vectors (16 float32, 8 float64), so a block is up
+ * to 3 zmm vectors of inputs (the caller's layout: convt._backends.direct.upsample, vector
+ * of 64 bytes at level 2). 12 of the 32 zmm registers hold sums. */
+#define CONVT_UP_BC512_PS(p) _mm512_set1_ps(*(p))
+#define CONVT_UP_BC512_PD(p) _mm512_set1_pd(*(p))
+CONVT_UP_TILE(convt_up_tile512_f32, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
+              __m512, 16, _mm512_loadu_ps, _mm512_fmadd_ps, CONVT_UP_BC512_PS,
+              _mm512_storeu_ps, _mm512_add_ps, _mm512_set1_ps, _mm512_setzero_ps,
+              convt_zip512_lo_ps, convt_zip512_hi_ps)
+CONVT_UP_TILE(convt_up_tile512_f64, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
+              __m512d, 8, _mm512_loadu_pd, _mm512_fmadd_pd, CONVT_UP_BC512_PD,
+              _mm512_storeu_pd, _mm512_add_pd, _mm512_set1_pd, _mm512_setzero_pd,
+              convt_zip512_lo_pd, convt_zip512_hi_pd)
 
 #else  /* no AVX2 path on this compiler/platform: the plan never runs this variant */
 
@@ -108,6 +124,10 @@ static void convt_up_tile_f32(const float* xp, const float* w, int64_t kc, int n
                               float* y1, const float* b, int64_t valid) {}
 static void convt_up_tile_f64(const double* xp, const double* w, int64_t kc, int nv,
                               double* y0, double* y1, const double* b, int64_t valid) {}
+static void convt_up_tile512_f32(const float* xp, const float* w, int64_t kc, int nv,
+                                 float* y0, float* y1, const float* b, int64_t valid) {}
+static void convt_up_tile512_f64(const double* xp, const double* w, int64_t kc, int nv,
+                                 double* y0, double* y1, const double* b, int64_t valid) {}
 
 #endif
 #endif

@@ -16,7 +16,8 @@ Each output is one tile's sum over the channels in order: bit-identical for any 
 and equal to the micro variant's bits (same order, FMA, bias added last).
 
 Assumes: x channels-first contiguous, wp packed by convt._backends.direct.upsample.packed_up, dims and tables
-as built there, scratch of nthreads * C_in * 3 vectors, the AVX2 + FMA path (isa 1).
+as built there, scratch of nthreads * C_in * 3 vectors, the AVX2 + FMA path (isa 1); vectors
+of 64 bytes (dims' V) run the AVX-512 tile (isa 2).
 """
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
@@ -29,14 +30,25 @@ cdef extern from "_upkernel.h" nogil:
                            float* y1, const float* b, int64_t valid)
     void convt_up_tile_f64(const double* xp, const double* w, int64_t kc, int nv, double* y0,
                            double* y1, const double* b, int64_t valid)
+    void convt_up_tile512_f32(const float* xp, const float* w, int64_t kc, int nv, float* y0,
+                              float* y1, const float* b, int64_t valid)
+    void convt_up_tile512_f64(const double* xp, const double* w, int64_t kc, int nv,
+                              double* y0, double* y1, const double* b, int64_t valid)
 
 
 cdef inline void _tile(const real* xp, const real* w, int64_t kc, int nv, real* y0, real* y1,
-                       const real* b, int64_t valid) noexcept nogil:
+                       const real* b, int64_t valid, bint zmm) noexcept nogil:
+    # zmm: the layout's vectors are 64 bytes (the AVX-512 body), else 32 (AVX2)
     if real is float:
-        convt_up_tile_f32(xp, w, kc, nv, y0, y1, b, valid)
+        if zmm:
+            convt_up_tile512_f32(xp, w, kc, nv, y0, y1, b, valid)
+        else:
+            convt_up_tile_f32(xp, w, kc, nv, y0, y1, b, valid)
     else:
-        convt_up_tile_f64(xp, w, kc, nv, y0, y1, b, valid)
+        if zmm:
+            convt_up_tile512_f64(xp, w, kc, nv, y0, y1, b, valid)
+        else:
+            convt_up_tile_f64(xp, w, kc, nv, y0, y1, b, valid)
 
 
 cdef void _row(const real* x, const real* wp, const real* pb, real* y, const int64_t* dm,
@@ -44,6 +56,7 @@ cdef void _row(const real* x, const real* wp, const real* pb, real* y, const int
                int64_t r) noexcept nogil:
     cdef int64_t R0 = dm[1], R1 = dm[2], W = dm[3], C = dm[4], G = dm[5], Cg = dm[6]
     cdef int64_t T = dm[7], V = dm[8], nb = dm[9]
+    cdef bint zmm = V * <int64_t> sizeof(real) == 64
     cdef int64_t i1 = r % R1, i0 = (r // R1) % R0, n = r // (R1 * R0)
     cdef const real* xr = x + n * dm[10] + i0 * dm[12] + i1 * dm[13]
     cdef real* yr = y + n * dm[14] + i0 * dm[15] + i1 * dm[16]
@@ -64,7 +77,7 @@ cdef void _row(const real* x, const real* wp, const real* pb, real* y, const int
                 pq = poff + 2 * t
                 y1 = yr + pq[1] + 2 * j0 if pq[1] >= 0 else NULL
                 _tile(xp + g * Cg * width, wp + t * Cg * 4, Cg, <int> nv,
-                      yr + pq[0] + 2 * j0, y1, pb + 2 * t, 2 * (W - j0))
+                      yr + pq[0] + 2 * j0, y1, pb + 2 * t, 2 * (W - j0), zmm)
 
 
 def upsample_conv(const real[::1] x,        # IN  (N, C_in, *in) channels-first, contiguous

@@ -60,9 +60,10 @@ class UpLayout:
 
 
 @functools.lru_cache(maxsize=64)
-def up_layout(geom, itemsize):
-    """The ``UpLayout`` of ``geom`` (``up_eligible``) for values of ``itemsize`` bytes."""
-    v = _VECTOR_BYTES // itemsize
+def up_layout(geom, itemsize, vector_bytes=_VECTOR_BYTES):
+    """The ``UpLayout`` of ``geom`` (``up_eligible``) for values of ``itemsize`` bytes in
+    vectors of ``vector_bytes`` (32: the AVX2 tile; 64: the AVX-512 one)."""
+    v = vector_bytes // itemsize
     w = geom.in_shape[-1]
     vectors = -(-w // v)
     nb = -(-vectors // _MAX_VECTORS)
@@ -104,11 +105,23 @@ def packed_up(layout, geom, w_iox, bias):
     return packed.reshape(-1), pb.reshape(-1)
 
 
+def _zmm_pads_no_more(geom, itemsize):
+    """Whether 64-byte vectors pad the last input axis to no more values than 32-byte ones.
+    Where they pad more, the zmm tile computes and partly stores the padding: vnet3d_up (24
+    values a row: 3 ymm, 2 zmm vectors) ran 1.4x the ymm tile's time (docs/performance.md)."""
+    w, v = geom.in_shape[-1], 64 // itemsize
+    return -(-w // v) * v <= -(-w // (v // 2)) * (v // 2)
+
+
 def run_up(xa, layout, geom, packed, workers, arena, out=None):
     """y (channels-first, the dtype of the packed weights; ``out`` when given: ``new_output``)
-    from ``xa`` (channels-first)."""
+    from ``xa`` (channels-first). At level 2 (``_cpu.kernel_level``, read per call), where
+    that pads the rows no more, the blocks are re-cut into 64-byte vectors for the AVX-512
+    tile (the packed weights do not depend on the vector)."""
     wp, pb = packed
     ct = wp.dtype
+    if _cpu.kernel_level("upsample") >= 2 and _zmm_pads_no_more(geom, ct.itemsize):
+        layout = up_layout(geom, ct.itemsize, 64)
     y = new_output(geom, ct, out)
     if y.size == 0:
         return y
