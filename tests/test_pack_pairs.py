@@ -47,7 +47,7 @@ def _weights(c_in, mg, kt, rng):
     return w
 
 
-@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("stream", [False, True, None])
 @pytest.mark.parametrize("isa", LEVELS)
 @pytest.mark.parametrize("cg,groups", [(1, 1), (2, 1), (3, 2), (6, 1), (5, 3)])
 @pytest.mark.parametrize("mg,kt,nr", [(1, 1, 16), (8, 8, 16), (21, 20, 32), (16, 9, 16),

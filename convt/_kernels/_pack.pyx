@@ -135,22 +135,29 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
     return bad == 0
 
 
+# Packed pairs of at least this many bytes are stored past the caches: a one-shot call packs
+# them right after its kernel read other data, and reads them back from memory. Inside the
+# one-shot call, 2 workers (medians of 40, alternating): dcgan_g1's 4 MiB 684 -> 441 us,
+# hifigan_up1's 597 -> 432, fcn32s_k64's 5.8 MiB 957 -> 704; in a loop of packs alone,
+# cached stores win (dcgan_g1 0.33 against 0.59 ms: docs/performance.md).
+_STREAM_PAIRS_BYTES = 4 << 20
+
+
 def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg, KT)
                uint16_t[::1] out,              # OUT the packed pairs (2 a slot); its padding
                                                #     (odd Cg, Mg % NR) must hold zeros
                const int64_t[::1] kdst,        # IN  per kernel tap: slot of its (group 0,
                                                #     panel 0, pair 0) line, -1 if unused
                const int64_t[::1] kstride,     # IN  per kernel tap: panel stride in slots
-               int64_t groups, int64_t NR, int num_threads, int isa=-1, bint stream=False):
+               int64_t groups, int64_t NR, int num_threads, int isa=-1, stream=None):
     """The bfloat16 tiles' weights (convt._backends.direct.micro_bf16.packed_pairs): per
     phase [G][NP][tap][Cg2 / 2][NR][2], every slot of a used tap written (a pair's missing
     channel, for odd Cg, and output channels past Mg as zeros); releases the GIL. Per pair of
     input channels (parallel), in 8 x 8 blocks of output channels and taps (convt_pairs).
     Returns whether every weight of a used tap is finite. The same bits as
     ``convt._kernels._bf16.pack_pairs``, which stores one value at a time. stream: store past
-    the caches, when out, kdst, kstride and NR keep every line 32-byte aligned (otherwise
-    stored normally; cached stores of whole lines packed dcgan_g1's 4 MB in 0.33 ms on 2
-    threads, streamed 0.59)."""
+    the caches (None: when out takes _STREAM_PAIRS_BYTES or more), when out, kdst, kstride
+    and NR keep every line 32-byte aligned (otherwise stored normally)."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
     cdef int64_t Cg = C_in // groups if groups > 0 else 0
     cdef int64_t P = (Cg + 1) // 2, NP = (Mg + NR - 1) // NR if NR > 0 else 0
@@ -178,6 +185,8 @@ def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg
     # streamed stores need 32-byte aligned lines: every 16 slots start at kdst[k] + (g * NP
     # + jp) * kstride[k] + p * NR + a multiple of 16 (a hint, so any other layout is stored
     # normally)
+    if stream is None:
+        stream = out.shape[0] * 2 >= _STREAM_PAIRS_BYTES
     cdef bint st = stream and _aligned32(op, 4, &NR, 1)
     for item in range(KT):
         if kdst[item] >= 0:
