@@ -9,6 +9,8 @@ import pytest
 
 from convt._kernels import _bf16, _cpu, _pack
 
+from conftest import assert_close
+
 LEVELS = _cpu.levels()
 
 
@@ -105,3 +107,27 @@ def test_pack_pairs_rejects_tables_that_do_not_fit():
         _pack.pack_pairs(w, np.zeros(1024, np.uint16), kd[:2], ks, 1, 16, 1)
     with pytest.raises(ValueError, match=r"out \(10 values\) is too short for the slots"):
         _pack.pack_pairs(w, np.zeros(10, np.uint16), kd, ks, 1, 16, 1)
+
+
+def test_a_pack_large_enough_to_stream_gives_the_prepared_bits():
+    # 256 x 256 channels x 32 taps: 4 MiB of pairs (_pack._STREAM_PAIRS_BYTES), streamed
+    # in both the one-shot and the prepared call, as dcgan_g1's are
+    import ml_dtypes
+
+    import convt
+    from convt._backends.direct import micro_bf16
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 256, 6)).astype(ml_dtypes.bfloat16)
+    w = rng.standard_normal((256, 256, 32)).astype(ml_dtypes.bfloat16)
+    kw = dict(strides=(16,), pads=(8, 8))
+    assert w.size * 2 >= _pack._STREAM_PAIRS_BYTES
+    op = convt.ConvTranspose(w, **kw)
+    if op._plan.geometry(x.shape).variant != micro_bf16.VARIANT.name:
+        pytest.skip("bfloat16 pairs do not run here (no AVX512-BF16)")
+    want = op(x)
+    got = convt.conv_transpose(x, w, **kw)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), method="reference",
+                               **kw)
+    assert_close(got, ref, "direct", ml_dtypes.bfloat16)
