@@ -68,7 +68,8 @@
 # _upsample            pure upsampling (K == s, stride 2 last), channels-first, one register
 #                      tile per pair of output rows (_upkernel.h).
 # _pack                weight packing: pack_micro (micro panels), pack_wino (Winograd
-#                      products' weights as sums of taps), pack_taps (taps for late sums).
+#                      products' weights as sums of taps), pack_taps (taps for late sums),
+#                      pack_pairs (bfloat16 weights as micro_bf16's pairs, 8 x 8 blocks).
 # _half               16-bit storage: widen (float16 / bfloat16 -> float32) and narrow (float32
 #                      -> 16-bit, round to nearest even), parallel blocks, the bits of NumPy's
 #                      and ml_dtypes' astype; pack_taps16 (the late sums' taps from 16-bit

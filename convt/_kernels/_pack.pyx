@@ -3,17 +3,20 @@
 pack_micro: IOX weights -> the micro variant's panels, per phase [G][NP][tap][Cg][NR] (NR
 output channels a line, read by _micro.pyx's micro_conv); pack_wino: the Winograd products'
 weights, each a signed sum of kernel taps (wino_conv); pack_taps: the float32 taps in the
-lines wino_conv's late sums read (convt._backends.direct.winograd.wino_taps). An OpenMP prange over the input
-channels: each channel's (Mg, K) block is transposed (float32 in 8 x 8 register blocks) and
-each line stored once. Each returns whether the weights are finite (or small enough for the
+lines wino_conv's late sums read (convt._backends.direct.winograd.wino_taps); pack_pairs:
+bfloat16 weights as the bfloat16 tiles' channel pairs (convt._backends.direct.micro_bf16).
+An OpenMP prange over the input channels (pairs of them for pack_pairs): each channel's (Mg,
+K) block is transposed (float32 and the pairs in 8 x 8 register blocks) and each line stored
+once. Each returns whether the weights are finite (or small enough for the
 Winograd sums), checked while they are read.
 """
 import numpy as np
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport int64_t, uint16_t, uintptr_t
 
 from ._finite cimport _exponent_at_least, _nonfinite
-from ._packkernel cimport CONVT_WSUM_MAX, _wsum, convt_store_fence, convt_taps_f32
+from ._packkernel cimport (CONVT_WSUM_MAX, _wsum, convt_pairs, convt_store_fence,
+                           convt_taps_f32)
 from ._types cimport real
 
 from . import _cpu
@@ -128,6 +131,74 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
                                   optr + ((ci // Cg) * NP * Cg + ci % Cg) * 16, line, Cg * 16,
                                   <int> spare_bits, stream)
             if stream:
+                convt_store_fence()
+    return bad == 0
+
+
+# Packed pairs of at least this many bytes are stored past the caches: a one-shot call packs
+# them right after its kernel read other data, and reads them back from memory. Inside the
+# one-shot call, 2 workers (medians of 40, alternating): dcgan_g1's 4 MiB 684 -> 441 us,
+# hifigan_up1's 597 -> 432, fcn32s_k64's 5.8 MiB 957 -> 704; in a loop of packs alone,
+# cached stores win (dcgan_g1 0.33 against 0.59 ms: docs/performance.md).
+_STREAM_PAIRS_BYTES = 4 << 20
+
+
+def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg, KT)
+               uint16_t[::1] out,              # OUT the packed pairs (2 a slot); its padding
+                                               #     (odd Cg, Mg % NR) must hold zeros
+               const int64_t[::1] kdst,        # IN  per kernel tap: slot of its (group 0,
+                                               #     panel 0, pair 0) line, -1 if unused
+               const int64_t[::1] kstride,     # IN  per kernel tap: panel stride in slots
+               int64_t groups, int64_t NR, int num_threads, int isa=-1, stream=None):
+    """The bfloat16 tiles' weights (convt._backends.direct.micro_bf16.packed_pairs): per
+    phase [G][NP][tap][Cg2 / 2][NR][2], every slot of a used tap written (a pair's missing
+    channel, for odd Cg, and output channels past Mg as zeros); releases the GIL. Per pair of
+    input channels (parallel), in 8 x 8 blocks of output channels and taps (convt_pairs).
+    Returns whether every weight of a used tap is finite. The same bits as
+    ``convt._kernels._bf16.pack_pairs``, which stores one value at a time. stream: store past
+    the caches (None: when out takes _STREAM_PAIRS_BYTES or more), when out, kdst, kstride
+    and NR keep every line 32-byte aligned (otherwise stored normally)."""
+    cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
+    cdef int64_t Cg = C_in // groups if groups > 0 else 0
+    cdef int64_t P = (Cg + 1) // 2, NP = (Mg + NR - 1) // NR if NR > 0 else 0
+    cdef int64_t item, g, c0, hi = 0, bad = 0
+    if groups < 1 or NR < 1 or C_in % groups:
+        raise ValueError(f"pack_pairs: groups ({groups}) must divide C_in ({C_in}) and NR "
+                         f"({NR}) be positive")
+    if kdst.shape[0] < KT or kstride.shape[0] < KT:
+        raise ValueError(f"pack_pairs: kdst and kstride need one value per tap ({KT}); got "
+                         f"{kdst.shape[0]} and {kstride.shape[0]}")
+    if C_in == 0 or Mg == 0 or KT == 0:
+        return True
+    for item in range(KT):   # the highest slot written, within out
+        if kdst[item] >= 0:
+            hi = max(hi, kdst[item] + (groups * NP - 1) * kstride[item] + (P - 1) * NR + NR)
+    if 2 * hi > out.shape[0]:
+        raise ValueError(f"pack_pairs: out ({out.shape[0]} values) is too short for the "
+                         f"slots kdst and kstride address ({hi})")
+    if isa < 0:
+        isa = _cpu.ISA
+    cdef const uint16_t* wp = &w[0, 0, 0]
+    cdef uint16_t* op = &out[0]
+    cdef const int64_t* kd = &kdst[0]
+    cdef const int64_t* ks = &kstride[0]
+    # streamed stores need 32-byte aligned lines: every 16 slots start at kdst[k] + (g * NP
+    # + jp) * kstride[k] + p * NR + a multiple of 16 (a hint, so any other layout is stored
+    # normally)
+    if stream is None:
+        stream = out.shape[0] * 2 >= _STREAM_PAIRS_BYTES
+    cdef bint st = stream and _aligned32(op, 4, &NR, 1)
+    for item in range(KT):
+        if kdst[item] >= 0:
+            st = st and _aligned32(op, 4, &kd[item], 1) and _aligned32(op, 4, &ks[item], 1)
+    with nogil:
+        for item in prange(groups * P, schedule="static", num_threads=num_threads):
+            g = item // P
+            c0 = g * Cg + 2 * (item % P)
+            bad += convt_pairs(isa, wp + c0 * Mg * KT,
+                               wp + (c0 + 1) * Mg * KT if c0 + 1 < (g + 1) * Cg else NULL,
+                               op, kd, ks, g, item % P, Mg, KT, NP, NR, st)
+            if st:
                 convt_store_fence()
     return bad == 0
 

@@ -1,7 +1,7 @@
 /* Weight packing for the micro and Winograd variants (_pack.pyx): the kernel taps transposed
- * into the lines of wino_conv's late sums (convt_taps_f32), and the Winograd products'
- * weights as sums of kernel taps (convt_wsum: pack_wino, and the late sums in _tile.pxd,
- * which must give the same bits).
+ * into the lines of wino_conv's late sums (convt_taps_f32), the Winograd products' weights as
+ * sums of kernel taps (convt_wsum: pack_wino, and the late sums in _tile.pxd, which must give
+ * the same bits), and the bfloat16 tiles' channel pairs (convt_pairs).
  */
 #ifndef CONVT_PACKKERNEL_H
 #define CONVT_PACKKERNEL_H
@@ -199,6 +199,124 @@ CONVT_WSUM(convt_wsum_f64, double, convt_wsum_f64_generic, convt_wsum_f64_avx2)
 CONVT_WSUM(convt_wsum_f32, float, convt_wsum_f32_generic, (int))
 CONVT_WSUM(convt_wsum_f64, double, convt_wsum_f64_generic, (int))
 #endif
+
+/* One pair of input channels' bfloat16 weights (the bits, IOX: s0 and s1 each (Mg, KT)) in
+ * the bfloat16 tiles' layout (convt._backends.direct.micro_bf16.packed_pairs): tap k of output
+ * channel m, s0[m * KT + k] and s1[m * KT + k], go to the two halves of 32-bit slot
+ *
+ *     kd[k] + (g * NP + m / NR) * ks[k] + p * NR + m % NR      (out as uint16: 2 * slot + 0, 1)
+ *
+ * for each tap with kd[k] >= 0 (kd, ks: micro.pack_tables' per tap offset and panel stride,
+ * in slots). s1 NULL (odd Cg: a pair's missing channel): the second halves are written as
+ * zeros, as the caller's zero-filled padding holds. Returns 1 when a weight of a packed tap
+ * is NaN or +-Inf (exponent all ones), else 0. The AVX2 body takes 8 output channels x 8 taps
+ * a block: the two channels' rows interleaved into 8 vectors of 8 slots (one per output
+ * channel), an 8 x 8 transpose, and one 32-byte store per tap (8 consecutive slots of one
+ * line: NR % 8 == 0); rows past Mg and taps past KT are zeros in the block, and stored only
+ * where they are padding (m >= Mg, in the panel's own line). The channel-by-channel scalar
+ * pack (_bf16.pyx's pack_pairs: a 16-bit store per value, tap-major over a (Mg, KT) block
+ * that does not fit L1 for long kernels) took 3 ms of fcn32s_k64's one-shot call (21 x 21 x
+ * 64 x 64). A pure move: both bodies give the same bits. */
+static int convt_pairs_generic(const uint16_t* s0, const uint16_t* s1, uint16_t* out,
+                               const int64_t* kd, const int64_t* ks, int64_t g, int64_t p,
+                               int64_t Mg, int64_t KT, int64_t NP, int64_t NR)
+{
+    int64_t k, m, slot;
+    int bad = 0;
+    for (k = 0; k < KT; k++) {
+        if (kd[k] < 0)
+            continue;
+        for (m = 0; m < Mg; m++) {
+            uint16_t a = s0[m * KT + k], b = s1 != NULL ? s1[m * KT + k] : 0;
+            slot = kd[k] + (g * NP + m / NR) * ks[k] + p * NR + m % NR;
+            bad |= (a & 0x7f80) == 0x7f80 || (b & 0x7f80) == 0x7f80;
+            out[2 * slot] = a;
+            out[2 * slot + 1] = b;
+        }
+    }
+    return bad;
+}
+
+#if CONVT_HAVE_AVX2_PATH
+/* Rows m0..m0+8 (those below Mg; zeros past it) of the pair's taps k0..k0+kb (zeros past
+ * kb), interleaved (a 32-bit slot per pair) and transposed: c[k] holds tap k0 + k's 8 slots. */
+__attribute__((target("avx2")))
+static inline void convt_pairs_block(const uint16_t* s0, const uint16_t* s1, int64_t KT,
+                                     int64_t m0, int64_t mb, int64_t k0, int64_t kb, __m256* c)
+{
+    __m256 r[8];
+    int64_t i, k;
+    for (i = 0; i < 8; i++) {
+        __m128i a = _mm_setzero_si128(), b = _mm_setzero_si128();
+        if (i < mb && kb == 8) {
+            a = _mm_loadu_si128((const __m128i*) (s0 + (m0 + i) * KT + k0));
+            if (s1 != NULL)
+                b = _mm_loadu_si128((const __m128i*) (s1 + (m0 + i) * KT + k0));
+        } else if (i < mb) {
+            uint16_t ta[8] = {0}, tb[8] = {0};
+            for (k = 0; k < kb; k++) {
+                ta[k] = s0[(m0 + i) * KT + k0 + k];
+                tb[k] = s1 != NULL ? s1[(m0 + i) * KT + k0 + k] : 0;
+            }
+            a = _mm_loadu_si128((const __m128i*) ta);
+            b = _mm_loadu_si128((const __m128i*) tb);
+        }
+        r[i] = _mm256_castsi256_ps(_mm256_set_m128i(_mm_unpackhi_epi16(a, b),
+                                                    _mm_unpacklo_epi16(a, b)));
+    }
+    convt_tr8_f32(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], c);
+}
+
+/* 16 output channels a step (NR % 16 == 0): each tap's 16 slots, one 64-byte line, stored
+ * by two stores in a row, past the caches when stream (the caller fences): the 32-byte
+ * stores of one block at a time (8 channels) left half lines open and the pack stalled on
+ * its stores (perf: 1.2 ms for dcgan_g1's 2 M values on one thread). */
+__attribute__((target("avx2")))
+static int convt_pairs_avx2(const uint16_t* s0, const uint16_t* s1, uint16_t* out,
+                            const int64_t* kd, const int64_t* ks, int64_t g, int64_t p,
+                            int64_t Mg, int64_t KT, int64_t NP, int64_t NR, int stream)
+{
+    __m256 c[8], e[8];
+    __m256i expo = _mm256_set1_epi16(0x7f80), bad = _mm256_setzero_si256();
+    int64_t m0, k0, k, kb, slot;
+    for (k0 = 0; k0 < KT; k0 += 8) {
+        kb = KT - k0 < 8 ? KT - k0 : 8;
+        for (m0 = 0; m0 < Mg; m0 += 16) {
+            convt_pairs_block(s0, s1, KT, m0, Mg - m0, k0, kb, c);
+            convt_pairs_block(s0, s1, KT, m0 + 8, Mg - m0 - 8, k0, kb, e);
+            for (k = 0; k < kb; k++) {
+                __m256i u = _mm256_castps_si256(c[k]), v = _mm256_castps_si256(e[k]);
+                __m256i* d;
+                if (kd[k0 + k] < 0)
+                    continue;
+                slot = kd[k0 + k] + (g * NP + m0 / NR) * ks[k0 + k] + p * NR + m0 % NR;
+                d = (__m256i*) (out + 2 * slot);
+                bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(u, expo), expo));
+                bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(v, expo), expo));
+                if (stream) {
+                    _mm256_stream_si256(d, u);
+                    _mm256_stream_si256(d + 1, v);
+                } else {
+                    _mm256_storeu_si256(d, u);
+                    _mm256_storeu_si256(d + 1, v);
+                }
+            }
+        }
+    }
+    return !_mm256_testz_si256(bad, bad);
+}
+#endif
+
+static inline int convt_pairs(int isa, const uint16_t* s0, const uint16_t* s1, uint16_t* out,
+                              const int64_t* kd, const int64_t* ks, int64_t g, int64_t p,
+                              int64_t Mg, int64_t KT, int64_t NP, int64_t NR, int stream)
+{
+#if CONVT_HAVE_AVX2_PATH
+    if (isa >= 1 && NR % 16 == 0)
+        return convt_pairs_avx2(s0, s1, out, kd, ks, g, p, Mg, KT, NP, NR, stream);
+#endif
+    return convt_pairs_generic(s0, s1, out, kd, ks, g, p, Mg, KT, NP, NR);
+}
 
 /* Orders this thread's streamed stores (convt_wsum's stream) before its later stores, such
  * as the OpenMP barrier's: after it, every thread reads the lines. */

@@ -27,9 +27,9 @@ from math import prod
 import numpy as np
 
 from ..._kernels import _cpu
-from ..._kernels._bf16 import (BF16_HW, BF16_ON, BF16_WIDE, pack_pairs,
-                               to_pairs_nxc)
+from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_WIDE, to_pairs_nxc
 from ..._kernels._micro import NR_F32
+from ..._kernels._pack import pack_pairs   # in 8 x 8 blocks (_packkernel.h's convt_pairs)
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .micro import (KC, MAX_TB, PARALLEL_PACK_VALUES, micro_layout, micro_macs, micro_rate,
                     pack_tables, packing_arrays, tile_call)
