@@ -45,7 +45,7 @@ import scipy.fft as sfft
 
 from .base import parallel
 from .direct.pixel import bias_filled
-from .fft_spectra import fuses_lead, kernel_spectrum, lead_dft, spectrum_features
+from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_dft, spectrum_features
 from .._kernels._fftmul import fft_contract, fft_contract_dft
 
 __all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FftLayout", "fft_growth", "fft_layout", "plan_fft",
@@ -347,7 +347,8 @@ def _inverse(spec, geom, lay, workers):
     interleaved: frame[q*s + r] = phase r's output at q."""
     nd, st = geom.ndim, geom.strides
     spec = spec.reshape(*st, *lay.bins, geom.groups, -1, *lay.tiles, spec.shape[-1])
-    z = sfft.irfftn(spec, s=lay.small, axes=tuple(range(nd, 2 * nd)), workers=workers,
+    threads = fft_threads(spec.size // prod(lay.bins) * prod(lay.small), lay.small, workers)
+    z = sfft.irfftn(spec, s=lay.small, axes=tuple(range(nd, 2 * nd)), workers=threads,
                     overwrite_x=True)
     if prod(st) == 1:
         return z.reshape(z.shape[nd:])
@@ -407,7 +408,9 @@ def run_fft(xa, state, geom, plan, out=None):
     nd = geom.ndim
     for n0 in range(0, geom.batch, lay.chunk):
         part = xt[(slice(None),) * (nd + 1) + (slice(n0, n0 + lay.chunk),)]
-        spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=plan.workers)
+        threads = fft_threads(part.size // prod(lay.block) * prod(lay.small), lay.small,
+                              plan.workers)
+        spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=threads)
         z = _inverse(_contract(spec, wspec, plan.workers), geom, lay, plan.workers)
         _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)
     return y
@@ -437,7 +440,7 @@ class FftBackend:
 
     def fixed_seconds(self, geom, c):
         """The per-call cost before any work (transform plans, Python)."""
-        return c["call_s"] + geom.ndim * c["fft_axis_call_s"]
+        return c["call_s"] + c["fft_call_s"] + geom.ndim * c["fft_axis_call_s"]
 
     def estimate(self, geom, compute_dtype, workers, c, one_shot=False):
         """Seconds of a prepared call, or with ``one_shot`` of a one-shot call (its own
@@ -445,8 +448,8 @@ class FftBackend:
         return sum(self.estimate_parts(geom, compute_dtype, workers, c, one_shot))
 
     def estimate_parts(self, geom, compute_dtype, workers, c, one_shot=False):
-        """(seconds of the call's own work, seconds of its kernel spectra: 0 for a prepared
-        call, which has them)."""
+        """(seconds of the call's own work, seconds of its kernel spectra and one-shot set-up
+        (``fft_one_shot_axis_s`` per spatial axis): 0 for a prepared call, which has them)."""
         ct = np.dtype(compute_dtype)
         parts = _layout_seconds(geom, ct, one_shot, tuple(c[k] for k in _COST_UNITS))
         if parts is None:
@@ -454,8 +457,8 @@ class FftBackend:
         # fitted at 2 workers: rescaled to ``workers``
         scale = ((c["fft_f64"] if ct == np.float64 else 1.0) * parallel(2, c)
                  / parallel(workers, c))
-        return (self.fixed_seconds(geom, c) + scale * parts[0],
-                scale * parts[1] if one_shot else 0.0)
+        setup = scale * parts[1] + geom.ndim * c["fft_one_shot_axis_s"]
+        return self.fixed_seconds(geom, c) + scale * parts[0], setup if one_shot else 0.0
 
     def prepare(self, geom, plan):
         return plan_fft(geom, plan)

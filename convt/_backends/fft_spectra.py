@@ -26,10 +26,25 @@ from .blas import blas_threads
 # 5 M multiply-adds, 0.12 ms on one thread, 0.42 ms on a pool of two).
 _MIN_THREADED_MACS = 1 << 25
 
+# Below this much transform work (samples x log2 of the transform length, per scipy.fft call)
+# scipy.fft runs on one thread: its worker threads cost ~40-100 us per call to start. Measured
+# (2-core AMD EPYC Zen 4, float32 rfftn, best of 40, 1 vs 2 workers): 1-D lines gained from
+# ~3e6 (8192 x 32: 451 vs 318 us) and lost below ~1.5e6 (2048 x 16: 53 vs 110 us); transforms
+# over 2-3 axes lost up to ~4e6 (64 x 64 x 64: 541 vs 644 us; 20 x 20 x 8: 16 vs 50 us).
+_MIN_THREADED_FFT = (1 << 21, 1 << 23)
+
 # fuses_lead's bound: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps.
 _FUSE_TAPS_LOG = 8
 
-__all__ = ["dft_matrix", "fuses_lead", "kernel_spectrum", "lead_dft", "spectrum_features", "uses_dft"]
+__all__ = ["dft_matrix", "fft_threads", "fuses_lead", "kernel_spectrum", "lead_dft", "spectrum_features", "uses_dft"]
+
+
+def fft_threads(size, lengths, workers):
+    """The ``workers`` a ``scipy.fft`` call over ``size`` samples transformed along axes of
+    ``lengths`` gets: all of them for a large transform, one below ``_MIN_THREADED_FFT``
+    (threads do not change its result: each 1-D transform is computed by one thread)."""
+    work = size * log2(max(prod(lengths), 2))
+    return workers if work >= _MIN_THREADED_FFT[len(lengths) > 1] else 1
 
 
 def uses_dft(taps, length, last=False):
@@ -106,7 +121,8 @@ def _last_axis(wd, length, ct, workers, buffer):
     """Real (P, *Q, R) -> split (P, 2, *Q[:-1], L//2 + 1, R) along the last of the Q axes."""
     q = wd.shape[-2]
     if not uses_dft(q, length, last=True):
-        return _split(sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=workers))
+        threads = fft_threads(wd.size // q * length, (length,), workers)
+        return _split(sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=threads))
     f = _real_dft(length, q, np.dtype(ct))
     bins = f.shape[1]
     parts = _matmul(f.reshape(2 * bins, q), wd, workers,   # (P, ..., 2 * bins, R)
@@ -123,7 +139,8 @@ def _lead_axis(spec, axis, length, workers, buffer, name):
     q = spec.shape[2 + axis]
     if not uses_dft(q, length):
         c = spec[:, 0] + 1j * spec[:, 1]
-        return _split(sfft.fft(c, n=length, axis=1 + axis, workers=workers, overwrite_x=True))
+        threads = fft_threads(c.size // q * length, (length,), workers)
+        return _split(sfft.fft(c, n=length, axis=1 + axis, workers=threads, overwrite_x=True))
     m = _split_dft(length, q, spec.dtype)
     x = np.ascontiguousarray(np.moveaxis(spec, 1, 1 + axis))     # (P, ..., 2, Q, rest)
     head, tail = x.shape[:1 + axis], x.shape[3 + axis:]

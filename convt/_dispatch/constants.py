@@ -74,7 +74,17 @@ DEFAULTS = {
     "fft_copy_s": 2.15e-9,
     "fft_transform_s": 1.10e-8,
     "fft_f64": 1.33,
-    "fft_axis_call_s": 72e-6,       # FFT backend's fixed cost per call and spatial axis
+    # FFT backend's fixed cost: per call, per call and spatial axis, and a one-shot call's
+    # own per spatial axis (its spectra's set-up, the range check's max |w|). Set
+    # 2026-11-27 (same machine, scipy.fft on one thread below
+    # convt._backends.fft_spectra._MIN_THREADED_FFT) by least squares on 15 small calls of
+    # ranks 1-3 (groups 1, 3, 4; best of 60; docs/scripts/fft_fixed.py, docs/fft.md "Fixed
+    # cost"): prepared calls 45-55 us above their priced work, one-shot
+    # ones 17-38 us (1-D), 54-82 us (2-D), 88-110 us (3-D) above that, less the direct
+    # backend's own one-shot overhead (the plan, common to both)
+    "fft_call_s": 25e-6,
+    "fft_axis_call_s": 5e-6,
+    "fft_one_shot_axis_s": 32e-6,
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")
