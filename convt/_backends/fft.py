@@ -45,27 +45,29 @@ import scipy.fft as sfft
 
 from .base import parallel
 from .direct.pixel import bias_filled
+from .fft_blocks import Lead, contract, run_save, save_groups
 from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_dft, spectrum_features
-from .._kernels._fftmul import fft_contract, fft_contract_dft
 
-__all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FftLayout", "fft_growth", "fft_layout", "plan_fft",
+__all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth", "fft_layout", "plan_fft",
            "run_fft"]
 
 # Bytes the kernel spectrum plus one chunk's working spectra may take (half for the kernel
 # spectrum). Module constant: tests shrink it to force the overlap-add path.
 FFT_MEMORY_BUDGET = 256 * 2**20
+# 1-D overlap-save in cache-sized block groups (``convt._backends.fft_blocks``): None lets the
+# cost model choose it against the other tilings, True forces it on every 1-D geometry that
+# has an output to compute, False rules it out. Module constant, for tests and measurements.
+FFT_OVERLAP_SAVE = None
 
 # The cost model's constants (``convt._dispatch.constants``) that price one unit of each
 # ``_features`` entry: transform samples * log2(transform length), per-bin GEMM complex
 # multiply-adds, values copied, 1-D transforms started. One model: the tiling below and the
 # dispatcher's estimate read the same constants (``FftBackend.constants``).
-_COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s")
+_COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
+               "fft_group_s")
 # Kernel spectra kept per prepared operator, keyed by transform lengths (a new batch size or
 # an input shape with the same lengths reuses them); the oldest goes first.
 _SPECTRA_KEPT = 4
-# Below this many complex multiply-adds per call (~0.1 ms on one thread) the per-bin
-# contraction runs on one thread: an OpenMP team's start-up costs more than it saves.
-_MIN_THREADED_CMACS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class FftLayout:
     work_bytes: int  # working arrays of one batch element
     cost: float      # estimated seconds per call, spectra excluded (the cost model above)
     spectra: float   # estimated seconds of computing the kernel spectra (a one-shot call)
+    save: int = 0    # overlap-save (1-D): blocks per group (fft_blocks.run_save); 0: not
 
     @property
     def blocked(self):
@@ -128,8 +131,28 @@ def _axis_options(u, s, e):
                               if c - q + 1 < u]
 
 
+def _save_options(geom, lo, used, e, opts, forced):
+    """(L, B, T, groups) overlap-save candidates of a 1-D ``geom`` (``fft_blocks.run_save``):
+    T blocks of B = L - Q + 1 outputs per phase over the q range the output window needs,
+    at the lengths of ``opts`` (``_axis_options``) that give more than one block (any,
+    when ``forced``), in groups of ``save_groups`` blocks."""
+    s, pb, o = geom.strides[0], geom.pads_begin[0], geom.out_shape[0]
+    q = -(-e // s)
+    off = pb - lo * s
+    q0, q1 = max(0, off // s), min(used + q - 1, -(-(off + o) // s))
+    out = []
+    for length in sorted({opt[0] for opt in opts}):
+        b = length - q + 1
+        t = -(-(q1 - q0) // b) if q1 > q0 else 0
+        if t > 1 or (forced and t == 1):
+            per = save_groups(length, t, geom.batch, geom.c_in, s * geom.c_out, 8)
+            out.append((length, b, t, -(-t // per)))
+    return out
+
+
 def _features(geom, opts):
-    """Per-call work of one (L, B, T) choice per axis, in the units of ``_COST_UNITS``."""
+    """Per-call work of one (L, B, T) choice per axis, or of one (L, B, T, groups)
+    overlap-save choice, in the units of ``_COST_UNITS``."""
     small = [o[0] for o in opts]
     pts = prod(small)
     nbins = pts // small[-1] * (small[-1] // 2 + 1)
@@ -137,12 +160,15 @@ def _features(geom, opts):
     passes = geom.batch * prod(o[2] for o in opts)   # tile transforms per channel
     c_in, c_out = geom.c_in, geom.c_out
     logn = log2(max(pts, 2))
-    # overlap-add writes every tile frame once more (zeroed sum, added, reshaped)
-    frames = 2 if passes > geom.batch else 1
+    # overlap-add writes every tile frame once more (zeroed sum, added, reshaped);
+    # overlap-save writes each block's frame once, and pays per block group
+    groups = opts[0][3] if len(opts[0]) > 3 else 0
+    frames = 2 if passes > geom.batch and not groups else 1
     return (passes * (c_in + phases * c_out) * pts * logn,
             passes * phases * nbins * c_in * (c_out // geom.groups),
             passes * (c_in * nbins + phases * c_out * (nbins + frames * pts)),
-            passes * (c_in + phases * c_out) * sum(pts // n for n in small))
+            passes * (c_in + phases * c_out) * sum(pts // n for n in small),
+            groups)
 
 
 def _estimate(geom, opts, csize, rates):
@@ -152,9 +178,12 @@ def _estimate(geom, opts, csize, rates):
     nbins = prod(small) // small[-1] * (small[-1] // 2 + 1)
     phases, tiles = prod(geom.strides), prod(o[2] for o in opts)
     kernel = phases * nbins * geom.c_in * (geom.c_out // geom.groups) * csize
-    work = tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out)
+    if len(opts[0]) > 3:   # overlap-save: one group's arrays at a time, the whole batch
+        tiles = -(-tiles // opts[0][3]) / max(geom.batch, 1)
+    work = int(tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out))
     call = sum(f * c for f, c in zip(_features(geom, opts), rates))
-    spectra = sum(f * c for f, c in zip(spectrum_features(geom, small), rates))
+    fuse = len(opts[0]) < 4   # overlap-save: the whole spectra (``_spectra``)
+    spectra = sum(f * c for f, c in zip(spectrum_features(geom, small, fuse), rates))
     return kernel, work, call, spectra
 
 
@@ -175,19 +204,20 @@ def fft_layout(geom, compute_dtype, budget=None, pick=None, one_shot=False, cons
     ``pick(options)`` may choose the per-axis (L, B, T) instead (to fit the cost model)."""
     budget = FFT_MEMORY_BUDGET if budget is None else budget
     rates = _rates(constants)
+    save = FFT_OVERLAP_SAVE
     if pick is None:
-        return _cheapest(geom, np.dtype(compute_dtype), budget, one_shot, rates)
-    return _layout(geom, np.dtype(compute_dtype), budget, pick, one_shot, rates)
+        return _cheapest(geom, np.dtype(compute_dtype), budget, one_shot, rates, save)
+    return _layout(geom, np.dtype(compute_dtype), budget, pick, one_shot, rates, save)
 
 
 # Pure in its arguments (geometries are frozen): a one-shot call on a shape seen before
 # skips the tiling search (~0.5 ms on 2-D layers).
 @functools.lru_cache(maxsize=256)
-def _cheapest(geom, compute_dtype, budget, one_shot, rates):
-    return _layout(geom, compute_dtype, budget, None, one_shot, rates)
+def _cheapest(geom, compute_dtype, budget, one_shot, rates, save):
+    return _layout(geom, compute_dtype, budget, None, one_shot, rates, save)
 
 
-def _layout(geom, compute_dtype, budget, pick, one_shot, rates):
+def _layout(geom, compute_dtype, budget, pick, one_shot, rates, save=None):
     csize = 2 * np.dtype(compute_dtype).itemsize
     nd = geom.ndim
     reach = [_reach(geom, a) for a in range(nd)]
@@ -197,6 +227,9 @@ def _layout(geom, compute_dtype, budget, pick, one_shot, rates):
         return FftLayout((0,) * nd, used, one, one, one, one, (0,) * nd, 0, 0, 0, 0.0, 0.0)
     ext = [(k - 1) * d + 1 for k, d in zip(geom.kernel, geom.dilations)]
     options = [_axis_options(u, s, e) for u, s, e in zip(used, geom.strides, ext)]
+    if nd == 1 and save is not False and pick is None:
+        saves = _save_options(geom, reach[0][0], used[0], ext[0], options[0], save)
+        options = [saves] if save and saves else [options[0] + saves]
     if pick is not None:
         combo = pick(options)
     else:
@@ -213,7 +246,8 @@ def _layout(geom, compute_dtype, budget, pick, one_shot, rates):
         small=tuple(o[0] for o in combo),
         length=tuple(o[0] * s for o, s in zip(combo, geom.strides)),
         offset=tuple(pb - a * s for pb, a, s in zip(geom.pads_begin, lo, geom.strides)),
-        chunk=chunk, kernel_bytes=kernel, work_bytes=work, cost=cost, spectra=spectra)
+        chunk=chunk, kernel_bytes=kernel, work_bytes=work, cost=cost, spectra=spectra,
+        save=-(-combo[0][2] // combo[0][3]) if len(combo[0]) > 3 else 0)
 
 
 def fft_growth(geom, lay):
@@ -233,8 +267,9 @@ def plan_fft(geom, plan):
     ct = plan.compute_dtype
     lay = fft_layout(geom, ct, one_shot=plan.one_shot)
     live = lay.chunk > 0 and geom.batch > 0 and geom.c_in > 0 and geom.c_out > 0
-    spec = _spectra(plan, geom, lay.small) if live else None
-    return ("fft-overlap-add" if lay.blocked else "fft"), run_fft, (lay, spec)
+    spec = _spectra(plan, geom, lay.small, not lay.save) if live else None
+    variant = "fft-overlap-save" if lay.save else "fft-overlap-add" if lay.blocked else "fft"
+    return variant, run_fft, (lay, spec)
 
 
 class _Spectra:
@@ -255,9 +290,11 @@ class _Spectra:
         return hit
 
 
-def _spectra(plan, geom, small):
-    """Kernel spectra at lengths ``small``: computed for the call by a one-shot plan, kept
-    by transform lengths (and the strides and dilations that shape them) by a prepared one."""
+def _spectra(plan, geom, small, fuse=True):
+    """Kernel spectra at lengths ``small``: computed for the call by a one-shot plan (short
+    of axis 0 when ``fuse`` and ``fuses_lead``: every block group of an overlap-save call
+    would redo that axis, so it gets them whole), kept by transform lengths (and the
+    strides and dilations that shape them) by a prepared one."""
     ct = plan.compute_dtype
 
     def make(buffer=None, lead=True):
@@ -266,24 +303,12 @@ def _spectra(plan, geom, small):
     if plan.one_shot:
         def buffer(name, shape, dtype):
             return plan.workspace.buffer(name, prod(shape), dtype).reshape(shape)
-        if fuses_lead(geom, small):
+        if fuse and fuses_lead(geom, small):
             taps = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
-            return _Lead(make(buffer, lead=False), lead_dft(small[0], taps, ct), small[0])
+            return Lead(make(buffer, lead=False), lead_dft(small[0], taps, ct), small[0])
         return make(buffer)
     store = plan.packed("fft-spectra", lambda p: _Spectra())
     return store.get((small, geom.strides, geom.dilations, np.dtype(ct).str), make)
-
-
-@dataclass(frozen=True)
-class _Lead:
-    """A one-shot call's kernel spectra short of axis 0's transform, which the contraction
-    applies row by row (``fft_contract_dft``): ``partial`` (P, parts, Q0, rows / L0-bins,
-    Cg * Mg), a strided view; ``dft`` (2, L0 // 2 + 1, Q0 // 2 + 1), the cos and sin table
-    of ``lead_dft``; ``length`` L0."""
-
-    partial: np.ndarray
-    dft: np.ndarray
-    length: int
 
 
 def _tiles(xa, geom, lay, ct):
@@ -307,33 +332,6 @@ def _tiles(xa, geom, lay, ct):
         x = x.reshape(geom.batch, g, cg, *split)
         perm = (*range(4, 2 * nd + 3, 2), 1, 0, *range(3, 2 * nd + 3, 2), 2)
     return np.ascontiguousarray(x.transpose(perm), dtype=ct)
-
-
-def _contract(spec, wsplit, workers):
-    """Per phase, bin and group (items, Cg) @ (Cg, Mg), complex: the compiled loop over bins
-    (``convt._kernels._fftmul``), bins split over ``workers`` OpenMP threads.
-
-    ``spec`` (*bins, G, items..., Cg) is shared by every phase; ``wsplit`` is the kernel
-    spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``, or a one-shot
-    call's ``_Lead`` (``fft_contract_dft`` finishes each row's spectrum on the way).
-    """
-    if isinstance(wsplit, _Lead):
-        a = wsplit.partial
-        phases, parts, taps, cg = a.shape[0], a.shape[1], a.shape[2], spec.shape[-1]
-        mg = a.shape[4] // cg
-        rows = a.shape[3] * (wsplit.length if parts == 2 else wsplit.dft.shape[1])
-        x = spec.reshape(rows, -1, cg)
-        out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
-        work = out.size * (cg + taps)
-        fft_contract_dft(x.view(a.dtype), a, wsplit.dft, out.view(a.dtype), wsplit.length,
-                         workers if work >= _MIN_THREADED_CMACS else 1)
-        return out
-    phases, _, rows, cg, mg = wsplit.shape
-    x = spec.reshape(rows, -1, cg)
-    out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
-    threads = workers if out.size * cg >= _MIN_THREADED_CMACS else 1
-    fft_contract(x.view(wsplit.dtype), wsplit, out.view(wsplit.dtype), threads)
-    return out
 
 
 def split_spectrum(spec):
@@ -377,11 +375,12 @@ def _overlap_add(z, geom, lay, nc):
     return acc.reshape(*[(t + q - 1) * c for t, q, c in zip(lay.tiles, spill, span)], g, nc, mg)
 
 
-def _place(y, acc, geom, lay, n0):
-    """y[n0:n0+nc] += the output window of ``acc`` (*A, G, nc, Mg), in y's layout."""
+def _place(y, acc, geom, lay, n0, offset=None):
+    """y[n0:n0+nc] += the output window of ``acc`` (*A, G, nc, Mg), in y's layout; output
+    position 0 at ``offset`` in acc (default ``lay.offset``)."""
     nd, g, mg = geom.ndim, geom.groups, geom.c_out // geom.groups
     src, dst = [], []
-    for off, o, a in zip(lay.offset, geom.out_shape, acc.shape):
+    for off, o, a in zip(lay.offset if offset is None else offset, geom.out_shape, acc.shape):
         lo, hi = max(off, 0), min(off + o, a)
         src.append(slice(lo, max(hi, lo)))
         dst.append(slice(lo - off, max(hi, lo) - off))
@@ -404,6 +403,9 @@ def run_fft(xa, state, geom, plan, out=None):
     y = bias_filled(geom, plan.bias_compute, ct, out)
     if wspec is None or y.size == 0:
         return y
+    if lay.save:
+        return run_save(xa, wspec, geom, lay, y, ct, plan.workers,
+                        lambda y, frame, off: _place(y, frame, geom, lay, 0, (off,)))
     xt = _tiles(xa, geom, lay, ct)
     nd = geom.ndim
     for n0 in range(0, geom.batch, lay.chunk):
@@ -411,7 +413,7 @@ def run_fft(xa, state, geom, plan, out=None):
         threads = fft_threads(part.size // prod(lay.block) * prod(lay.small), lay.small,
                               plan.workers)
         spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=threads)
-        z = _inverse(_contract(spec, wspec, plan.workers), geom, lay, plan.workers)
+        z = _inverse(contract(spec, wspec, plan.workers), geom, lay, plan.workers)
         _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)
     return y
 

@@ -225,14 +225,15 @@ def _matmul(a, b, workers, out):
     return out
 
 
-def spectrum_features(geom, small):
+def spectrum_features(geom, small, fuse=True):
     """Work of a one-shot call's kernel spectra at lengths ``small``, in the units of the cost
     model's features (transform samples x log2 length, complex multiply-adds, values
     copied, 1-D transforms started); a GEMM's multiply-adds are counted at half those of the
     per-bin contraction's tiny matrices (a DFT matrix is one well-shaped GEMM). When axis 0
     is left to the contraction (``fuses_lead``), its DFT counts a quarter multiply-add per
     bin, weight and centred tap (``fft_contract_dft``: two real multiply-adds per bin and
-    term, in cache: measured ~2x the contraction's rate per multiply-add, 2-core AMD EPYC)."""
+    term, in cache: measured ~2x the contraction's rate per multiply-add, 2-core AMD EPYC);
+    ``fuse=False``: the spectra are made whole (an overlap-save call's)."""
     nd = geom.ndim
     taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
                                                           geom.strides)]
@@ -240,7 +241,7 @@ def spectrum_features(geom, small):
     dims = list(taps)
     samples = cmacs = transforms = 0.0
     copies = float(cols * prod(taps))                      # the polyphase kernel
-    fused = fuses_lead(geom, small)
+    fused = fuse and fuses_lead(geom, small)
     for a in reversed(range(nd)):
         n = small[a] // 2 + 1 if a == nd - 1 else small[a]
         lines = cols * prod(dims) // dims[a]

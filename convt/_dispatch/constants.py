@@ -85,6 +85,8 @@ DEFAULTS = {
     "fft_call_s": 25e-6,
     "fft_axis_call_s": 5e-6,
     "fft_one_shot_axis_s": 32e-6,
+    # per block group of a 1-D overlap-save call (convt._backends.fft_blocks.run_save)
+    "fft_group_s": 30e-6,
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")
