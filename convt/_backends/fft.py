@@ -48,7 +48,8 @@ from .direct.pixel import bias_filled
 from .fft_blocks import Lead, contract, run_save, save_groups
 from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_dft, spectrum_features
 
-__all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth", "fft_layout", "plan_fft",
+__all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth",
+           "fft_layout", "plan_fft",
            "run_fft"]
 
 # Bytes the kernel spectrum plus one chunk's working spectra may take (half for the kernel
@@ -68,6 +69,11 @@ _COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s"
 # Kernel spectra kept per prepared operator, keyed by transform lengths (a new batch size or
 # an input shape with the same lengths reuses them); the oldest goes first.
 _SPECTRA_KEPT = 4
+# Up to this many tiles the tile frames are added straight into y, each at its offset, rather
+# than summed into one overlap-add frame first (a zeroed array, a pass per spill): the 9 x 9
+# layer's one-shot 2 x 2 tiles, 2-core AMD EPYC, the sum and its placing 0.22 ms, the four
+# direct adds ~0.1 ms. More tiles pay ~10 us of Python each.
+_PLACE_TILES = 8
 
 
 @dataclass(frozen=True)
@@ -414,8 +420,20 @@ def run_fft(xa, state, geom, plan, out=None):
                               plan.workers)
         spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=threads)
         z = _inverse(contract(spec, wspec, plan.workers), geom, lay, plan.workers)
-        _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)
+        if lay.blocked and prod(lay.tiles) <= _PLACE_TILES:
+            _place_tiles(y, z, geom, lay, n0)
+        else:
+            _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)
     return y
+
+
+def _place_tiles(y, z, geom, lay, n0):
+    """y[n0:n0+nc] += every tile frame of ``z`` (*N, G, nc, *T, Mg) at its own offset, in
+    a fixed order (no overlap-add sum first)."""
+    nd = geom.ndim
+    for ts in itertools.product(*map(range, lay.tiles)):
+        off = tuple(o - t * b * s for o, t, b, s in zip(lay.offset, ts, lay.block, geom.strides))
+        _place(y, z[(slice(None),) * (nd + 2) + ts], geom, lay, n0, off)
 
 
 @functools.lru_cache(maxsize=256)

@@ -30,7 +30,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .._kernels._fftmul import fft_contract, fft_contract_dft
 
-__all__ = ["Lead", "SAVE_CACHE", "contract", "run_save", "save_groups"]
+__all__ = ["Lead", "SAVE_CACHE", "contract", "run_save", "save_groups", "thread_pool"]
 
 # Below this many complex multiply-adds per call (~0.1 ms on one thread) the per-bin
 # contraction runs on one thread: an OpenMP team's start-up costs more than it saves.
@@ -51,7 +51,7 @@ def _forget_pool():
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _pool(threads):
+def thread_pool(threads):
     """A process-wide pool of at least ``threads`` threads (made once: a new pool per call
     cost ~0.3 ms)."""
     with _POOL_LOCK:
@@ -131,8 +131,8 @@ def _save_input(xa, geom, lay, q0, taps, ct):
 
 def run_save(xa, wspec, geom, lay, y, ct, workers, place):
     """Overlap-save of the 1-D ``geom`` per ``lay`` (``lay.save`` blocks per group) into
-    ``y`` (bias-filled), in the compute dtype ``ct``; ``place(y, frame, offset)`` adds a frame (A, G, N, Mg) whose
-    position 0 is output position -``offset`` to y's output window."""
+    ``y`` (bias-filled), in the compute dtype ``ct``; ``place(y, frame, offset)`` adds a
+    frame (A, G, N, Mg), output position 0 at ``offset`` in it, to y's output window."""
     s, length, b, blocks = geom.strides[0], lay.small[0], lay.block[0], lay.tiles[0]
     taps = length - b + 1
     q0 = max(0, lay.offset[0] // s)
@@ -165,7 +165,8 @@ def run_save(xa, wspec, geom, lay, y, ct, workers, place):
         for j0 in starts[lo:hi]:
             group(j0)
 
-    jobs = [_pool(threads - 1).submit(run, lo, hi) for lo, hi in zip(cuts[1:-1], cuts[2:])]
+    pool = thread_pool(threads - 1)
+    jobs = [pool.submit(run, lo, hi) for lo, hi in zip(cuts[1:-1], cuts[2:])]
     run(cuts[0], cuts[1])
     for job in jobs:
         job.result()

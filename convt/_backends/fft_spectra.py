@@ -13,17 +13,18 @@ dispatcher prices a one-shot call (which computes its spectra) apart from a prep
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
 from math import log2, prod
 
 import numpy as np
 import scipy.fft as sfft
 
 from .blas import blas_threads
+from .fft_blocks import thread_pool
 
-# Below this many multiply-adds a DFT GEMM runs on one thread: a thread pool's start and join
-# cost ~0.3 ms, the GEMM ~0.1 ms per 4 M multiply-adds on one Zen 4 core (2-core AMD EPYC:
-# 5 M multiply-adds, 0.12 ms on one thread, 0.42 ms on a pool of two).
+# Below this many multiply-adds a DFT GEMM runs on one thread. The GEMM takes ~0.1 ms per 4 M
+# multiply-adds on one Zen 4 core; a new pool per call cost ~0.3 ms, and even the persistent
+# pool (fft_blocks.thread_pool) lost on the 9 x 9 layer's 2.8 M multiply-adds (2-core AMD
+# EPYC: 78 us on one thread, 110 us split in two, the column halves copied by matmul).
 _MIN_THREADED_MACS = 1 << 25
 
 # Below this much transform work (samples x log2 of the transform length, per scipy.fft call)
@@ -36,7 +37,8 @@ _MIN_THREADED_FFT = (1 << 21, 1 << 23)
 # fuses_lead's bound: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps.
 _FUSE_TAPS_LOG = 8
 
-__all__ = ["dft_matrix", "fft_threads", "fuses_lead", "kernel_spectrum", "lead_dft", "spectrum_features", "uses_dft"]
+__all__ = ["dft_matrix", "fft_threads", "fuses_lead", "kernel_spectrum", "lead_dft",
+           "spectrum_features", "uses_dft"]
 
 
 def fft_threads(size, lengths, workers):
@@ -89,6 +91,9 @@ def _polyphase(w_iox, geom, taps, ct):
     the polyphase component h_r[q] = wd[q*s + r] of the zero-inserted (dilated) kernel."""
     g, nd, st = geom.groups, geom.ndim, geom.strides
     c_in, mg = w_iox.shape[:2]
+    if all(v == 1 for v in st + geom.dilations):   # one phase, no zeros: one transposing copy
+        wt = w_iox.reshape(c_in * mg, prod(geom.kernel)).T
+        return np.ascontiguousarray(wt, dtype=ct).reshape(1, *taps, -1)
     wd = np.zeros((*[q * s for q, s in zip(taps, st)], g, c_in // g, mg), ct)
     wg = w_iox.reshape(g, c_in // g, mg, *geom.kernel)
     wd[tuple(slice(0, (k - 1) * d + 1, d) for k, d in zip(geom.kernel, geom.dilations))] = \
@@ -217,9 +222,11 @@ def _matmul(a, b, workers, out):
             np.matmul(a, b, out=out)
         return out
     cuts = [cols * i // threads for i in range(threads + 1)]
-    with blas_threads(1, "numpy"), ThreadPoolExecutor(threads) as pool:
+    with blas_threads(1, "numpy"):
+        pool = thread_pool(threads - 1)
         jobs = [pool.submit(np.matmul, a, b[..., lo:hi], out=out[..., lo:hi])
-                for lo, hi in zip(cuts, cuts[1:])]
+                for lo, hi in zip(cuts[1:-1], cuts[2:])]
+        np.matmul(a, b[..., :cuts[1]], out=out[..., :cuts[1]])
         for job in jobs:
             job.result()
     return out
