@@ -27,6 +27,8 @@ elements sized so that the working arrays fit the rest of the budget (at least o
 The tile length is also chosen for speed by the cost model (the dispatcher's constants, one
 model for both): short transforms whose small kernel spectra stay in cache can beat one long
 transform, and a one-shot call, which computes its spectra, prefers shorter ones still.
+A long 1-D signal may run as overlap-save blocks in cache-sized groups instead
+(``convt._backends.fft_blocks.run_save``, ``FftLayout.save``), when the model prices it lower.
 
 Precision: float32 (and float16 / bfloat16, widened) transform in complex64, float64 in
 complex128. The error is normwise (relative to the largest |output|; measured in docs/fft.md),

@@ -29,10 +29,12 @@ _MIN_THREADED_MACS = 1 << 25
 
 # Below this much transform work (samples x log2 of the transform length, per scipy.fft call)
 # scipy.fft runs on one thread: its worker threads cost ~40-100 us per call to start. Measured
-# (2-core AMD EPYC Zen 4, float32 rfftn, best of 40, 1 vs 2 workers): 1-D lines gained from
-# ~3e6 (8192 x 32: 451 vs 318 us) and lost below ~1.5e6 (2048 x 16: 53 vs 110 us); transforms
-# over 2-3 axes lost up to ~4e6 (64 x 64 x 64: 541 vs 644 us; 20 x 20 x 8: 16 vs 50 us).
-_MIN_THREADED_FFT = (1 << 21, 1 << 23)
+# (2-core AMD EPYC Zen 4, float32, best of 15-40, 1 vs 2 workers): 1-D lines gained from
+# ~3e6 (8192 x 32: 451 vs 318 us) and lost below ~1.5e6 (2048 x 16: 53 vs 110 us); 2-3 axes
+# lost at 2e4-4e5 (20 x 20 x 8: 16 vs 50 us; a (1, 4, 16, 16) layer 407 vs 68 us a call),
+# and large_k31_s1's 6e6 (160 x 160 x 16) gained (prepared 3.3 vs 4.0 ms). One bound for
+# both, per rank (1-D, more axes), by these few points.
+_MIN_THREADED_FFT = (1 << 21, 1 << 21)
 
 # fuses_lead's bound: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps.
 _FUSE_TAPS_LOG = 8

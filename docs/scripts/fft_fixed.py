@@ -1,4 +1,17 @@
-import time, json, numpy as np, convt, sys
+"""The FFT backend's fixed cost (docs/fft.md, "Fixed cost"): small calls of ranks 1-3, FFT and
+direct, prepared and one-shot (best of 60, 2 workers), beside the cost model's priced work
+(var) and its FFT estimates (est), written to a JSON file for fitting ``fft_call_s``,
+``fft_axis_call_s`` and ``fft_one_shot_axis_s``.
+
+Usage: ``python docs/scripts/fft_fixed.py out.json`` (under the exclusive timing lock).
+"""
+import json
+import sys
+import time
+
+import numpy as np
+
+import convt
 from convt._backends.fft import BACKEND as FB, _layout_seconds, _COST_UNITS
 from convt._dispatch.constants import current
 rng = np.random.default_rng(1)
@@ -25,7 +38,8 @@ for xs, ws, g in cases:
     pp = _layout_seconds(geom, np.dtype(np.float32), False, rates)
     po = _layout_seconds(geom, np.dtype(np.float32), True, rates)
     row = dict(case=str((xs, ws, g)), nd=len(xs)-2, fp=r["fft"][0], fo=r["fft"][1], dp=r["direct"][0], do=r["direct"][1],
-               var_p=pp[0], var_o=po[0] + po[1])
+               var_p=pp[0], var_o=po[0] + po[1], est_p=FB.estimate(geom, np.float32, 2, c),
+               est_o=FB.estimate(geom, np.float32, 2, c, one_shot=True))
     rows.append(row)
-    print(f"{row['case']:42s} nd {row['nd']} fft {row['fp']*1e6:6.1f} {row['fo']*1e6:6.1f} direct {row['dp']*1e6:6.1f} {row['do']*1e6:6.1f} var {row['var_p']*1e6:6.1f} {row['var_o']*1e6:6.1f}")
+    print(f"{row['case']:42s} nd {row['nd']} fft {row['fp']*1e6:6.1f} {row['fo']*1e6:6.1f} direct {row['dp']*1e6:6.1f} {row['do']*1e6:6.1f} var {row['var_p']*1e6:6.1f} {row['var_o']*1e6:6.1f} est {row['est_p']*1e6:6.1f} {row['est_o']*1e6:6.1f}")
 json.dump(rows, open(sys.argv[1], "w"))
