@@ -107,3 +107,17 @@ def test_save_groups_bound():
         block_bytes = bins * 8 * 16 + length * 4 * 8
         assert per == 1 or per * block_bytes <= blocks_mod.SAVE_CACHE * 1.5
         assert 1 <= per <= blocks
+
+
+def test_describe_names_the_tiling():
+    backend = fft_mod.BACKEND
+    audio = convt.explain((4, 8, 16000), np.zeros((8, 8, 255), np.float32)).geometry
+    lay = fft_mod.fft_layout(audio, np.float32)
+    assert backend.describe(audio, np.float32) == (
+        f"overlap-save: {lay.tiles[0]} blocks of {lay.small[0]} in "
+        f"{-(-lay.tiles[0] // lay.save)} groups")
+    short = convt.explain((1, 8, 200), np.zeros((8, 8, 9), np.float32)).geometry
+    assert backend.describe(short, np.float32) == \
+        f"one {fft_mod.fft_layout(short, np.float32).small[0]}"
+    nine = convt.explain((1, 32, 48, 48), np.zeros((32, 32, 9, 9), np.float32)).geometry
+    assert backend.describe(nine, np.float32, one_shot=True).startswith("overlap-add: ")

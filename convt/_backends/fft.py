@@ -47,7 +47,7 @@ import scipy.fft as sfft
 
 from .base import parallel
 from .direct.pixel import bias_filled
-from .fft_blocks import Lead, contract, run_save, save_groups
+from .fft_blocks import Lead, contract, run_save, save_options
 from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_dft, spectrum_features
 
 __all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth",
@@ -139,25 +139,6 @@ def _axis_options(u, s, e):
                               if c - q + 1 < u]
 
 
-def _save_options(geom, lo, used, e, opts, forced):
-    """(L, B, T, groups) overlap-save candidates of a 1-D ``geom`` (``fft_blocks.run_save``):
-    T blocks of B = L - Q + 1 outputs per phase over the q range the output window needs,
-    at the lengths of ``opts`` (``_axis_options``) that give more than one block (any,
-    when ``forced``), in groups of ``save_groups`` blocks."""
-    s, pb, o = geom.strides[0], geom.pads_begin[0], geom.out_shape[0]
-    q = -(-e // s)
-    off = pb - lo * s
-    q0, q1 = max(0, off // s), min(used + q - 1, -(-(off + o) // s))
-    out = []
-    for length in sorted({opt[0] for opt in opts}):
-        b = length - q + 1
-        t = -(-(q1 - q0) // b) if q1 > q0 else 0
-        if t > 1 or (forced and t == 1):
-            per = save_groups(length, t, geom.batch, geom.c_in, s * geom.c_out, 8)
-            out.append((length, b, t, -(-t // per)))
-    return out
-
-
 def _features(geom, opts):
     """Per-call work of one (L, B, T) choice per axis, or of one (L, B, T, groups)
     overlap-save choice, in the units of ``_COST_UNITS``."""
@@ -236,7 +217,7 @@ def _layout(geom, compute_dtype, budget, pick, one_shot, rates, save=None):
     ext = [(k - 1) * d + 1 for k, d in zip(geom.kernel, geom.dilations)]
     options = [_axis_options(u, s, e) for u, s, e in zip(used, geom.strides, ext)]
     if nd == 1 and save is not False and pick is None:
-        saves = _save_options(geom, reach[0][0], used[0], ext[0], options[0], save)
+        saves = save_options(geom, reach[0][0], used[0], ext[0], options[0], save, csize)
         options = [saves] if save and saves else [options[0] + saves]
     if pick is not None:
         combo = pick(options)
@@ -481,6 +462,18 @@ class FftBackend:
                  / parallel(workers, c))
         setup = scale * parts[1] + geom.ndim * c["fft_one_shot_axis_s"]
         return self.fixed_seconds(geom, c) + scale * parts[0], setup if one_shot else 0.0
+
+    def describe(self, geom, compute_dtype, one_shot=False):
+        """The tiling ``fft_layout`` picks, in words (for ``explain``)."""
+        lay = fft_layout(geom, np.dtype(compute_dtype), one_shot=one_shot)
+        if lay.chunk == 0:
+            return "no input reaches the output"
+        size = " x ".join(map(str, lay.small))
+        if lay.save:
+            return (f"overlap-save: {lay.tiles[0]} blocks of {size} in "
+                    f"{-(-lay.tiles[0] // lay.save)} groups")
+        tiles = " x ".join(map(str, lay.tiles))
+        return f"overlap-add: {tiles} tiles of {size}" if lay.blocked else f"one {size}"
 
     def prepare(self, geom, plan):
         return plan_fft(geom, plan)

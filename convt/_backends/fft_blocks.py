@@ -30,7 +30,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from .._kernels._fftmul import fft_contract, fft_contract_dft
 
-__all__ = ["Lead", "SAVE_CACHE", "contract", "run_save", "save_groups", "thread_pool"]
+__all__ = ["Lead", "SAVE_CACHE", "contract", "run_save", "save_groups", "save_options",
+           "thread_pool"]
 
 # Below this many complex multiply-adds per call (~0.1 ms on one thread) the per-bin
 # contraction runs on one thread: an OpenMP team's start-up costs more than it saves.
@@ -110,6 +111,26 @@ def save_groups(length, blocks, items, c_in, c_out_phases, csize):
     per_group = max(1, min(blocks, SAVE_CACHE // max(per_block, 1)))
     groups = -(-blocks // per_group)
     return -(-blocks // groups)
+
+
+def save_options(geom, lo, used, e, opts, forced, csize):
+    """(L, B, T, groups) overlap-save candidates of a 1-D ``geom`` (``run_save``): T blocks
+    of B = L - Q + 1 outputs per phase over the q range the output window needs (inputs from
+    ``lo``, ``used`` of them; kernel extent ``e``), at the lengths of ``opts`` (the backend's
+    per-axis candidates) that give more than one block (any, when ``forced``), in groups of
+    ``save_groups`` blocks (``csize`` bytes per complex value)."""
+    s, pb, o = geom.strides[0], geom.pads_begin[0], geom.out_shape[0]
+    q = -(-e // s)
+    off = pb - lo * s
+    q0, q1 = max(0, off // s), min(used + q - 1, -(-(off + o) // s))
+    out = []
+    for length in sorted({opt[0] for opt in opts}):
+        b = length - q + 1
+        t = -(-(q1 - q0) // b) if q1 > q0 else 0
+        if t > 1 or (forced and t == 1):
+            per = save_groups(length, t, geom.batch, geom.c_in, s * geom.c_out, csize)
+            out.append((length, b, t, -(-t // per)))
+    return out
 
 
 def _save_input(xa, geom, lay, q0, taps, ct):
