@@ -77,7 +77,7 @@ DEFAULTS = {
     # FFT backend's fixed cost: per call, per call and spatial axis, and a one-shot call's
     # own per spatial axis (its spectra's set-up, the range check's max |w|). Set
     # 2026-11-27 (same machine, scipy.fft on one thread below
-    # convt._backends.fft_spectra._MIN_THREADED_FFT) by least squares on 15 small calls of
+    # convt._backends.fft_spectra._MIN_THREADED_FFT) by hand from 15 small calls of
     # ranks 1-3 (groups 1, 3, 4; best of 60; docs/scripts/fft_fixed.py, docs/fft.md "Fixed
     # cost"): prepared calls 45-55 us above their priced work, one-shot
     # ones 17-38 us (1-D), 54-82 us (2-D), 88-110 us (3-D) above that, less the direct
@@ -85,7 +85,9 @@ DEFAULTS = {
     "fft_call_s": 25e-6,
     "fft_axis_call_s": 5e-6,
     "fft_one_shot_axis_s": 32e-6,
-    # per block group of a 1-D overlap-save call (convt._backends.fft_blocks.run_save)
+    # per block group of a 1-D overlap-save call (convt._backends.fft_blocks.run_save): set by
+    # hand (a group's five Python-level steps), checked by the overlap-save sweep of
+    # docs/fft.md (the model's picks there are the faster tiling or within 10% of it, but one)
     "fft_group_s": 30e-6,
 }
 CONSTANTS = dict(DEFAULTS)
