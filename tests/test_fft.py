@@ -7,6 +7,7 @@ import pytest
 
 import convt
 import convt._backends.fft as fft_mod
+import convt._backends.fft_blocks as blocks_mod
 import convt.onednn
 import convt.onnx
 import convt.openvino
@@ -188,7 +189,7 @@ def test_memory_order_and_read_only():
 
 
 def test_threads_bit_identical(monkeypatch):
-    monkeypatch.setattr(fft_mod, "_MIN_THREADED_CMACS", 0)   # split the GEMM over threads too
+    monkeypatch.setattr(blocks_mod, "_MIN_THREADED_CMACS", 0)   # split the GEMM over threads too
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 16, 64, 60)).astype(np.float32)
     w = rng.standard_normal((16, 16, 9, 9)).astype(np.float32)

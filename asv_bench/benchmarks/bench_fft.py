@@ -120,3 +120,43 @@ class OneShotOverPrepared:
             self.op(self.x)
             prep.append(time.perf_counter() - t)
         return min(one) / min(prep)
+
+
+LONG_SIGNALS = {
+    # 1-D signals from 16,000 to 1,048,576 samples (docs/fft.md, "Overlap-save")
+    "n4_c8_i16000_k255": dict(x=(4, 8, 16000), w=(8, 8, 255)),
+    "n1_c8_i262144_k255": dict(x=(1, 8, 262144), w=(8, 8, 255)),
+    "n1_c4_i1048576_k511": dict(x=(1, 4, 1048576), w=(4, 4, 511)),
+}
+
+
+class LongSignal:
+    """Prepared and one-shot FFT calls on long 1-D signals with overlap-save blocks forced on
+    ("on"), ruled out ("off") or left to the cost model ("model"): the model should follow
+    the faster of the first two. Skipped where convt has no ``FFT_OVERLAP_SAVE``."""
+
+    params = [list(LONG_SIGNALS), ["model", "on", "off"]]
+    param_names = ["case", "save"]
+    number = 1
+    repeat = (1, 7, 6.0)
+    timeout = 120
+
+    def setup(self, case, save):
+        import convt._backends.fft as fft_mod
+
+        if not hasattr(fft_mod, "FFT_OVERLAP_SAVE"):
+            raise NotImplementedError("convt has no overlap-save path")
+        self.mod, self.old = fft_mod, fft_mod.FFT_OVERLAP_SAVE
+        fft_mod.FFT_OVERLAP_SAVE = {"model": None, "on": True, "off": False}[save]
+        shapes = LONG_SIGNALS[case]
+        self.op, self.x = prepared(shapes, "fft")
+        _, self.w, self.b = make_inputs(shapes)
+
+    def teardown(self, case, save):
+        self.mod.FFT_OVERLAP_SAVE = self.old
+
+    def time_prepared(self, case, save):
+        self.op(self.x)
+
+    def time_oneshot(self, case, save):
+        convt.conv_transpose(self.x, self.w, self.b, method="fft")

@@ -27,6 +27,8 @@ elements sized so that the working arrays fit the rest of the budget (at least o
 The tile length is also chosen for speed by the cost model (the dispatcher's constants, one
 model for both): short transforms whose small kernel spectra stay in cache can beat one long
 transform, and a one-shot call, which computes its spectra, prefers shorter ones still.
+A long 1-D signal may run as overlap-save blocks in cache-sized groups instead
+(``convt._backends.fft_blocks.run_save``, ``FftLayout.save``), when the model prices it lower.
 
 Precision: float32 (and float16 / bfloat16, widened) transform in complex64, float64 in
 complex128. The error is normwise (relative to the largest |output|; measured in docs/fft.md),
@@ -45,27 +47,35 @@ import scipy.fft as sfft
 
 from .base import parallel
 from .direct.pixel import bias_filled
-from .fft_spectra import fuses_lead, kernel_spectrum, lead_dft, spectrum_features
-from .._kernels._fftmul import fft_contract, fft_contract_dft
+from .fft_blocks import Lead, contract, run_save, save_options
+from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_dft, spectrum_features
 
-__all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FftLayout", "fft_growth", "fft_layout", "plan_fft",
+__all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth",
+           "fft_layout", "plan_fft",
            "run_fft"]
 
 # Bytes the kernel spectrum plus one chunk's working spectra may take (half for the kernel
 # spectrum). Module constant: tests shrink it to force the overlap-add path.
 FFT_MEMORY_BUDGET = 256 * 2**20
+# 1-D overlap-save in cache-sized block groups (``convt._backends.fft_blocks``): None lets the
+# cost model choose it against the other tilings, True forces it on every 1-D geometry that
+# has an output to compute, False rules it out. Module constant, for tests and measurements.
+FFT_OVERLAP_SAVE = None
 
 # The cost model's constants (``convt._dispatch.constants``) that price one unit of each
 # ``_features`` entry: transform samples * log2(transform length), per-bin GEMM complex
 # multiply-adds, values copied, 1-D transforms started. One model: the tiling below and the
 # dispatcher's estimate read the same constants (``FftBackend.constants``).
-_COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s")
+_COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
+               "fft_group_s")
 # Kernel spectra kept per prepared operator, keyed by transform lengths (a new batch size or
 # an input shape with the same lengths reuses them); the oldest goes first.
 _SPECTRA_KEPT = 4
-# Below this many complex multiply-adds per call (~0.1 ms on one thread) the per-bin
-# contraction runs on one thread: an OpenMP team's start-up costs more than it saves.
-_MIN_THREADED_CMACS = 1 << 18
+# Up to this many tiles the tile frames are added straight into y, each at its offset, rather
+# than summed into one overlap-add frame first (a zeroed array, a pass per spill): the 9 x 9
+# layer's one-shot 2 x 2 tiles, 2-core AMD EPYC, the sum and its placing 0.22 ms, the four
+# direct adds ~0.1 ms. More tiles pay ~10 us of Python each.
+_PLACE_TILES = 8
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,7 @@ class FftLayout:
     work_bytes: int  # working arrays of one batch element
     cost: float      # estimated seconds per call, spectra excluded (the cost model above)
     spectra: float   # estimated seconds of computing the kernel spectra (a one-shot call)
+    save: int = 0    # overlap-save (1-D): blocks per group (fft_blocks.run_save); 0: not
 
     @property
     def blocked(self):
@@ -129,7 +140,8 @@ def _axis_options(u, s, e):
 
 
 def _features(geom, opts):
-    """Per-call work of one (L, B, T) choice per axis, in the units of ``_COST_UNITS``."""
+    """Per-call work of one (L, B, T) choice per axis, or of one (L, B, T, groups)
+    overlap-save choice, in the units of ``_COST_UNITS``."""
     small = [o[0] for o in opts]
     pts = prod(small)
     nbins = pts // small[-1] * (small[-1] // 2 + 1)
@@ -137,12 +149,15 @@ def _features(geom, opts):
     passes = geom.batch * prod(o[2] for o in opts)   # tile transforms per channel
     c_in, c_out = geom.c_in, geom.c_out
     logn = log2(max(pts, 2))
-    # overlap-add writes every tile frame once more (zeroed sum, added, reshaped)
-    frames = 2 if passes > geom.batch else 1
+    # overlap-add writes every tile frame once more (zeroed sum, added, reshaped);
+    # overlap-save writes each block's frame once, and pays per block group
+    groups = opts[0][3] if len(opts[0]) > 3 else 0
+    frames = 2 if passes > geom.batch and not groups else 1
     return (passes * (c_in + phases * c_out) * pts * logn,
             passes * phases * nbins * c_in * (c_out // geom.groups),
             passes * (c_in * nbins + phases * c_out * (nbins + frames * pts)),
-            passes * (c_in + phases * c_out) * sum(pts // n for n in small))
+            passes * (c_in + phases * c_out) * sum(pts // n for n in small),
+            groups)
 
 
 def _estimate(geom, opts, csize, rates):
@@ -152,9 +167,12 @@ def _estimate(geom, opts, csize, rates):
     nbins = prod(small) // small[-1] * (small[-1] // 2 + 1)
     phases, tiles = prod(geom.strides), prod(o[2] for o in opts)
     kernel = phases * nbins * geom.c_in * (geom.c_out // geom.groups) * csize
-    work = tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out)
+    if len(opts[0]) > 3:   # overlap-save: one group's arrays at a time, the whole batch
+        tiles = -(-tiles // opts[0][3]) / max(geom.batch, 1)
+    work = int(tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out))
     call = sum(f * c for f, c in zip(_features(geom, opts), rates))
-    spectra = sum(f * c for f, c in zip(spectrum_features(geom, small), rates))
+    fuse = len(opts[0]) < 4   # overlap-save: the whole spectra (``_spectra``)
+    spectra = sum(f * c for f, c in zip(spectrum_features(geom, small, fuse), rates))
     return kernel, work, call, spectra
 
 
@@ -175,19 +193,20 @@ def fft_layout(geom, compute_dtype, budget=None, pick=None, one_shot=False, cons
     ``pick(options)`` may choose the per-axis (L, B, T) instead (to fit the cost model)."""
     budget = FFT_MEMORY_BUDGET if budget is None else budget
     rates = _rates(constants)
+    save = FFT_OVERLAP_SAVE
     if pick is None:
-        return _cheapest(geom, np.dtype(compute_dtype), budget, one_shot, rates)
-    return _layout(geom, np.dtype(compute_dtype), budget, pick, one_shot, rates)
+        return _cheapest(geom, np.dtype(compute_dtype), budget, one_shot, rates, save)
+    return _layout(geom, np.dtype(compute_dtype), budget, pick, one_shot, rates, save)
 
 
 # Pure in its arguments (geometries are frozen): a one-shot call on a shape seen before
 # skips the tiling search (~0.5 ms on 2-D layers).
 @functools.lru_cache(maxsize=256)
-def _cheapest(geom, compute_dtype, budget, one_shot, rates):
-    return _layout(geom, compute_dtype, budget, None, one_shot, rates)
+def _cheapest(geom, compute_dtype, budget, one_shot, rates, save):
+    return _layout(geom, compute_dtype, budget, None, one_shot, rates, save)
 
 
-def _layout(geom, compute_dtype, budget, pick, one_shot, rates):
+def _layout(geom, compute_dtype, budget, pick, one_shot, rates, save=None):
     csize = 2 * np.dtype(compute_dtype).itemsize
     nd = geom.ndim
     reach = [_reach(geom, a) for a in range(nd)]
@@ -197,6 +216,9 @@ def _layout(geom, compute_dtype, budget, pick, one_shot, rates):
         return FftLayout((0,) * nd, used, one, one, one, one, (0,) * nd, 0, 0, 0, 0.0, 0.0)
     ext = [(k - 1) * d + 1 for k, d in zip(geom.kernel, geom.dilations)]
     options = [_axis_options(u, s, e) for u, s, e in zip(used, geom.strides, ext)]
+    if nd == 1 and save is not False and pick is None:
+        saves = save_options(geom, reach[0][0], used[0], ext[0], options[0], save, csize)
+        options = [saves] if save and saves else [options[0] + saves]
     if pick is not None:
         combo = pick(options)
     else:
@@ -213,7 +235,8 @@ def _layout(geom, compute_dtype, budget, pick, one_shot, rates):
         small=tuple(o[0] for o in combo),
         length=tuple(o[0] * s for o, s in zip(combo, geom.strides)),
         offset=tuple(pb - a * s for pb, a, s in zip(geom.pads_begin, lo, geom.strides)),
-        chunk=chunk, kernel_bytes=kernel, work_bytes=work, cost=cost, spectra=spectra)
+        chunk=chunk, kernel_bytes=kernel, work_bytes=work, cost=cost, spectra=spectra,
+        save=-(-combo[0][2] // combo[0][3]) if len(combo[0]) > 3 else 0)
 
 
 def fft_growth(geom, lay):
@@ -233,8 +256,9 @@ def plan_fft(geom, plan):
     ct = plan.compute_dtype
     lay = fft_layout(geom, ct, one_shot=plan.one_shot)
     live = lay.chunk > 0 and geom.batch > 0 and geom.c_in > 0 and geom.c_out > 0
-    spec = _spectra(plan, geom, lay.small) if live else None
-    return ("fft-overlap-add" if lay.blocked else "fft"), run_fft, (lay, spec)
+    spec = _spectra(plan, geom, lay.small, not lay.save) if live else None
+    variant = "fft-overlap-save" if lay.save else "fft-overlap-add" if lay.blocked else "fft"
+    return variant, run_fft, (lay, spec)
 
 
 class _Spectra:
@@ -255,9 +279,11 @@ class _Spectra:
         return hit
 
 
-def _spectra(plan, geom, small):
-    """Kernel spectra at lengths ``small``: computed for the call by a one-shot plan, kept
-    by transform lengths (and the strides and dilations that shape them) by a prepared one."""
+def _spectra(plan, geom, small, fuse=True):
+    """Kernel spectra at lengths ``small``: computed for the call by a one-shot plan (short
+    of axis 0 when ``fuse`` and ``fuses_lead``: every block group of an overlap-save call
+    would redo that axis, so it gets them whole), kept by transform lengths (and the
+    strides and dilations that shape them) by a prepared one."""
     ct = plan.compute_dtype
 
     def make(buffer=None, lead=True):
@@ -266,24 +292,12 @@ def _spectra(plan, geom, small):
     if plan.one_shot:
         def buffer(name, shape, dtype):
             return plan.workspace.buffer(name, prod(shape), dtype).reshape(shape)
-        if fuses_lead(geom, small):
+        if fuse and fuses_lead(geom, small):
             taps = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
-            return _Lead(make(buffer, lead=False), lead_dft(small[0], taps, ct), small[0])
+            return Lead(make(buffer, lead=False), lead_dft(small[0], taps, ct), small[0])
         return make(buffer)
     store = plan.packed("fft-spectra", lambda p: _Spectra())
     return store.get((small, geom.strides, geom.dilations, np.dtype(ct).str), make)
-
-
-@dataclass(frozen=True)
-class _Lead:
-    """A one-shot call's kernel spectra short of axis 0's transform, which the contraction
-    applies row by row (``fft_contract_dft``): ``partial`` (P, parts, Q0, rows / L0-bins,
-    Cg * Mg), a strided view; ``dft`` (2, L0 // 2 + 1, Q0 // 2 + 1), the cos and sin table
-    of ``lead_dft``; ``length`` L0."""
-
-    partial: np.ndarray
-    dft: np.ndarray
-    length: int
 
 
 def _tiles(xa, geom, lay, ct):
@@ -309,33 +323,6 @@ def _tiles(xa, geom, lay, ct):
     return np.ascontiguousarray(x.transpose(perm), dtype=ct)
 
 
-def _contract(spec, wsplit, workers):
-    """Per phase, bin and group (items, Cg) @ (Cg, Mg), complex: the compiled loop over bins
-    (``convt._kernels._fftmul``), bins split over ``workers`` OpenMP threads.
-
-    ``spec`` (*bins, G, items..., Cg) is shared by every phase; ``wsplit`` is the kernel
-    spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``, or a one-shot
-    call's ``_Lead`` (``fft_contract_dft`` finishes each row's spectrum on the way).
-    """
-    if isinstance(wsplit, _Lead):
-        a = wsplit.partial
-        phases, parts, taps, cg = a.shape[0], a.shape[1], a.shape[2], spec.shape[-1]
-        mg = a.shape[4] // cg
-        rows = a.shape[3] * (wsplit.length if parts == 2 else wsplit.dft.shape[1])
-        x = spec.reshape(rows, -1, cg)
-        out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
-        work = out.size * (cg + taps)
-        fft_contract_dft(x.view(a.dtype), a, wsplit.dft, out.view(a.dtype), wsplit.length,
-                         workers if work >= _MIN_THREADED_CMACS else 1)
-        return out
-    phases, _, rows, cg, mg = wsplit.shape
-    x = spec.reshape(rows, -1, cg)
-    out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
-    threads = workers if out.size * cg >= _MIN_THREADED_CMACS else 1
-    fft_contract(x.view(wsplit.dtype), wsplit, out.view(wsplit.dtype), threads)
-    return out
-
-
 def split_spectrum(spec):
     """Kernel spectra (P, rows, Cg, Mg) complex -> (P, 2, rows, Cg, Mg) real (the real,
     then the imaginary parts: the layout the contraction reads)."""
@@ -347,7 +334,8 @@ def _inverse(spec, geom, lay, workers):
     interleaved: frame[q*s + r] = phase r's output at q."""
     nd, st = geom.ndim, geom.strides
     spec = spec.reshape(*st, *lay.bins, geom.groups, -1, *lay.tiles, spec.shape[-1])
-    z = sfft.irfftn(spec, s=lay.small, axes=tuple(range(nd, 2 * nd)), workers=workers,
+    threads = fft_threads(spec.size // prod(lay.bins) * prod(lay.small), lay.small, workers)
+    z = sfft.irfftn(spec, s=lay.small, axes=tuple(range(nd, 2 * nd)), workers=threads,
                     overwrite_x=True)
     if prod(st) == 1:
         return z.reshape(z.shape[nd:])
@@ -376,11 +364,12 @@ def _overlap_add(z, geom, lay, nc):
     return acc.reshape(*[(t + q - 1) * c for t, q, c in zip(lay.tiles, spill, span)], g, nc, mg)
 
 
-def _place(y, acc, geom, lay, n0):
-    """y[n0:n0+nc] += the output window of ``acc`` (*A, G, nc, Mg), in y's layout."""
+def _place(y, acc, geom, lay, n0, offset=None):
+    """y[n0:n0+nc] += the output window of ``acc`` (*A, G, nc, Mg), in y's layout; output
+    position 0 at ``offset`` in acc (default ``lay.offset``)."""
     nd, g, mg = geom.ndim, geom.groups, geom.c_out // geom.groups
     src, dst = [], []
-    for off, o, a in zip(lay.offset, geom.out_shape, acc.shape):
+    for off, o, a in zip(lay.offset if offset is None else offset, geom.out_shape, acc.shape):
         lo, hi = max(off, 0), min(off + o, a)
         src.append(slice(lo, max(hi, lo)))
         dst.append(slice(lo - off, max(hi, lo) - off))
@@ -403,14 +392,31 @@ def run_fft(xa, state, geom, plan, out=None):
     y = bias_filled(geom, plan.bias_compute, ct, out)
     if wspec is None or y.size == 0:
         return y
+    if lay.save:
+        return run_save(xa, wspec, geom, lay, y, ct, plan.workers,
+                        lambda y, frame, off: _place(y, frame, geom, lay, 0, (off,)))
     xt = _tiles(xa, geom, lay, ct)
     nd = geom.ndim
     for n0 in range(0, geom.batch, lay.chunk):
         part = xt[(slice(None),) * (nd + 1) + (slice(n0, n0 + lay.chunk),)]
-        spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=plan.workers)
-        z = _inverse(_contract(spec, wspec, plan.workers), geom, lay, plan.workers)
-        _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)
+        threads = fft_threads(part.size // prod(lay.block) * prod(lay.small), lay.small,
+                              plan.workers)
+        spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=threads)
+        z = _inverse(contract(spec, wspec, plan.workers), geom, lay, plan.workers)
+        if lay.blocked and prod(lay.tiles) <= _PLACE_TILES:
+            _place_tiles(y, z, geom, lay, n0)
+        else:
+            _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)
     return y
+
+
+def _place_tiles(y, z, geom, lay, n0):
+    """y[n0:n0+nc] += every tile frame of ``z`` (*N, G, nc, *T, Mg) at its own offset, in
+    a fixed order (no overlap-add sum first)."""
+    nd = geom.ndim
+    for ts in itertools.product(*map(range, lay.tiles)):
+        off = tuple(o - t * b * s for o, t, b, s in zip(lay.offset, ts, lay.block, geom.strides))
+        _place(y, z[(slice(None),) * (nd + 2) + ts], geom, lay, n0, off)
 
 
 @functools.lru_cache(maxsize=256)
@@ -437,7 +443,7 @@ class FftBackend:
 
     def fixed_seconds(self, geom, c):
         """The per-call cost before any work (transform plans, Python)."""
-        return c["call_s"] + geom.ndim * c["fft_axis_call_s"]
+        return c["call_s"] + c["fft_call_s"] + geom.ndim * c["fft_axis_call_s"]
 
     def estimate(self, geom, compute_dtype, workers, c, one_shot=False):
         """Seconds of a prepared call, or with ``one_shot`` of a one-shot call (its own
@@ -445,8 +451,8 @@ class FftBackend:
         return sum(self.estimate_parts(geom, compute_dtype, workers, c, one_shot))
 
     def estimate_parts(self, geom, compute_dtype, workers, c, one_shot=False):
-        """(seconds of the call's own work, seconds of its kernel spectra: 0 for a prepared
-        call, which has them)."""
+        """(seconds of the call's own work, seconds of its kernel spectra and one-shot set-up
+        (``fft_one_shot_axis_s`` per spatial axis): 0 for a prepared call, which has them)."""
         ct = np.dtype(compute_dtype)
         parts = _layout_seconds(geom, ct, one_shot, tuple(c[k] for k in _COST_UNITS))
         if parts is None:
@@ -454,8 +460,20 @@ class FftBackend:
         # fitted at 2 workers: rescaled to ``workers``
         scale = ((c["fft_f64"] if ct == np.float64 else 1.0) * parallel(2, c)
                  / parallel(workers, c))
-        return (self.fixed_seconds(geom, c) + scale * parts[0],
-                scale * parts[1] if one_shot else 0.0)
+        setup = scale * parts[1] + geom.ndim * c["fft_one_shot_axis_s"]
+        return self.fixed_seconds(geom, c) + scale * parts[0], setup if one_shot else 0.0
+
+    def describe(self, geom, compute_dtype, one_shot=False):
+        """The tiling ``fft_layout`` picks, in words (for ``explain``)."""
+        lay = fft_layout(geom, np.dtype(compute_dtype), one_shot=one_shot)
+        if lay.chunk == 0:
+            return "no input reaches the output"
+        size = " x ".join(map(str, lay.small))
+        if lay.save:
+            return (f"overlap-save: {lay.tiles[0]} blocks of {size} in "
+                    f"{-(-lay.tiles[0] // lay.save)} groups")
+        tiles = " x ".join(map(str, lay.tiles))
+        return f"overlap-add: {tiles} tiles of {size}" if lay.blocked else f"one {size}"
 
     def prepare(self, geom, plan):
         return plan_fft(geom, plan)

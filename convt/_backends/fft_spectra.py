@@ -13,23 +13,42 @@ dispatcher prices a one-shot call (which computes its spectra) apart from a prep
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
 from math import log2, prod
 
 import numpy as np
 import scipy.fft as sfft
 
 from .blas import blas_threads
+from .fft_blocks import thread_pool
 
-# Below this many multiply-adds a DFT GEMM runs on one thread: a thread pool's start and join
-# cost ~0.3 ms, the GEMM ~0.1 ms per 4 M multiply-adds on one Zen 4 core (2-core AMD EPYC:
-# 5 M multiply-adds, 0.12 ms on one thread, 0.42 ms on a pool of two).
+# Below this many multiply-adds a DFT GEMM runs on one thread. The GEMM takes ~0.1 ms per 4 M
+# multiply-adds on one Zen 4 core; a new pool per call cost ~0.3 ms, and even the persistent
+# pool (fft_blocks.thread_pool) lost on the 9 x 9 layer's 2.8 M multiply-adds (2-core AMD
+# EPYC: 78 us on one thread, 110 us split in two, the column halves copied by matmul).
 _MIN_THREADED_MACS = 1 << 25
+
+# Below this much transform work (samples x log2 of the transform length, per scipy.fft call)
+# scipy.fft runs on one thread: its worker threads cost ~40-100 us per call to start. Measured
+# (2-core AMD EPYC Zen 4, float32, best of 15-40, 1 vs 2 workers): 1-D lines gained from
+# ~3e6 (8192 x 32: 451 vs 318 us) and lost below ~1.5e6 (2048 x 16: 53 vs 110 us); 2-3 axes
+# lost at 2e4-4e5 (20 x 20 x 8: 16 vs 50 us; a (1, 4, 16, 16) layer 407 vs 68 us a call),
+# and large_k31_s1's 6e6 (160 x 160 x 16) gained (prepared 3.3 vs 4.0 ms). One bound for
+# both, per rank (1-D, more axes), by these few points.
+_MIN_THREADED_FFT = (1 << 21, 1 << 21)
 
 # fuses_lead's bound: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps.
 _FUSE_TAPS_LOG = 8
 
-__all__ = ["dft_matrix", "fuses_lead", "kernel_spectrum", "lead_dft", "spectrum_features", "uses_dft"]
+__all__ = ["dft_matrix", "fft_threads", "fuses_lead", "kernel_spectrum", "lead_dft",
+           "spectrum_features", "uses_dft"]
+
+
+def fft_threads(size, lengths, workers):
+    """The ``workers`` a ``scipy.fft`` call over ``size`` samples transformed along axes of
+    ``lengths`` gets: all of them for a large transform, one below ``_MIN_THREADED_FFT``
+    (threads do not change its result: each 1-D transform is computed by one thread)."""
+    work = size * log2(max(prod(lengths), 2))
+    return workers if work >= _MIN_THREADED_FFT[len(lengths) > 1] else 1
 
 
 def uses_dft(taps, length, last=False):
@@ -74,6 +93,9 @@ def _polyphase(w_iox, geom, taps, ct):
     the polyphase component h_r[q] = wd[q*s + r] of the zero-inserted (dilated) kernel."""
     g, nd, st = geom.groups, geom.ndim, geom.strides
     c_in, mg = w_iox.shape[:2]
+    if all(v == 1 for v in st + geom.dilations):   # one phase, no zeros: one transposing copy
+        wt = w_iox.reshape(c_in * mg, prod(geom.kernel)).T
+        return np.ascontiguousarray(wt, dtype=ct).reshape(1, *taps, -1)
     wd = np.zeros((*[q * s for q, s in zip(taps, st)], g, c_in // g, mg), ct)
     wg = w_iox.reshape(g, c_in // g, mg, *geom.kernel)
     wd[tuple(slice(0, (k - 1) * d + 1, d) for k, d in zip(geom.kernel, geom.dilations))] = \
@@ -106,7 +128,8 @@ def _last_axis(wd, length, ct, workers, buffer):
     """Real (P, *Q, R) -> split (P, 2, *Q[:-1], L//2 + 1, R) along the last of the Q axes."""
     q = wd.shape[-2]
     if not uses_dft(q, length, last=True):
-        return _split(sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=workers))
+        threads = fft_threads(wd.size // q * length, (length,), workers)
+        return _split(sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=threads))
     f = _real_dft(length, q, np.dtype(ct))
     bins = f.shape[1]
     parts = _matmul(f.reshape(2 * bins, q), wd, workers,   # (P, ..., 2 * bins, R)
@@ -123,7 +146,8 @@ def _lead_axis(spec, axis, length, workers, buffer, name):
     q = spec.shape[2 + axis]
     if not uses_dft(q, length):
         c = spec[:, 0] + 1j * spec[:, 1]
-        return _split(sfft.fft(c, n=length, axis=1 + axis, workers=workers, overwrite_x=True))
+        threads = fft_threads(c.size // q * length, (length,), workers)
+        return _split(sfft.fft(c, n=length, axis=1 + axis, workers=threads, overwrite_x=True))
     m = _split_dft(length, q, spec.dtype)
     x = np.ascontiguousarray(np.moveaxis(spec, 1, 1 + axis))     # (P, ..., 2, Q, rest)
     head, tail = x.shape[:1 + axis], x.shape[3 + axis:]
@@ -200,22 +224,25 @@ def _matmul(a, b, workers, out):
             np.matmul(a, b, out=out)
         return out
     cuts = [cols * i // threads for i in range(threads + 1)]
-    with blas_threads(1, "numpy"), ThreadPoolExecutor(threads) as pool:
+    with blas_threads(1, "numpy"):
+        pool = thread_pool(threads - 1)
         jobs = [pool.submit(np.matmul, a, b[..., lo:hi], out=out[..., lo:hi])
-                for lo, hi in zip(cuts, cuts[1:])]
+                for lo, hi in zip(cuts[1:-1], cuts[2:])]
+        np.matmul(a, b[..., :cuts[1]], out=out[..., :cuts[1]])
         for job in jobs:
             job.result()
     return out
 
 
-def spectrum_features(geom, small):
+def spectrum_features(geom, small, fuse=True):
     """Work of a one-shot call's kernel spectra at lengths ``small``, in the units of the cost
     model's features (transform samples x log2 length, complex multiply-adds, values
     copied, 1-D transforms started); a GEMM's multiply-adds are counted at half those of the
     per-bin contraction's tiny matrices (a DFT matrix is one well-shaped GEMM). When axis 0
     is left to the contraction (``fuses_lead``), its DFT counts a quarter multiply-add per
     bin, weight and centred tap (``fft_contract_dft``: two real multiply-adds per bin and
-    term, in cache: measured ~2x the contraction's rate per multiply-add, 2-core AMD EPYC)."""
+    term, in cache: measured ~2x the contraction's rate per multiply-add, 2-core AMD EPYC);
+    ``fuse=False``: the spectra are made whole (an overlap-save call's)."""
     nd = geom.ndim
     taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
                                                           geom.strides)]
@@ -223,7 +250,7 @@ def spectrum_features(geom, small):
     dims = list(taps)
     samples = cmacs = transforms = 0.0
     copies = float(cols * prod(taps))                      # the polyphase kernel
-    fused = fuses_lead(geom, small)
+    fused = fuse and fuses_lead(geom, small)
     for a in reversed(range(nd)):
         n = small[a] // 2 + 1 if a == nd - 1 else small[a]
         lines = cols * prod(dims) // dims[a]

@@ -77,20 +77,28 @@ DEFAULTS = {
     "fft_copy_s": 2.15e-9,
     "fft_transform_s": 1.10e-8,
     "fft_f64": 1.33,
-    # FFT backend's fixed cost per call and spatial axis, held (the fits put it at 105-166
-    # us, and seeds 51-53's fit at 105 us gained on them but lost on seeds 61-62: the
-    # smallest 1-D calls take 58 us where scipy.fft runs their lines on one thread, 110-150
-    # us where it runs them on 2 workers, and a fixed cost above the first keeps the FFT
-    # from being estimated where it wins, 1d_n2_c10-2_i83_k63_d3: 75 us against 110)
-    "fft_axis_call_s": 72e-6,
+    # FFT backend's fixed cost: per call, per call and spatial axis, and a one-shot call's
+    # own per spatial axis (its spectra's set-up, the range check's max |w|). Set
+    # 2026-11-27 (same machine, scipy.fft on one thread below
+    # convt._backends.fft_spectra._MIN_THREADED_FFT) by hand from 15 small calls of
+    # ranks 1-3 (groups 1, 3, 4; best of 60; docs/scripts/fft_fixed.py, docs/fft.md "Fixed
+    # cost"): prepared calls 45-55 us above their priced work, one-shot
+    # ones 17-38 us (1-D), 54-82 us (2-D), 88-110 us (3-D) above that, less the direct
+    # backend's own one-shot overhead (the plan, common to both)
+    "fft_call_s": 25e-6,
+    "fft_axis_call_s": 5e-6,
+    "fft_one_shot_axis_s": 32e-6,
+    # per block group of a 1-D overlap-save call (convt._backends.fft_blocks.run_save): set by
+    # hand (a group's five Python-level steps), checked by the overlap-save sweep of
+    # docs/fft.md (the model's picks there are the faster tiling or within 10% of it, but one)
+    "fft_group_s": 30e-6,
     # One-shot calls beyond a prepared call of the same backend (seeds 51-53, "one-shot minus
-    # prepared" of the forced timings): the direct backend's set-up (40-90 us measured on the
-    # smallest layers, not priced before) and its weight packing's rate (0.25-0.6 ns per byte
-    # of weights measured, median by variant; at bytes_per_s it was priced 0.125 ns), the
-    # FFT's set-up besides its kernel spectra
+    # prepared" of the forced timings): the call's set-up (40-90 us measured on the smallest
+    # direct layers, not priced before; priced for the FFT's one-shot calls too, beside
+    # fft_one_shot_axis_s) and the direct weight packing's rate (0.25-0.6 ns per byte of
+    # weights measured, median by variant; at bytes_per_s it was priced 0.125 ns)
     "oneshot_call_s": 48e-6,
     "pack_bytes_per_s": 9.9e9,
-    "fft_oneshot_s": 80e-6,
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")

@@ -127,9 +127,9 @@ def estimate(geom, compute_dtype, workers, constants=None, one_shot=False, stora
         elif hasattr(backend, "estimate_parts"):
             prepared = backend.estimate(geom, compute_dtype, workers, c)
             own, setup = backend.estimate_parts(geom, compute_dtype, workers, c, True)
-            # a one-shot call's set-up besides its spectra: planning the tiling, the
-            # spectra's buffers and calls (fft_oneshot_s)
-            split[name] = (prepared, own + setup + c["fft_oneshot_s"])
+            # a one-shot call's set-up besides its spectra (the backend's own per axis in
+            # ``setup``; the call's, oneshot_call_s, as the direct backend's)
+            split[name] = (prepared, own + setup + c["oneshot_call_s"])
             times[name] = split[name][1 if one_shot else 0]
         else:
             times[name] = backend.estimate(geom, compute_dtype, workers, c)

@@ -172,7 +172,7 @@ def _samples(paths):
 def _model(geom, ct, workers, m, one_shot, c):
     if m == "fft":
         return (_cost.BACKENDS["fft"].estimate(geom, ct, workers, c, one_shot)
-                + (c["fft_oneshot_s"] if one_shot else 0.0))
+                + (c["oneshot_call_s"] if one_shot else 0.0))
     run = _cost.seconds(geom, ct, workers, m, c)
     return run + (_cost._packing_seconds(geom, ct, c) if one_shot else 0.0)
 

@@ -1,0 +1,194 @@
+"""The FFT backend's per-bin contraction, and overlap-save in cache-sized groups of blocks.
+
+``contract``: per phase, bin and group, (items, C_in/G) @ (C_in/G, C_out/G) complex, by the
+compiled loop of ``convt._kernels._fftmul`` (a prepared operator's stored kernel spectra, or a
+one-shot call's ``Lead``, whose axis-0 DFT the loop finishes row by row).
+
+``run_save``: a long 1-D signal as overlap-save blocks. Per phase r the output is a stride-1
+convolution, full[q*s + r] = sum_i x[i] h_r[q - i] (``convt._backends.fft``), Q taps. Block j
+covers q in [q0 + j*B, q0 + (j+1)*B): the L = B + Q - 1 inputs x[q0 + j*B - Q + 1 ...]
+transformed at L, multiplied, inverted; the circular sums at m >= Q - 1 are the linear ones
+(no wrap), so the block's last B values per phase are final. The phases interleave into the
+frame positions [(q0 + j*B)*s, (q0 + (j+1)*B)*s), which no other block touches: no
+overlap-add sum, and each block group writes its own part of y. Blocks run in groups whose
+working arrays fit ``SAVE_CACHE`` bytes (next to the kernel spectra, which every group reads),
+transform, contraction and inverse one group at a time, so the spectra stay in cache; the
+groups are shared among ``workers`` threads (scipy.fft and the contraction release the GIL),
+each group computed by one thread the same way whatever the count: the bits do not depend
+on ``workers``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.fft as sfft
+from numpy.lib.stride_tricks import as_strided
+
+from .._kernels._fftmul import fft_contract, fft_contract_dft
+
+__all__ = ["Lead", "SAVE_CACHE", "contract", "run_save", "save_groups", "save_options",
+           "thread_pool"]
+
+# Below this many complex multiply-adds per call (~0.1 ms on one thread) the per-bin
+# contraction runs on one thread: an OpenMP team's start-up costs more than it saves.
+_MIN_THREADED_CMACS = 1 << 18
+# Bytes of a block group's working arrays (input and output spectra, output frames): about
+# half of a Zen 4 core's 1 MiB L2, so the group's arrays and part of the kernel spectra stay
+# there from the transform to the inverse.
+SAVE_CACHE = 1 << 19
+
+_POOL = [None]
+_POOL_LOCK = threading.Lock()
+
+
+def _forget_pool():
+    _POOL[0] = None   # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def thread_pool(threads):
+    """A process-wide pool of at least ``threads`` threads (made once: a new pool per call
+    cost ~0.3 ms)."""
+    with _POOL_LOCK:
+        if _POOL[0] is None or _POOL[0]._max_workers < threads:
+            _POOL[0] = ThreadPoolExecutor(threads, thread_name_prefix="convt-fft")
+        return _POOL[0]
+
+
+@dataclass(frozen=True)
+class Lead:
+    """A one-shot call's kernel spectra short of axis 0's transform, which the contraction
+    applies row by row (``fft_contract_dft``): ``partial`` (P, parts, Q0, rows / L0-bins,
+    Cg * Mg), a strided view; ``dft`` (2, L0 // 2 + 1, Q0 // 2 + 1), the cos and sin table
+    of ``lead_dft``; ``length`` L0."""
+
+    partial: np.ndarray
+    dft: np.ndarray
+    length: int
+
+
+def contract(spec, wsplit, workers):
+    """Per phase, bin and group (items, Cg) @ (Cg, Mg), complex: the compiled loop over bins
+    (``convt._kernels._fftmul``), bins split over ``workers`` OpenMP threads.
+
+    ``spec`` (*bins, G, items..., Cg) is shared by every phase; ``wsplit`` is the kernel
+    spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``, or a one-shot
+    call's ``Lead`` (``fft_contract_dft`` finishes each row's spectrum on the way). Returns
+    (P, rows, items, Mg) complex.
+    """
+    if isinstance(wsplit, Lead):
+        a = wsplit.partial
+        phases, parts, taps, cg = a.shape[0], a.shape[1], a.shape[2], spec.shape[-1]
+        mg = a.shape[4] // cg
+        rows = a.shape[3] * (wsplit.length if parts == 2 else wsplit.dft.shape[1])
+        x = spec.reshape(rows, -1, cg)
+        out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
+        work = out.size * (cg + taps)
+        fft_contract_dft(x.view(a.dtype), a, wsplit.dft, out.view(a.dtype), wsplit.length,
+                         workers if work >= _MIN_THREADED_CMACS else 1)
+        return out
+    phases, _, rows, cg, mg = wsplit.shape
+    x = spec.reshape(rows, -1, cg)
+    out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
+    threads = workers if out.size * cg >= _MIN_THREADED_CMACS else 1
+    fft_contract(x.view(wsplit.dtype), wsplit, out.view(wsplit.dtype), threads)
+    return out
+
+
+def save_groups(length, blocks, items, c_in, c_out_phases, csize):
+    """Blocks per group of ``blocks`` overlap-save blocks of transform length ``length``:
+    as many as keep a group's working arrays within ``SAVE_CACHE`` bytes (at least one),
+    evened out over the groups. ``items``: batch elements per block; ``c_out_phases``:
+    C_out times the phases; ``csize``: bytes of a complex value."""
+    bins = length // 2 + 1
+    per_block = items * (bins * csize * (c_in + c_out_phases) + length * csize // 2 * c_out_phases)
+    per_group = max(1, min(blocks, SAVE_CACHE // max(per_block, 1)))
+    groups = -(-blocks // per_group)
+    return -(-blocks // groups)
+
+
+def save_options(geom, lo, used, e, opts, forced, csize):
+    """(L, B, T, groups) overlap-save candidates of a 1-D ``geom`` (``run_save``): T blocks
+    of B = L - Q + 1 outputs per phase over the q range the output window needs (inputs from
+    ``lo``, ``used`` of them; kernel extent ``e``), at the lengths of ``opts`` (the backend's
+    per-axis candidates) that give more than one block (any, when ``forced``), in groups of
+    ``save_groups`` blocks (``csize`` bytes per complex value)."""
+    s, pb, o = geom.strides[0], geom.pads_begin[0], geom.out_shape[0]
+    q = -(-e // s)
+    off = pb - lo * s
+    q0, q1 = max(0, off // s), min(used + q - 1, -(-(off + o) // s))
+    out = []
+    for length in sorted({opt[0] for opt in opts}):
+        b = length - q + 1
+        t = -(-(q1 - q0) // b) if q1 > q0 else 0
+        if t > 1 or (forced and t == 1):
+            per = save_groups(length, t, geom.batch, geom.c_in, s * geom.c_out, csize)
+            out.append((length, b, t, -(-t // per)))
+    return out
+
+
+def _save_input(xa, geom, lay, q0, taps, ct):
+    """(T*B + Q - 1, G, N, Cg) in ``ct``: xp[k] = x[lo + q0 - Q + 1 + k], zero outside x, so
+    block j's inputs are xp[j*B : j*B + L]."""
+    g, n, cg = geom.groups, geom.batch, geom.c_in // geom.groups
+    size = lay.tiles[0] * lay.block[0] + taps - 1
+    first = lay.lo[0] + q0 - taps + 1            # input index at xp[0]
+    a, b = max(first, lay.lo[0]), min(first + size, lay.lo[0] + lay.used[0])
+    xp = np.zeros((size, g, n, cg), ct)
+    if b > a:
+        if geom.data_format == "NXC":     # (N, X, G * Cg)
+            part = xa[:, a:b].reshape(n, b - a, g, cg).transpose(1, 2, 0, 3)
+        else:                             # (N, G * Cg, X)
+            part = xa[:, :, a:b].reshape(n, g, cg, b - a).transpose(3, 1, 0, 2)
+        xp[a - first:b - first] = part
+    return xp
+
+
+def run_save(xa, wspec, geom, lay, y, ct, workers, place):
+    """Overlap-save of the 1-D ``geom`` per ``lay`` (``lay.save`` blocks per group) into
+    ``y`` (bias-filled), in the compute dtype ``ct``; ``place(y, frame, offset)`` adds a
+    frame (A, G, N, Mg), output position 0 at ``offset`` in it, to y's output window."""
+    s, length, b, blocks = geom.strides[0], lay.small[0], lay.block[0], lay.tiles[0]
+    taps = length - b + 1
+    q0 = max(0, lay.offset[0] // s)
+    xp = _save_input(xa, geom, lay, q0, taps, ct)
+    st = xp.strides
+    g, n, mg = geom.groups, geom.batch, geom.c_out // geom.groups
+    per = lay.save
+
+    def group(j0):
+        j1 = min(j0 + per, blocks)
+        seg = as_strided(xp[j0 * b:], shape=(length, g, n, j1 - j0, xp.shape[3]),
+                         strides=(st[0], st[1], st[2], b * st[0], st[3]), writeable=False)
+        spec = sfft.rfft(seg, n=length, axis=0, workers=1)
+        out = contract(np.ascontiguousarray(spec), wspec, 1)
+        out = out.reshape(s, length // 2 + 1, g, n, j1 - j0, mg)
+        z = sfft.irfft(out, n=length, axis=1, workers=1, overwrite_x=True)[:, taps - 1:]
+        # (P, B, G, N, J, Mg) -> frame (J * B * s, G, N, Mg): position (j, m, r) at j*B*s + m*s + r
+        frame = z.transpose(4, 1, 0, 2, 3, 5).reshape((j1 - j0) * b * s, g, n, mg)
+        place(y, frame, lay.offset[0] - (q0 + j0 * b) * s)
+
+    starts = list(range(0, blocks, per))
+    threads = min(workers, len(starts))
+    if threads < 2:
+        for j0 in starts:
+            group(j0)
+        return y
+    cuts = [len(starts) * i // threads for i in range(threads + 1)]
+
+    def run(lo, hi):
+        for j0 in starts[lo:hi]:
+            group(j0)
+
+    pool = thread_pool(threads - 1)
+    jobs = [pool.submit(run, lo, hi) for lo, hi in zip(cuts[1:-1], cuts[2:])]
+    run(cuts[0], cuts[1])
+    for job in jobs:
+        job.result()
+    return y
