@@ -101,6 +101,8 @@ def test_one_shot_fused_matches_reference(case, dtype, monkeypatch):
 
     monkeypatch.setattr(blocks_mod, "fft_contract_dft", counting)
     monkeypatch.setattr(fft_mod, "FFT_OVERLAP_SAVE", False)   # its spectra are made whole
+    # groups of fewer weights than fuses_lead takes run the fused path too, for the test
+    monkeypatch.setattr(spectra_mod, "_FUSE_MIN_COLUMNS", 1)
     rng = np.random.default_rng(12)
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
@@ -126,3 +128,27 @@ def test_fused_rule_and_price():
     assert not spectra_mod.fuses_lead(geom1, (16384,))
     fused = spectra_mod.spectrum_features(geom, (60, 60))
     assert fused[0] == 0 and 0 < fused[1] < 32 * 32 * 60 * 31 * 9 * 0.5
+
+
+@pytest.mark.parametrize("w_shape, group, fused", [
+    ((35, 1, 4, 4), 35, False),    # depthwise: one weight a group, padded to a block of 16
+    ((8, 2, 4, 4), 2, True),       # 4 x 2 = 8 weights a group: fused
+    ((6, 3, 4, 4), 3, False),      # 2 x 3 = 6: whole spectra
+])
+def test_fused_rule_wants_enough_weights_a_group(w_shape, group, fused, monkeypatch):
+    """fuses_lead leaves axis 0 to the contraction only with at least _FUSE_MIN_COLUMNS
+    weights a group (C_in/G x C_out/G): the fused DFT runs over blocks of 16 of them. Either
+    way the one-shot call gives the prepared call's result within the tolerance."""
+    monkeypatch.setattr(fft_mod, "FFT_OVERLAP_SAVE", False)
+    kw = dict(strides=(2, 2), group=group)
+    op = convt.ConvTranspose(np.zeros(w_shape, np.float32), method="fft", **kw)
+    x_shape = (1, w_shape[0], 13, 11)
+    geom = op._plan.geometry(x_shape).geom
+    assert spectra_mod.fuses_lead(geom, (32, 32)) is fused
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64),
+                               method="reference", **kw)
+    one = convt.conv_transpose(x, w, method="fft", **kw)
+    assert np.abs(one - ref).max() <= 1e-5 * np.abs(ref).max()

@@ -36,8 +36,16 @@ _MIN_THREADED_MACS = 1 << 25
 # both, per rank (1-D, more axes), by these few points.
 _MIN_THREADED_FFT = (1 << 21, 1 << 21)
 
-# fuses_lead's bound: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps.
+# fuses_lead's bounds: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps, and
+# only with at least _FUSE_MIN_COLUMNS weights a group (C_in/G x C_out/G): the fused DFT runs
+# over blocks of 16 of them (_fftrow.h, CONVT_FFTROW_BLOCK), so a depthwise layer's one column
+# pays for 16. Measured (2-core AMD EPYC Zen 4, float32, one-shot calls, best of 7): depthwise
+# (1, 49, 20, 20) with 51 x 51 taps at stride 4 47.0 ms fused against 16.5 whole, (1, 35, 46,
+# 46) 4 x 4 at stride 4 19.8 against 15.9, (2, 186, 22, 22) 16.3 against 10.3; 10 columns
+# ((4, 8, 42, 42), 8 groups) 21.5 against 35.4 and the dense 32 x 32 9 x 9 layer 2.5 against
+# 3.2 gain from it.
 _FUSE_TAPS_LOG = 8
+_FUSE_MIN_COLUMNS = 8
 
 __all__ = ["dft_matrix", "fft_threads", "fuses_lead", "kernel_spectrum", "lead_dft",
            "spectrum_features", "uses_dft"]
@@ -193,9 +201,11 @@ def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None, lead=True):
 
 def fuses_lead(geom, small):
     """True when a one-shot call leaves axis 0's transform of its kernel spectra to the
-    contraction (``fft_contract_dft``): when that axis takes a DFT matrix (``uses_dft``)."""
+    contraction (``fft_contract_dft``): when that axis takes a DFT matrix (``uses_dft``) and
+    a group has at least ``_FUSE_MIN_COLUMNS`` weights."""
     q = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
-    return q <= _FUSE_TAPS_LOG * log2(max(small[0], 2))
+    columns = (geom.c_in // geom.groups) * (geom.c_out // geom.groups)
+    return columns >= _FUSE_MIN_COLUMNS and q <= _FUSE_TAPS_LOG * log2(max(small[0], 2))
 
 
 @functools.lru_cache(maxsize=64)
