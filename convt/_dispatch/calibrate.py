@@ -74,7 +74,11 @@ def fit_constants(samples, start=None, prior=0.0, names=None):
     lo = [_BOUNDS.get(k, (start[k] / 30, 0))[0] for k in names]
     hi = [_BOUNDS.get(k, (0, start[k] * 30))[1] for k in names]
     x0 = np.clip(log0, np.log(lo) + 1e-9, np.log(hi) - 1e-9)
-    fit = least_squares(resid, x0, loss="soft_l1", bounds=(np.log(lo), np.log(hi)))
+    # x_scale="jac": the constants' logs move the residuals by 1e-4 to 1e-2 each; unscaled,
+    # the trust region crawled (tests/test_dispatch.py's recovery fit: 75,600 residual
+    # evaluations, 280 s, against 183 and 6 s scaled, the same constants recovered)
+    fit = least_squares(resid, x0, loss="soft_l1", bounds=(np.log(lo), np.log(hi)),
+                        x_scale="jac")
     return dict(start, **{k: float(v) for k, v in zip(names, np.exp(fit.x))})
 
 
