@@ -32,7 +32,6 @@ from ..._kernels._micro import NR_F32, micro_conv
 from .base import DirectKind
 from .micro import KC, MAX_TB, micro_macs
 from .micro_bf16 import MicroBf16, bf16_layout, bf16_nr, packed_pairs, run_micro_bf16
-from .pixel import VARIANT as PIXEL
 
 __all__ = ["VARIANT", "amx_layout", "amx_mode", "amx_ready", "bf16_kernel", "packed_amx",
            "run_f32", "self_check"]
@@ -93,6 +92,7 @@ class MicroAmx(MicroBf16):
     geometry from the dense variants before micro_bf16 does (``takes``)."""
 
     name = "micro_amx"
+    label = "micro_amx (AMX-BF16 tile dot products on bfloat16 pairs)"
     writes_16bit = True
     fallback = "micro"
 
@@ -111,25 +111,8 @@ class MicroAmx(MicroBf16):
     def rate(self, geom, kind, c):
         return super().rate(geom, kind, c) * _AMX_RATE
 
-    def describe(self, kind):
-        text = "micro_amx (AMX-BF16 tile dot products on bfloat16 pairs)"
-        if kind.macs > kind.useful:
-            text += (f", work (border taps, padding) {kind.macs / max(kind.useful, 1):.2f}x "
-                     "the useful")
-        return text
-
-    def prepare(self, geom, plan, layout):
-        # weights that are not finite run the pixel kernel (micro_bf16's reason, and the K
-        # tail's zeros times the next lines must stay 0)
-        lay = amx_layout(geom)
-        weights, finite = plan.packed("packed_micro_amx",
-                                      lambda p: packed_amx(
-                                          lay, p.w_iox, geom.groups, p.workers,
-                                          p.pack_buffer("packed_micro_amx")))
-        plan.packed("finite", lambda p: finite)
-        if not finite:
-            return PIXEL.prepare(geom, plan, None)
-        return self.name, _run, (lay, weights)
+    def tiles(self):
+        return amx_layout, packed_amx, _run
 
 
 @functools.lru_cache(maxsize=64)

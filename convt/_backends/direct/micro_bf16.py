@@ -71,6 +71,7 @@ class MicroBf16(Variant):
     from the dense variants when the storage is bfloat16 (``takes``)."""
 
     name = "micro_bf16"
+    label = "micro_bf16 (AVX512-BF16 dot products on bfloat16 pairs)"
     writes_16bit = True    # a bfloat16 out gets each value rounded as it is written
     fallback = "micro"
 
@@ -106,24 +107,29 @@ class MicroBf16(Variant):
         return prod(geom.array_shape("input")) // 2 if geom.data_format == "NCX" else 0
 
     def describe(self, kind):
-        text = "micro_bf16 (AVX512-BF16 dot products on bfloat16 pairs)"
+        text = self.label
         if kind.macs > kind.useful:
             text += (f", work (border taps, padding) {kind.macs / max(kind.useful, 1):.2f}x "
                      "the useful")
         return text
 
+    def tiles(self):
+        """(layout of a geometry, weight packing, runner) of these tiles: ``prepare``'s
+        parts, which the AMX tiles (micro_amx) replace."""
+        return bf16_layout, packed_pairs, _run
+
     def prepare(self, geom, plan, layout):
         # Weights that are not finite run the pixel kernel (micro.py's Micro.prepare: a zero
-        # row times NaN or Inf would reach outputs the tap does not touch).
-        lay = bf16_layout(geom)
-        weights, finite = plan.packed("packed_micro_bf16",
-                                      lambda p: packed_pairs(
-                                          lay, p.w_iox, geom.groups, p.workers,
-                                          p.pack_buffer("packed_micro_bf16")))
+        # row times NaN or Inf would reach outputs the tap does not touch; for the AMX
+        # tiles, the K tail's zeros times the next lines must stay 0 too).
+        layout_of, pack, run = self.tiles()
+        lay, key = layout_of(geom), f"packed_{self.name}"
+        weights, finite = plan.packed(key, lambda p: pack(lay, p.w_iox, geom.groups,
+                                                          p.workers, p.pack_buffer(key)))
         plan.packed("finite", lambda p: finite)
         if not finite:
             return PIXEL.prepare(geom, plan, None)
-        return self.name, _run, (lay, weights)
+        return self.name, run, (lay, weights)
 
 
 def bf16_nr(geom):
