@@ -15,8 +15,8 @@ import pytest
 import convt
 from convt._backends.direct import cfwino, winograd
 from convt._dispatch import plan as _plan
-from convt._kernels import _cpu
 from convt._dispatch.workspace import one_shot_workspace
+from convt._kernels import _cpu
 
 from conftest import assert_close
 
