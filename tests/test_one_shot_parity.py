@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 import convt
-from convt._backends.direct import winograd
+from convt._backends.direct import cfwino, winograd
+from convt._dispatch import plan as _plan
 from convt._dispatch.workspace import one_shot_workspace
+from convt._kernels import _cpu
 
 from conftest import assert_close
 
@@ -122,3 +124,47 @@ def test_calls_of_decreasing_size_keep_the_largest_buffers_only():
         convt.conv_transpose(np.ascontiguousarray(np.repeat(x, n, axis=0)), w, b, **kw)
         sizes.append(one_shot_workspace().nbytes())
     assert sizes[1:4] == [sizes[0]] * 3 and sizes[4] == sizes[0]
+
+
+# Layers whose one-shot calls sum their taps in the kernel (late sums) once _LATE_SUM_BYTES is
+# lowered: 16 taps (the AVX-512 tap pack's 16 x 16 blocks) and 25 (blocks and 9 taps past them)
+LATE = {
+    "k4s2": ((2, 128, 4, 4), (128, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+    "k5s2": ((1, 64, 5, 5), (64, 64, 5, 5), dict(strides=(2, 2), pads=(2, 2, 2, 2))),
+    "k16s8_1d": ((1, 64, 12), (64, 64, 16), dict(strides=(8,), pads=(4, 4))),
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streamed"])
+@pytest.mark.parametrize("isa", _cpu.levels())
+@pytest.mark.parametrize("name", sorted(LATE))
+def test_late_sums_equal_prepared_at_every_level_and_thread_count(name, isa, stream,
+                                                                   monkeypatch):
+    # a one-shot call summing its taps in the kernel gives the prepared operator's bits (its
+    # products packed once), at every ISA level, on 1 and 2 threads, with the taps stored
+    # through the caches or past them (the NXC Winograd kernel forced, as
+    # tests/test_winograd_variant.py's _force does)
+    orig = _plan.direct_variant
+    monkeypatch.setattr(_plan, "direct_variant",
+                        lambda geom, pin=None: orig(geom, pin or ("winograd", False)))
+    monkeypatch.setattr(cfwino, "cf_layout", lambda geom, itemsize: None)
+    monkeypatch.setattr(_cpu, "ISA", isa)
+    monkeypatch.setattr(winograd, "_LATE_SUM_BYTES", 0)
+    if stream:
+        monkeypatch.setattr(winograd, "_STREAM_PACK_BYTES", 0)
+    xs, ws, kw = LATE[name]
+    kw = dict(kw, method="direct")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[1]).astype(np.float32)
+    ys = []
+    for workers in (1, 2):
+        one = convt._api._OneShot(w, b, workers=workers, **kw)
+        planned = one._plan.geometry(x.shape)
+        assert planned.variant == "winograd" and planned.state[3] is True   # late sums
+        got = one(x)
+        want = convt.ConvTranspose(w, b, workers=workers, **kw)(x)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        ys.append(got)
+    np.testing.assert_array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32))

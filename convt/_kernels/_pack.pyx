@@ -6,7 +6,7 @@ weights, each a signed sum of kernel taps (wino_conv); pack_taps: the float32 ta
 lines wino_conv's late sums read (convt._backends.direct.winograd.wino_taps); pack_pairs:
 bfloat16 weights as the bfloat16 tiles' channel pairs (convt._backends.direct.micro_bf16).
 An OpenMP prange over the input channels (pairs of them for pack_pairs): each channel's (Mg,
-K) block is transposed (float32 and the pairs in 8 x 8 register blocks) and each line stored
+K) block is transposed (float32 and the pairs in register blocks) and each line stored
 once. Each returns whether the weights are finite (or small enough for the
 Winograd sums), checked while they are read.
 """
@@ -105,8 +105,9 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
                int64_t groups, int64_t line, int num_threads, int isa=-1,
                bint stream=False, int64_t spare_bits=0):
     """The float32 taps for wino_conv's late sums (convt._backends.direct.winograd.wino_taps), as pack_wino
-    with one single-tap product per tap makes them, by 8 x 8 transposes straight into their
-    lines (convt_taps_f32); releases the GIL. Returns whether every weight is below
+    with one single-tap product per tap makes them, by register transposes straight into
+    their lines (convt_taps_f32: 16 x 16 blocks at the AVX-512 level, 8 x 8 at AVX2, the same
+    bits); releases the GIL. Returns whether every weight is below
     2^(emax + 1 - spare_bits) in magnitude. stream: store past the caches, when out and line
     keep every line 32-byte aligned (otherwise stored normally)."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
