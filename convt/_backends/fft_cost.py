@@ -21,18 +21,29 @@ import scipy.fft as sfft
 
 from .base import parallel
 from .fft_blocks import save_options
-from .fft_spectra import spectrum_features
+from .fft_spectra import fuses_lead, spectrum_features
+from .._kernels import _cpu
 
 __all__ = ["COST_UNITS", "FftLayout", "estimate_parts", "fixed_seconds", "layout",
            "layout_seconds", "unit_rates"]
 
 # The cost model's constants (``convt._dispatch.constants``) that price one unit of each
 # ``_features`` entry: transform samples * log2(transform length), per-bin GEMM complex
-# multiply-adds, values copied, 1-D transforms started, overlap-save block groups. One model:
+# multiply-adds, values copied, 1-D transforms started, overlap-save block groups, the
+# contraction's item visits and scalar-column steps (``_contraction``), and bytes of the
+# kernel spectra streamed from memory (``_estimate``, ``_fused_stream``). One model:
 # the tiling below and the dispatcher's estimate read the same constants
 # (``FftBackend.constants``).
 COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
-              "fft_group_s")
+              "fft_group_s", "fft_row_s", "fft_lane_s", "fft_read_s")
+# Vector bytes of the per-bin contraction's loops at AVX2 and up (``_fftrow.h``:
+# fftrow_contract_wide = 0, so 256-bit vectors on AVX-512 machines too).
+_CONTRACT_BYTES = 32
+# An array larger than this is read from memory on every pass over it: half of the 32 MiB
+# L3 of the 2-core AMD EPYC (Zen 4; the rest holds the call's other arrays). At 2 MiB (the
+# L2s) the 15 MB spectra of the 32 -> 32-channel 9 x 9 layer on 48 x 48 inputs were priced
+# as streamed and its prepared call moved to 2 x 2 tiles: 2.2-2.3 ms against 1.0-1.7 ms whole.
+_STREAM_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -96,9 +107,10 @@ def _axis_options(u, s, e):
                               if c - q + 1 < u]
 
 
-def _features(geom, opts):
+def _features(geom, opts, itemsize):
     """Per-call work of one (L, B, T) choice per axis, or of one (L, B, T, groups)
-    overlap-save choice, in the units of ``COST_UNITS``."""
+    overlap-save choice, in the units of ``COST_UNITS`` but the last (``_estimate``'s);
+    ``itemsize``: bytes of a real value of the compute dtype."""
     small = [o[0] for o in opts]
     pts = prod(small)
     nbins = pts // small[-1] * (small[-1] // 2 + 1)
@@ -110,26 +122,77 @@ def _features(geom, opts):
     # overlap-save writes each block's frame once, and pays per block group
     groups = opts[0][3] if len(opts[0]) > 3 else 0
     frames = 2 if passes > geom.batch and not groups else 1
+    visits, lanes = _contraction(geom, passes * phases * nbins, itemsize)
     return (passes * (c_in + phases * c_out) * pts * logn,
             passes * phases * nbins * c_in * (c_out // geom.groups),
             passes * (c_in * nbins + phases * c_out * (nbins + frames * pts)),
             passes * (c_in + phases * c_out) * sum(pts // n for n in small),
-            groups)
+            groups, visits, lanes)
 
 
-def _estimate(geom, opts, csize, rates):
+def _contraction(geom, bins, itemsize):
+    """(item visits, scalar-column steps) of the per-bin contraction over ``bins`` (phase,
+    bin, tile and batch element) tuples: ``_fftrow.h``'s fftrow_contract visits each item of
+    each group's bin row once (its set-up, the sums' stores and the row's write: what a
+    depthwise layer's 1 x 1 products cost), and sums the C_out/G columns in vectors of
+    ``_CONTRACT_BYTES`` (AVX2 and up; 16 bytes below), with the columns past the last whole
+    vector (C_out/G mod lanes) one at a time, each C_in/G steps of a chain of dependent
+    multiply-adds (~8 cycles a step, against a vector's 8-16 columns in the same steps)."""
+    cg, mg = geom.c_in // geom.groups, geom.c_out // geom.groups
+    lanes = (_CONTRACT_BYTES if _cpu.ISA >= 1 else 16) // itemsize
+    visits = bins * geom.groups
+    return visits, visits * cg * (mg % lanes)
+
+
+def _chunk(geom, budget, kernel, work):
+    """Batch elements per transform pass: as many as fit the budget next to the kernel
+    spectra (at least one)."""
+    return int(min(max(geom.batch, 1), max(1, (budget - kernel) // max(work, 1))))
+
+
+def _streamed(size, reads):
+    """Bytes read from memory: ``reads`` passes over an array of ``size`` bytes, when it
+    is larger than ``_STREAM_BYTES`` (else it stays in cache between passes: 0)."""
+    return reads * size if size > _STREAM_BYTES else 0
+
+
+def _fused_stream(geom, small, itemsize):
+    """Bytes the fused axis-0 DFT of a one-shot call (``fft_contract_dft``) streams: its
+    packed kernel (per phase and row of the other axes, C_in/G * C_out/G weights in blocks
+    of 16, Q0 // 2 + 1 centred terms, even and odd parts, real and imaginary parts in 2-D
+    and 3-D) is read once per pair of axis-0 rows, L0 // 2 + 1 rows (``_fftmul.pyx``)."""
+    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
+                                                          geom.strides)]
+    nd = geom.ndim
+    rest = [small[a] // 2 + 1 if a == nd - 1 else small[a] for a in range(1, nd)]
+    weights = 16 * -(-(geom.c_in // geom.groups) * (geom.c_out // geom.groups) // 16)
+    parts = 2 if nd > 1 else 1
+    packed = (prod(geom.strides) * prod(rest) * geom.groups * weights * (taps[0] // 2 + 1)
+              * 2 * parts * itemsize)
+    return _streamed(packed, -(-(small[0] // 2 + 1) // 2))
+
+
+def _estimate(geom, opts, csize, rates, budget):
     """(kernel bytes, work bytes per batch element, seconds per call, seconds of the kernel
-    spectra) of one choice per axis, at ``rates`` seconds per unit of each feature."""
+    spectra) of one choice per axis, at ``rates`` seconds per unit of each feature. The
+    contraction reads the kernel spectra once per batch chunk (overlap-save: per block
+    group), from memory when they outgrow the cache (``fft_read_s`` per byte)."""
     small = [o[0] for o in opts]
     nbins = prod(small) // small[-1] * (small[-1] // 2 + 1)
     phases, tiles = prod(geom.strides), prod(o[2] for o in opts)
     kernel = phases * nbins * geom.c_in * (geom.c_out // geom.groups) * csize
-    if len(opts[0]) > 3:   # overlap-save: one group's arrays at a time, the whole batch
+    save = len(opts[0]) > 3
+    if save:   # overlap-save: one group's arrays at a time, the whole batch
         tiles = -(-tiles // opts[0][3]) / max(geom.batch, 1)
     work = int(tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out))
-    call = sum(f * c for f, c in zip(_features(geom, opts), rates))
-    fuse = len(opts[0]) < 4   # overlap-save: the whole spectra (``_spectra``)
-    spectra = sum(f * c for f, c in zip(spectrum_features(geom, small, fuse), rates))
+    reads = opts[0][3] if save else -(-geom.batch // _chunk(geom, budget, kernel, work))
+    feats = (*_features(geom, opts, csize // 2), _streamed(kernel, reads))
+    call = sum(f * c for f, c in zip(feats, rates))
+    fuse = not save   # overlap-save: the whole spectra (``_spectra``)
+    spec = list(spectrum_features(geom, small, fuse)) + [0.0] * (len(rates) - 4)
+    if fuse and fuses_lead(geom, small):
+        spec[COST_UNITS.index("fft_read_s")] = _fused_stream(geom, small, csize // 2)
+    spectra = sum(f * c for f, c in zip(spec, rates))
     return kernel, work, call, spectra
 
 
@@ -148,14 +211,16 @@ def layout(geom, compute_dtype, budget, one_shot, rates, save=None, pick=None):
     kernel spectra. ``save``: ``FFT_OVERLAP_SAVE``. ``pick(options)`` may choose the
     per-axis (L, B, T) instead (to fit the cost model)."""
     if pick is None:
-        return _cheapest(geom, np.dtype(compute_dtype), budget, one_shot, rates, save)
+        return _cheapest(geom, np.dtype(compute_dtype), budget, one_shot, rates, save,
+                         _cpu.ISA)
     return _layout(geom, np.dtype(compute_dtype), budget, pick, one_shot, rates, save)
 
 
-# Pure in its arguments (geometries are frozen): a one-shot call on a shape seen before
-# skips the tiling search (~0.5 ms on 2-D layers).
+# Pure in its arguments (geometries are frozen; the ISA level, which sets the contraction's
+# vector width, is one): a one-shot call on a shape seen before skips the tiling search
+# (~0.5 ms on 2-D layers).
 @functools.lru_cache(maxsize=256)
-def _cheapest(geom, compute_dtype, budget, one_shot, rates, save):
+def _cheapest(geom, compute_dtype, budget, one_shot, rates, save, isa):
     return _layout(geom, compute_dtype, budget, None, one_shot, rates, save)
 
 
@@ -176,12 +241,12 @@ def _layout(geom, compute_dtype, budget, pick, one_shot, rates, save=None):
         combo = pick(options)
     else:
         def key(combo):
-            kernel, _, cost, spectra = _estimate(geom, combo, csize, rates)
+            kernel, _, cost, spectra = _estimate(geom, combo, csize, rates, budget)
             over = kernel > budget // 2
             return (over, kernel if over else cost + (spectra if one_shot else 0.0))
         combo = min(itertools.product(*options), key=key)
-    kernel, work, cost, spectra = _estimate(geom, combo, csize, rates)
-    chunk = int(min(max(geom.batch, 1), max(1, (budget - kernel) // max(work, 1))))
+    kernel, work, cost, spectra = _estimate(geom, combo, csize, rates, budget)
+    chunk = _chunk(geom, budget, kernel, work)
     lo = tuple(r[0] for r in reach)
     return FftLayout(
         lo=lo, used=used, block=tuple(o[1] for o in combo), tiles=tuple(o[2] for o in combo),
@@ -192,11 +257,15 @@ def _layout(geom, compute_dtype, budget, pick, one_shot, rates, save=None):
         save=-(-combo[0][2] // combo[0][3]) if len(combo[0]) > 3 else 0)
 
 
-@functools.lru_cache(maxsize=256)
 def layout_seconds(geom, compute_dtype, one_shot, rates, budget, save=None):
     """(seconds per call, seconds of the kernel spectra) of the tiling ``layout`` picks at
     ``rates``, or None when no input reaches the output. Cached (the tiling search
     dominates an estimate)."""
+    return _layout_seconds(geom, compute_dtype, one_shot, rates, budget, save, _cpu.ISA)
+
+
+@functools.lru_cache(maxsize=256)
+def _layout_seconds(geom, compute_dtype, one_shot, rates, budget, save, isa):
     lay = layout(geom, compute_dtype, budget, one_shot, rates, save)
     if lay.chunk == 0:
         return None
