@@ -31,11 +31,14 @@ __all__ = ["COST_UNITS", "FftLayout", "estimate_parts", "fixed_seconds", "layout
 # ``_features`` entry: transform samples * log2(transform length), per-bin GEMM complex
 # multiply-adds, values copied, 1-D transforms started, overlap-save block groups, the
 # contraction's item visits and scalar-column steps (``_contraction``), and bytes of the
-# kernel spectra streamed from memory (``_estimate``, ``_fused_stream``). One model:
+# kernel spectra streamed from memory (``_estimate``, ``_fused_stream``); a one-shot call's
+# kernel spectra price their DFT multiply-adds apart (``fft_spectra.spectrum_features``'
+# second entry), at the rate they were fitted with before the contraction's own terms. One
+# model:
 # the tiling below and the dispatcher's estimate read the same constants
 # (``FftBackend.constants``).
 COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
-              "fft_group_s", "fft_row_s", "fft_lane_s", "fft_read_s")
+              "fft_group_s", "fft_row_s", "fft_lane_s", "fft_read_s", "fft_dft_cmac_s")
 # Vector bytes of the per-bin contraction's loops at AVX2 and up (``_fftrow.h``:
 # fftrow_contract_wide = 0, so 256-bit vectors on AVX-512 machines too).
 _CONTRACT_BYTES = 32
@@ -109,7 +112,7 @@ def _axis_options(u, s, e):
 
 def _features(geom, opts, itemsize):
     """Per-call work of one (L, B, T) choice per axis, or of one (L, B, T, groups)
-    overlap-save choice, in the units of ``COST_UNITS`` but the last (``_estimate``'s);
+    overlap-save choice, in the units of ``COST_UNITS`` but the last two (``_estimate``'s);
     ``itemsize``: bytes of a real value of the compute dtype."""
     small = [o[0] for o in opts]
     pts = prod(small)
@@ -186,10 +189,11 @@ def _estimate(geom, opts, csize, rates, budget):
         tiles = -(-tiles // opts[0][3]) / max(geom.batch, 1)
     work = int(tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out))
     reads = opts[0][3] if save else -(-geom.batch // _chunk(geom, budget, kernel, work))
-    feats = (*_features(geom, opts, csize // 2), _streamed(kernel, reads))
+    feats = (*_features(geom, opts, csize // 2), _streamed(kernel, reads), 0)
     call = sum(f * c for f, c in zip(feats, rates))
     fuse = not save   # overlap-save: the whole spectra (``_spectra``)
     spec = list(spectrum_features(geom, small, fuse)) + [0.0] * (len(rates) - 4)
+    spec[1], spec[-1] = 0.0, spec[1]    # the DFTs' multiply-adds: fft_dft_cmac_s
     if fuse and fuses_lead(geom, small):
         spec[COST_UNITS.index("fft_read_s")] = _fused_stream(geom, small, csize // 2)
     spectra = sum(f * c for f, c in zip(spec, rates))
