@@ -138,6 +138,30 @@ def test_explain_contents():
     assert forced.choice == "direct" and "forced" in forced.reason
 
 
+def test_explain_shows_the_fft_tiling_and_the_one_shot_split():
+    """explain() names the FFT's tiling of a prepared and of a one-shot call (the backend's
+    describe) and the one-shot call's set-up (kernel spectra, weight packing)."""
+    from convt._backends import fft as _fft
+
+    w = np.zeros((32, 32, 9, 9), np.float32)
+    e = convt.explain((1, 32, 48, 48), w)
+    text = str(e)
+    prep, one = e.tilings["fft"]
+    assert prep == _fft.BACKEND.describe(e.geometry, np.float32, one_shot=False)
+    assert one == _fft.BACKEND.describe(e.geometry, np.float32, one_shot=True)
+    assert (f"[{prep}]" if prep == one else f"[prepared: {prep}; one-shot: {one}]") in text
+    assert "direct" not in e.tilings
+    for m, (p, o, setup) in e.split.items():
+        assert 0 < setup < o and p < o
+        if m == "direct":   # the same kernel runs: the prepared call plus the set-up
+            assert o == pytest.approx(p + setup)
+        assert f"{p * 1e3:.3f} ms prepared, {o * 1e3:.3f} ms one-shot (of which set-up " \
+               f"{setup * 1e3:.3f} ms)" in text
+    # a 1-D signal long enough for overlap-save blocks says so
+    long = convt.explain((1, 8, 16000), np.zeros((8, 8, 255), np.float32), method="fft")
+    assert any("overlap-save" in t or "overlap-add" in t for t in long.tilings["fft"])
+
+
 def test_explain_takes_conv_transposes_keywords():
     w = np.zeros((4, 2, 3), np.float32)
     out = np.full((1, 2, 10), 7.0, np.float32)

@@ -36,19 +36,18 @@ not elementwise: small outputs next to large ones lose relative accuracy.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
-from dataclasses import dataclass
-from math import ceil, log2, prod
+from math import ceil, prod
 
 import numpy as np
 import scipy.fft as sfft
 
-from .base import parallel
 from .direct.pixel import bias_filled
-from .fft_blocks import Lead, contract, run_save, save_options
-from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_dft, spectrum_features
+from .fft_blocks import Lead, contract, run_save
+from .fft_cost import FftLayout, layout, unit_rates
+from .fft_cost import estimate_parts as _cost_parts, fixed_seconds as _fixed_seconds
+from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_dft
 
 __all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth",
            "fft_layout", "plan_fft",
@@ -62,12 +61,6 @@ FFT_MEMORY_BUDGET = 256 * 2**20
 # has an output to compute, False rules it out. Module constant, for tests and measurements.
 FFT_OVERLAP_SAVE = None
 
-# The cost model's constants (``convt._dispatch.constants``) that price one unit of each
-# ``_features`` entry: transform samples * log2(transform length), per-bin GEMM complex
-# multiply-adds, values copied, 1-D transforms started. One model: the tiling below and the
-# dispatcher's estimate read the same constants (``FftBackend.constants``).
-_COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
-               "fft_group_s")
 # Kernel spectra kept per prepared operator, keyed by transform lengths (a new batch size or
 # an input shape with the same lengths reuses them); the oldest goes first.
 _SPECTRA_KEPT = 4
@@ -78,165 +71,17 @@ _SPECTRA_KEPT = 4
 _PLACE_TILES = 8
 
 
-@dataclass(frozen=True)
-class FftLayout:
-    """How one geometry is transformed; tuples hold one entry per spatial axis."""
-
-    lo: tuple        # first input index that reaches the output window
-    used: tuple      # input samples used from lo (0 on some axis: no input reaches)
-    block: tuple     # input samples per tile, B
-    tiles: tuple     # tiles, T = ceil(used / B)
-    small: tuple     # transform length, L >= B + ceil(E/s) - 1
-    length: tuple    # a tile's output frame (phases interleaved), N = L * s >= (B-1)*s + E
-    offset: tuple    # index of output position 0 in the frame of tile 0's output
-    chunk: int       # batch elements per transform pass
-    kernel_bytes: int
-    work_bytes: int  # working arrays of one batch element
-    cost: float      # estimated seconds per call, spectra excluded (the cost model above)
-    spectra: float   # estimated seconds of computing the kernel spectra (a one-shot call)
-    save: int = 0    # overlap-save (1-D): blocks per group (fft_blocks.run_save); 0: not
-
-    @property
-    def blocked(self):
-        return any(t > 1 for t in self.tiles)
-
-    @property
-    def bins(self):
-        """Spectrum shape of a tile (rfft on the last axis)."""
-        return (*self.small[:-1], self.small[-1] // 2 + 1)
-
-
-def _reach(geom, a):
-    """(lo, hi): the inputs of axis ``a`` that reach the output window (lo > hi if none).
-
-    Input i lands on full-output positions [i*s, i*s + E - 1]; the window is [pb, pb + O - 1].
-    Dropping the others shrinks the transforms when pads crop (or output_shape truncates).
-    """
-    s, e = geom.strides[a], (geom.kernel[a] - 1) * geom.dilations[a] + 1
-    pb, o = geom.pads_begin[a], geom.out_shape[a]
-    lo = max(0, -((e - 1 - pb) // s))
-    hi = min(geom.in_shape[a] - 1, (pb + o - 1) // s)
-    return lo, hi
-
-
-def _axis_options(u, s, e):
-    """(L, B, T) candidates of one axis: one tile of all ``u`` inputs, then overlap-add tiles
-    of B = L - Q + 1 inputs (Q = ceil(E/s) polyphase taps) with B >= Q, so that B*s >= E and
-    a tile's frame spills only into its next neighbour. Besides the smallest such L (the least
-    memory), L doubles from 16 (shorter transforms are all per-call overhead), and the L that
-    cut ``u`` into 2, 3, 4, 6 or 8 equal tiles (small kernel spectra for a one-shot call)."""
-    q = -(-e // s)
-    whole = sfft.next_fast_len(u + q - 1, real=True)
-    cands = {sfft.next_fast_len(2 * q - 1, real=True)}
-    cand = sfft.next_fast_len(max(2 * q - 1, 16), real=True)
-    while cand < whole:
-        cands.add(cand)
-        cand = sfft.next_fast_len(2 * cand, real=True)
-    for t in (2, 3, 4, 6, 8):
-        if -(-u // t) >= q:
-            cands.add(sfft.next_fast_len(-(-u // t) + q - 1, real=True))
-    return [(whole, u, 1)] + [(c, c - q + 1, ceil(u / (c - q + 1))) for c in sorted(cands)
-                              if c - q + 1 < u]
-
-
-def _features(geom, opts):
-    """Per-call work of one (L, B, T) choice per axis, or of one (L, B, T, groups)
-    overlap-save choice, in the units of ``_COST_UNITS``."""
-    small = [o[0] for o in opts]
-    pts = prod(small)
-    nbins = pts // small[-1] * (small[-1] // 2 + 1)
-    phases = prod(geom.strides)
-    passes = geom.batch * prod(o[2] for o in opts)   # tile transforms per channel
-    c_in, c_out = geom.c_in, geom.c_out
-    logn = log2(max(pts, 2))
-    # overlap-add writes every tile frame once more (zeroed sum, added, reshaped);
-    # overlap-save writes each block's frame once, and pays per block group
-    groups = opts[0][3] if len(opts[0]) > 3 else 0
-    frames = 2 if passes > geom.batch and not groups else 1
-    return (passes * (c_in + phases * c_out) * pts * logn,
-            passes * phases * nbins * c_in * (c_out // geom.groups),
-            passes * (c_in * nbins + phases * c_out * (nbins + frames * pts)),
-            passes * (c_in + phases * c_out) * sum(pts // n for n in small),
-            groups)
-
-
-def _estimate(geom, opts, csize, rates):
-    """(kernel bytes, work bytes per batch element, seconds per call, seconds of the kernel
-    spectra) of one choice per axis, at ``rates`` seconds per unit of each feature."""
-    small = [o[0] for o in opts]
-    nbins = prod(small) // small[-1] * (small[-1] // 2 + 1)
-    phases, tiles = prod(geom.strides), prod(o[2] for o in opts)
-    kernel = phases * nbins * geom.c_in * (geom.c_out // geom.groups) * csize
-    if len(opts[0]) > 3:   # overlap-save: one group's arrays at a time, the whole batch
-        tiles = -(-tiles // opts[0][3]) / max(geom.batch, 1)
-    work = int(tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out))
-    call = sum(f * c for f, c in zip(_features(geom, opts), rates))
-    fuse = len(opts[0]) < 4   # overlap-save: the whole spectra (``_spectra``)
-    spectra = sum(f * c for f, c in zip(spectrum_features(geom, small, fuse), rates))
-    return kernel, work, call, spectra
-
-
-def _rates(constants):
-    c = BACKEND.constants if constants is None else constants
-    if c is None:
-        raise RuntimeError("the FFT backend has no cost constants (convt._dispatch sets "
-                           "them at import): this is a bug in convt")
-    return tuple(c[k] for k in _COST_UNITS)
-
-
 def fft_layout(geom, compute_dtype, budget=None, pick=None, one_shot=False, constants=None):
     """The ``FftLayout`` of ``geom``: the cheapest tiling whose kernel spectrum fits half of
     ``budget`` (default ``FFT_MEMORY_BUDGET``), else the one with the smallest spectrum.
     Cheapest per call, or with ``one_shot`` per call plus its kernel spectra (a one-shot
     call computes them, so it prefers shorter transforms), by the cost model's
-    ``constants`` (default: the dispatcher's, ``FftBackend.constants``).
-    ``pick(options)`` may choose the per-axis (L, B, T) instead (to fit the cost model)."""
+    ``constants`` (default: the dispatcher's, ``FftBackend.constants``;
+    ``convt._backends.fft_cost``). ``pick(options)`` may choose the per-axis (L, B, T)
+    instead (to fit the cost model)."""
     budget = FFT_MEMORY_BUDGET if budget is None else budget
-    rates = _rates(constants)
-    save = FFT_OVERLAP_SAVE
-    if pick is None:
-        return _cheapest(geom, np.dtype(compute_dtype), budget, one_shot, rates, save)
-    return _layout(geom, np.dtype(compute_dtype), budget, pick, one_shot, rates, save)
-
-
-# Pure in its arguments (geometries are frozen): a one-shot call on a shape seen before
-# skips the tiling search (~0.5 ms on 2-D layers).
-@functools.lru_cache(maxsize=256)
-def _cheapest(geom, compute_dtype, budget, one_shot, rates, save):
-    return _layout(geom, compute_dtype, budget, None, one_shot, rates, save)
-
-
-def _layout(geom, compute_dtype, budget, pick, one_shot, rates, save=None):
-    csize = 2 * np.dtype(compute_dtype).itemsize
-    nd = geom.ndim
-    reach = [_reach(geom, a) for a in range(nd)]
-    used = tuple(max(hi - lo + 1, 0) for lo, hi in reach)
-    if min(used) == 0:  # no input reaches the window: every output is the bias
-        one = (1,) * nd
-        return FftLayout((0,) * nd, used, one, one, one, one, (0,) * nd, 0, 0, 0, 0.0, 0.0)
-    ext = [(k - 1) * d + 1 for k, d in zip(geom.kernel, geom.dilations)]
-    options = [_axis_options(u, s, e) for u, s, e in zip(used, geom.strides, ext)]
-    if nd == 1 and save is not False and pick is None:
-        saves = save_options(geom, reach[0][0], used[0], ext[0], options[0], save, csize)
-        options = [saves] if save and saves else [options[0] + saves]
-    if pick is not None:
-        combo = pick(options)
-    else:
-        def key(combo):
-            kernel, _, cost, spectra = _estimate(geom, combo, csize, rates)
-            over = kernel > budget // 2
-            return (over, kernel if over else cost + (spectra if one_shot else 0.0))
-        combo = min(itertools.product(*options), key=key)
-    kernel, work, cost, spectra = _estimate(geom, combo, csize, rates)
-    chunk = int(min(max(geom.batch, 1), max(1, (budget - kernel) // max(work, 1))))
-    lo = tuple(r[0] for r in reach)
-    return FftLayout(
-        lo=lo, used=used, block=tuple(o[1] for o in combo), tiles=tuple(o[2] for o in combo),
-        small=tuple(o[0] for o in combo),
-        length=tuple(o[0] * s for o, s in zip(combo, geom.strides)),
-        offset=tuple(pb - a * s for pb, a, s in zip(geom.pads_begin, lo, geom.strides)),
-        chunk=chunk, kernel_bytes=kernel, work_bytes=work, cost=cost, spectra=spectra,
-        save=-(-combo[0][2] // combo[0][3]) if len(combo[0]) > 3 else 0)
+    rates = unit_rates(BACKEND.constants if constants is None else constants)
+    return layout(geom, compute_dtype, budget, one_shot, rates, FFT_OVERLAP_SAVE, pick)
 
 
 def fft_growth(geom, lay):
@@ -419,19 +264,6 @@ def _place_tiles(y, z, geom, lay, n0):
         _place(y, z[(slice(None),) * (nd + 2) + ts], geom, lay, n0, off)
 
 
-@functools.lru_cache(maxsize=256)
-def _layout_seconds(geom, compute_dtype, one_shot, rates):
-    """(seconds per call, seconds of the kernel spectra) of the tiling ``fft_layout`` picks
-    at ``rates``, or None when no input reaches the output. Cached (the tiling search
-    dominates an estimate), so a changed ``FFT_MEMORY_BUDGET`` reaches only geometries not
-    seen before."""
-    lay = fft_layout(geom, compute_dtype, one_shot=one_shot,
-                     constants=dict(zip(_COST_UNITS, rates)))
-    if lay.chunk == 0:
-        return None
-    return lay.cost, lay.spectra
-
-
 class FftBackend:
     """Products of scipy.fft spectra, per output phase (``convt._backends.base``)."""
 
@@ -443,7 +275,7 @@ class FftBackend:
 
     def fixed_seconds(self, geom, c):
         """The per-call cost before any work (transform plans, Python)."""
-        return c["call_s"] + c["fft_call_s"] + geom.ndim * c["fft_axis_call_s"]
+        return _fixed_seconds(geom, c)
 
     def estimate(self, geom, compute_dtype, workers, c, one_shot=False):
         """Seconds of a prepared call, or with ``one_shot`` of a one-shot call (its own
@@ -451,17 +283,11 @@ class FftBackend:
         return sum(self.estimate_parts(geom, compute_dtype, workers, c, one_shot))
 
     def estimate_parts(self, geom, compute_dtype, workers, c, one_shot=False):
-        """(seconds of the call's own work, seconds of its kernel spectra and one-shot set-up
-        (``fft_one_shot_axis_s`` per spatial axis): 0 for a prepared call, which has them)."""
-        ct = np.dtype(compute_dtype)
-        parts = _layout_seconds(geom, ct, one_shot, tuple(c[k] for k in _COST_UNITS))
-        if parts is None:
-            return self.fixed_seconds(geom, c), 0.0
-        # fitted at 2 workers: rescaled to ``workers``
-        scale = ((c["fft_f64"] if ct == np.float64 else 1.0) * parallel(2, c)
-                 / parallel(workers, c))
-        setup = scale * parts[1] + geom.ndim * c["fft_one_shot_axis_s"]
-        return self.fixed_seconds(geom, c) + scale * parts[0], setup if one_shot else 0.0
+        """(seconds of the call's own work, seconds of its kernel spectra and one-shot set-up:
+        0 for a prepared call, which has them): ``convt._backends.fft_cost.estimate_parts``
+        at the budget and overlap-save setting in force."""
+        return _cost_parts(geom, compute_dtype, workers, c, one_shot, FFT_MEMORY_BUDGET,
+                           FFT_OVERLAP_SAVE)
 
     def describe(self, geom, compute_dtype, one_shot=False):
         """The tiling ``fft_layout`` picks, in words (for ``explain``)."""

@@ -76,7 +76,7 @@ DEFAULTS = {
     # random sweep's seeds 71-72 (`--fit s71.json s72.json --names fft_sample_log_s
     # fft_cmac_s fft_copy_s fft_transform_s fft_f64`), checked on seeds 73-74
     "fft_sample_log_s": 2.17e-10,
-    "fft_cmac_s": 2.16e-10,
+    "fft_cmac_s": 1.62e-10,        # refitted 2026-11-27 with the contraction's terms, below
     "fft_copy_s": 1.11e-9,
     "fft_transform_s": 1.16e-8,
     "fft_f64": 1.50,
@@ -88,13 +88,31 @@ DEFAULTS = {
     # cost"): prepared calls 45-55 us above their priced work, one-shot
     # ones 17-38 us (1-D), 54-82 us (2-D), 88-110 us (3-D) above that, less the direct
     # backend's own one-shot overhead (the plan, common to both)
-    "fft_call_s": 25e-6,
+    "fft_call_s": 46.5e-6,         # refitted 2026-11-27 on the random sweep, below
     "fft_axis_call_s": 5e-6,
     "fft_one_shot_axis_s": 32e-6,
     # per block group of a 1-D overlap-save call (convt._backends.fft_blocks.run_save): set by
     # hand (a group's five Python-level steps), checked by the overlap-save sweep of
     # docs/fft.md (the model's picks there are the faster tiling or within 10% of it, but one)
     "fft_group_s": 30e-6,
+    # The per-bin contraction (convt._backends.fft_cost._contraction): per item visit of a
+    # group's bin row, per one-at-a-time column step (C_out/G mod the vector lanes, C_in/G
+    # steps each); and per byte of kernel spectra streamed from memory (past half of L3: once per batch
+    # chunk; the one-shot fused DFT's packed kernel once per pair of rows). Issue 38's FFT
+    # misses past 1.5x on seeds 75-76 were calls these terms describe (1 x 1 depthwise
+    # products, 2 output channels a group, 100+ MB of spectra for one batch element).
+    # Fitted 2026-11-27 with fft_cmac_s and fft_call_s (0.216 ns, 25 us before: the
+    # sweep's small prepared FFT calls ran 1.3x over their price) on the random sweep's
+    # seeds 81-83 and the FFT probes 1-2 (`python docs/scripts/dispatch_random.py --fit
+    # r81.json r82.json s83.json p1.json p2.json --names fft_cmac_s fft_row_s fft_lane_s
+    # fft_read_s fft_call_s`; docs/dispatch.md), checked on seed 84, then 91-92
+    "fft_row_s": 1.23e-9,
+    "fft_lane_s": 0.667e-9,
+    "fft_read_s": 0.0381e-9,
+    # a one-shot call's kernel spectra, per DFT multiply-add as spectrum_features counts
+    # them: fft_cmac_s's value before the refit above (the contraction's own terms split out
+    # of it lowered fft_cmac_s; the spectra's price stays the one seeds 71-72 fitted)
+    "fft_dft_cmac_s": 2.16e-10,
     # One-shot calls beyond a prepared call of the same backend (seeds 51-53, "one-shot minus
     # prepared" of the forced timings): the call's set-up (40-90 us measured on the smallest
     # direct layers, not priced before; priced for the FFT's one-shot calls too, beside

@@ -30,8 +30,9 @@ __all__ = ["CONSTANTS", "DEFAULTS", "Estimate", "DirectKind", "direct_kind", "di
 class Estimate(NamedTuple):
     """Estimated seconds per backend (None: not estimated) of the call asked for (prepared
     or one-shot) and what the direct one runs; ``split`` holds, per estimated backend,
-    (seconds of a prepared call, seconds of a one-shot call, of which setup: the FFT's
-    kernel spectra, the direct backend's weight packing)."""
+    (seconds of a prepared call, seconds of a one-shot call, the part of the one-shot call
+    that a prepared one has done already: the FFT's kernel spectra and set-up, the direct
+    backend's weight packing and set-up)."""
     seconds: dict
     direct: DirectKind
     threads: int
@@ -111,7 +112,7 @@ def estimate(geom, compute_dtype, workers, constants=None, one_shot=False, stora
     kind = direct.storage_kind(geom, direct_kind(geom), storage)
     run = direct.BACKEND.estimate(geom, compute_dtype, workers, c, kind)
     pack = _packing_seconds(geom, compute_dtype, c)
-    split = {"direct": (run, run + pack)}
+    split = {"direct": (run, run + pack, pack)}
     times = {"direct": run + pack if one_shot else run}
     note = ""
     for name, backend in BACKENDS.items():
@@ -129,7 +130,8 @@ def estimate(geom, compute_dtype, workers, constants=None, one_shot=False, stora
             own, setup = backend.estimate_parts(geom, compute_dtype, workers, c, True)
             # a one-shot call's set-up besides its spectra (the backend's own per axis in
             # ``setup``; the call's, oneshot_call_s, as the direct backend's)
-            split[name] = (prepared, own + setup + c["oneshot_call_s"])
+            setup += c["oneshot_call_s"]
+            split[name] = (prepared, own + setup, setup)
             times[name] = split[name][1 if one_shot else 0]
         else:
             times[name] = backend.estimate(geom, compute_dtype, workers, c)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import tune as _tune
+from .._backends import BACKENDS
 from .._backends.direct.registry import describe
 from .._geometry.dtypes import compute_dtype
 from .._geometry.geometry import resolve
@@ -44,14 +45,20 @@ class Explanation:
     measured : dict or None, optional
         Seconds per backend that tuning measured, when this shape's signature is tuned.
     split : dict or None, optional
-        Per estimated backend, (seconds of a prepared call, seconds of a one-shot call):
-        a one-shot call computes the FFT's kernel spectra (with its own, shorter,
-        transforms) and packs the direct backend's weights. ``estimates`` holds the one
-        this operator makes (one-shot for `convt.explain` and `convt.conv_transpose`).
+        Per estimated backend, (seconds of a prepared call, seconds of a one-shot call,
+        seconds of the one-shot call's set-up): a one-shot call computes the FFT's kernel
+        spectra (with its own, shorter, transforms) and packs the direct backend's
+        weights. ``estimates`` holds the one this operator makes (one-shot for
+        `convt.explain` and `convt.conv_transpose`).
     rates : dict or None, optional
         Where the cost model's compute rates come from, per constant: this machine's FMA
         peak probe (rescaled, or the shipped value when the peak is within the dead band of
         the machine they were fitted on), or a calibration (docs/dispatch.md).
+    tilings : dict or None, optional
+        Per estimated backend that tiles its transforms (the FFT), (the tiling of a
+        prepared call, that of a one-shot call), in words: one transform, overlap-add tiles
+        or overlap-save blocks, and their lengths (a one-shot call, which computes its
+        kernel spectra, may prefer shorter ones).
 
     Examples
     --------
@@ -82,6 +89,7 @@ class Explanation:
     measured: dict | None = None
     split: dict | None = None
     rates: dict | None = None
+    tilings: dict | None = None
 
     def __str__(self):
         g = self.geometry
@@ -98,6 +106,12 @@ class Explanation:
             both = (self.split or {}).get(m)
             if t is not None and both is not None:
                 t = f"{_ms(both[0])} prepared, {_ms(both[1])} one-shot"
+                if len(both) > 2:
+                    t += f" (of which set-up {_ms(both[2])})"
+            tiling = (self.tilings or {}).get(m)
+            if t is not None and tiling is not None:
+                what += (f"  [{tiling[0]}]" if tiling[0] == tiling[1] else
+                         f"  [prepared: {tiling[0]}; one-shot: {tiling[1]}]")
             lines.append(f"  {m:8s} " + ("not estimated" if t is None else
                                          t if isinstance(t, str) else _ms(t)) + what)
         if self.rates:
@@ -140,10 +154,14 @@ def explain_plan(plan, x_shape):
             else:
                 reason = (f"not tuned yet: the first call times {', '.join(cands)}; "
                           f"until then the cost model says: {reason}")
+    tilings = {name: tuple(BACKENDS[name].describe(geom, plan.compute_dtype, one)
+                           for one in (False, True))
+               for name, t in est.seconds.items()
+               if t is not None and name != "direct" and hasattr(BACKENDS[name], "describe")}
     return Explanation(geometry=geom, method=plan.method, choice=choice, reason=reason,
                        estimates=dict(est.seconds), direct=direct, threads=est.threads,
                        workers=plan.workers, dtype=plan.dtype.name, measured=measured,
-                       split=dict(est.split), rates=rate_sources())
+                       split=dict(est.split), rates=rate_sources(), tilings=tilings)
 
 
 def _tune_within():

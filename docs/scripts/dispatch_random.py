@@ -42,10 +42,45 @@ import convt  # noqa: E402
 from convt._dispatch import cost as _cost  # noqa: E402
 from convt._dispatch import tune as _tune  # noqa: E402
 from convt._dispatch.plan import pick  # noqa: E402
-from benchmarks.random_cases import cases  # noqa: E402
+from benchmarks.random_cases import _fit_size, _log_int, cases  # noqa: E402
 
 METHODS = ("direct", "fft")
 KINDS = ("prepared", "one-shot")
+
+
+def fft_probe_cases(seed, n):
+    """``n`` affordable geometries drawn from ``seed`` where the FFT's pricing is least
+    certain (``--probes``): many groups or depthwise, tiny inputs (1-4 samples per axis) or
+    short ones, batch 1-4, long kernels, half of them float64. Not issue 38's space: for
+    finding the FFT's missing terms, never for the regret tables."""
+    rng = np.random.default_rng(10_000 + seed)
+    out = []
+    while len(out) < n:
+        d = int(rng.choice([1, 2, 3], p=[0.4, 0.45, 0.15]))
+        kind = str(rng.choice(["dense", "grouped", "depthwise"], p=[0.3, 0.3, 0.4]))
+        if kind == "depthwise":
+            g = c_in = _log_int(rng, 4, 256)
+            c_out = g * int(rng.choice([1, 1, 2]))
+        else:
+            g = 1 if kind == "dense" else int(rng.choice([8, 16, 32, 64]))
+            c_in = g * max(1, _log_int(rng, 1, 256) // g)
+            c_out = g * max(1, _log_int(rng, 1, 256) // g)
+        top = {1: 511, 2: 63, 3: 15}[d]
+        kernel = tuple(_log_int(rng, max(2, top // 8), top) for _ in range(d))
+        strides = tuple(int(rng.choice([1, 1, 2, 3, 4])) for _ in range(d))
+        dil = tuple(int(rng.choice([1, 1, 2])) for _ in range(d))
+        tiny = rng.random() < 0.5
+        size = tuple(int(rng.integers(1, 5)) if tiny else
+                     _log_int(rng, 4, {1: 4096, 2: 64, 3: 16}[d]) for _ in range(d))
+        case = dict(x=[int(rng.integers(1, 5)), c_in, *size], w=[c_in, c_out // g, *kernel],
+                    attrs=dict(strides=strides, dilations=dil, pads=(0,) * (2 * d), group=g),
+                    dtype=str(rng.choice(["float32", "float64"])), kind=kind)
+        case = _fit_size(case)
+        if case is not None:
+            out.append(case)
+    return out
+
+
 def inputs(c):
     rng = np.random.default_rng(0)
     dt = np.dtype(c["dtype"])
@@ -224,6 +259,8 @@ def main(argv=None):
     ap.add_argument("--cold", action="store_true",
                     help="time each call straight after the other calls (before 2026-11-26 "
                          "23:00: the seeds up to 18), not after a run of itself")
+    ap.add_argument("--probes", action="store_true",
+                    help="FFT-heavy geometries (fft_probe_cases) instead of issue 38's space")
     ap.add_argument("--json", default=None, help="raw results (JSON) to write")
     ap.add_argument("--out", default=None, help="Markdown file to write")
     ap.add_argument("--render", nargs="+", default=None, help="JSON files to tabulate")
@@ -243,7 +280,8 @@ def main(argv=None):
         runs = [json.load(open(p)) for p in args.render]
     else:
         rows = []
-        for i, c in enumerate(cases(args.seed, args.n)):
+        draw = fft_probe_cases if args.probes else cases
+        for i, c in enumerate(draw(args.seed, args.n)):
             rows.append(one_case(c, args.workers, args.rounds, args.budget, not args.cold))
             r = rows[-1]
             tp, to = r["times"]["prepared"], r["times"]["one-shot"]
@@ -254,7 +292,7 @@ def main(argv=None):
         runs = [dict(seed=args.seed, rows=rows, cpu=_tune.cpu_model(), cores=os.cpu_count(),
                      date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                      args=f"--n {args.n} --rounds {args.rounds} --budget {args.budget}"
-                          + (" --cold" if args.cold else ""))]
+                          + (" --cold" if args.cold else "") + (" --probes" if args.probes else ""))]
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(runs[0], f, default=float)

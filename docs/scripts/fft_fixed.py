@@ -12,7 +12,9 @@ import time
 import numpy as np
 
 import convt
-from convt._backends.fft import BACKEND as FB, _layout_seconds, _COST_UNITS
+from convt._backends.fft import BACKEND as FB
+from convt._backends.fft import FFT_MEMORY_BUDGET
+from convt._backends.fft_cost import COST_UNITS as _COST_UNITS, layout_seconds
 from convt._dispatch.constants import current
 rng = np.random.default_rng(1)
 cases = [((1,1,32),(1,1,5),1), ((1,4,64),(4,4,9),1), ((2,3,40),(3,3,7),1), ((1,8,100),(8,8,21),1),
@@ -35,8 +37,8 @@ for xs, ws, g in cases:
         r[m] = (best(f1), best(f2))
     geom = convt.explain(x, w, method="fft", workers=2, group=g).geometry
     rates = tuple(c[k] for k in _COST_UNITS)
-    pp = _layout_seconds(geom, np.dtype(np.float32), False, rates)
-    po = _layout_seconds(geom, np.dtype(np.float32), True, rates)
+    pp = layout_seconds(geom, np.dtype(np.float32), False, rates, FFT_MEMORY_BUDGET)
+    po = layout_seconds(geom, np.dtype(np.float32), True, rates, FFT_MEMORY_BUDGET)
     row = dict(case=str((xs, ws, g)), nd=len(xs)-2, fp=r["fft"][0], fo=r["fft"][1], dp=r["direct"][0], do=r["direct"][1],
                var_p=pp[0], var_o=po[0] + po[1], est_p=FB.estimate(geom, np.float32, 2, c),
                est_o=FB.estimate(geom, np.float32, 2, c, one_shot=True))
