@@ -47,8 +47,8 @@ import scipy.fft as sfft
 
 from .base import parallel
 from .direct.pixel import bias_filled
-from .fft_blocks import Lead, contract, run_save, save_options
-from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_dft, spectrum_features
+from .fft_blocks import contract, run_save, save_options
+from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_spectra, spectrum_features
 
 __all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth",
            "fft_layout", "plan_fft",
@@ -293,8 +293,7 @@ def _spectra(plan, geom, small, fuse=True):
         def buffer(name, shape, dtype):
             return plan.workspace.buffer(name, prod(shape), dtype).reshape(shape)
         if fuse and fuses_lead(geom, small):
-            taps = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
-            return Lead(make(buffer, lead=False), lead_dft(small[0], taps, ct), small[0])
+            return lead_spectra(plan.w_iox_compute, geom, small, ct, plan.workers, buffer)
         return make(buffer)
     store = plan.packed("fft-spectra", lambda p: _Spectra())
     return store.get((small, geom.strides, geom.dilations, np.dtype(ct).str), make)

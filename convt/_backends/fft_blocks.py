@@ -28,7 +28,7 @@ import numpy as np
 import scipy.fft as sfft
 from numpy.lib.stride_tricks import as_strided
 
-from .._kernels._fftmul import fft_contract, fft_contract_dft
+from .._kernels._fftmul import fft_contract, fft_contract_dft, fft_contract_packed
 
 __all__ = ["Lead", "SAVE_CACHE", "contract", "run_save", "save_groups", "save_options",
            "thread_pool"]
@@ -64,13 +64,19 @@ def thread_pool(threads):
 @dataclass(frozen=True)
 class Lead:
     """A one-shot call's kernel spectra short of axis 0's transform, which the contraction
-    applies row by row (``fft_contract_dft``): ``partial`` (P, parts, Q0, rows / L0-bins,
-    Cg * Mg), a strided view; ``dft`` (2, L0 // 2 + 1, Q0 // 2 + 1), the cos and sin table
-    of ``lead_dft``; ``length`` L0."""
+    applies row by row: ``dft`` (2, L0 // 2 + 1, Q0 // 2 + 1), the cos and sin table of
+    ``lead_dft``; ``length`` L0; then either ``partial`` (P, parts, Q0, rows / L0-bins,
+    Cg * Mg), a strided view (``fft_contract_dft`` packs it), or ``packed`` (P * ``rows``,
+    prow), already in the packed rows ``fft_contract_packed`` reads (``fft_pack_weights``),
+    with ``mg`` = C_out/G and ``cplx`` (A split complex; False: real, 1-D)."""
 
-    partial: np.ndarray
     dft: np.ndarray
     length: int
+    partial: np.ndarray = None
+    packed: np.ndarray = None
+    rows: int = 0
+    mg: int = 0
+    cplx: bool = True
 
 
 def contract(spec, wsplit, workers):
@@ -82,6 +88,16 @@ def contract(spec, wsplit, workers):
     call's ``Lead`` (``fft_contract_dft`` finishes each row's spectrum on the way). Returns
     (P, rows, items, Mg) complex.
     """
+    if isinstance(wsplit, Lead) and wsplit.packed is not None:
+        pk, cg, mg = wsplit.packed, spec.shape[-1], wsplit.mg
+        rows = wsplit.rows * (wsplit.length if wsplit.cplx else wsplit.dft.shape[1])
+        x = spec.reshape(rows, -1, cg)
+        out = np.empty((pk.shape[0] // wsplit.rows, rows, x.shape[1], mg), spec.dtype)
+        work = out.size * (cg + 2 * wsplit.dft.shape[2])
+        fft_contract_packed(x.view(pk.dtype), pk, wsplit.dft, out.view(pk.dtype), wsplit.length,
+                            wsplit.rows, wsplit.cplx,
+                            workers if work >= _MIN_THREADED_CMACS else 1)
+        return out
     if isinstance(wsplit, Lead):
         a = wsplit.partial
         phases, parts, taps, cg = a.shape[0], a.shape[1], a.shape[2], spec.shape[-1]

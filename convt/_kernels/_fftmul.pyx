@@ -46,6 +46,18 @@ cdef extern from "_fftrow.h" nogil:
     void fftrow_dft_d(int isa, const double* a, const double* ca, const double* sa,
                       const double* cb, const double* sb, double* s, int64_t terms,
                       int64_t nb, int64_t n, int cplx)
+    void fftrow_packw_f(int isa, const float* w, int64_t ws, int64_t nw, const int64_t* hi,
+                        const int64_t* lo, const int64_t* i1, int64_t taps1, int64_t terms,
+                        const float* fr, const float* fi, int64_t bins, int cplx, float* sd,
+                        float* out, int64_t ostride)
+    void fftrow_packw_d(int isa, const double* w, int64_t ws, int64_t nw, const int64_t* hi,
+                        const int64_t* lo, const int64_t* i1, int64_t taps1, int64_t terms,
+                        const double* fr, const double* fi, int64_t bins, int cplx,
+                        double* sd, double* out, int64_t ostride)
+
+
+# weights per packed block of A (fft_pack_weights' rows are laid out by it)
+FFTROW_BLOCK = CONVT_FFTROW_BLOCK
 
 
 cdef inline void _row(int isa, const real* x, const real* wr, const real* wi, real* y,
@@ -104,6 +116,18 @@ cdef void _pack(const real* a, real* out, int64_t taps, int64_t parts, int64_t k
                     o[parts * m + j] = hi - lo if t > 0 else 0
 
 
+cdef inline void _packw(int isa, const real* w, int64_t ws, int64_t nw, const int64_t* hi,
+                        const int64_t* lo, const int64_t* i1, int64_t taps1, int64_t terms,
+                        const real* fr, const real* fi, int64_t bins, bint cplx, real* sd,
+                        real* out, int64_t ostride) noexcept nogil:
+    if real is float:
+        fftrow_packw_f(isa, w, ws, nw, hi, lo, i1, taps1, terms, fr, fi, bins, cplx, sd, out,
+                       ostride)
+    else:
+        fftrow_packw_d(isa, w, ws, nw, hi, lo, i1, taps1, terms, fr, fi, bins, cplx, sd, out,
+                       ostride)
+
+
 cdef void _rotate(const real* x, real* out, int64_t count, real c, real s) noexcept nogil:
     """out = x * (c + i s), ``count`` interleaved complex values."""
     cdef int64_t j
@@ -160,35 +184,20 @@ def fft_contract_dft(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg
     the contraction. ``parts`` 2: A is split complex and R = L0 * RR rows; 1: A is real (1-D)
     and R = (L0 // 2 + 1) * RR. f: cos and sin of 2 pi f0 t / L0 for the rows f0 <= L0 // 2
     and t < terms = Q0 // 2 + 1 (the centred taps: ``_fftrow.h``). Shapes trusted;
-    Mg = y.shape[3] // 2, Cg = x.shape[2] // 2; ``isa`` as ``fft_contract``'s."""
-    cdef int64_t rows = x.shape[0], items = x.shape[1], cg = x.shape[2] // 2
-    cdef int64_t mg = y.shape[3] // 2, phases = a.shape[0], taps = a.shape[2]
-    cdef int64_t rr_n = a.shape[3], n = a.shape[4], half = f.shape[1], terms = f.shape[2]
-    cdef bint cplx = a.shape[1] == 2
+    Mg = y.shape[3] // 2, Cg = x.shape[2] // 2; ``isa`` as ``fft_contract``'s.
+    A is packed first (``_pack``), then ``fft_contract_packed``'s loop runs."""
+    cdef int64_t phases = a.shape[0], taps = a.shape[2], parts = a.shape[1]
+    cdef int64_t rr_n = a.shape[3], n = a.shape[4], terms = f.shape[2]
     cdef int64_t aps = a.strides[0] // sizeof(real), aim = a.strides[1] // sizeof(real)
     cdef int64_t ks = a.strides[2] // sizeof(real), rs = a.strides[3] // sizeof(real)
-    cdef int64_t yrow = items * 2 * mg, ys = rows * yrow, xrow = items * 2 * cg
-    cdef int64_t pairs = (half + 1) // 2
-    cdef int64_t u, p, f0, h, rr, r0, fb, c = terms - 1
+    cdef int64_t u, p
     cdef int64_t nb = (n + CONVT_FFTROW_BLOCK - 1) // CONVT_FFTROW_BLOCK
-    cdef int64_t prow = nb * terms * 2 * a.shape[1] * CONVT_FFTROW_BLOCK   # a packed row
-    cdef int64_t nn = (nb + 1) * CONVT_FFTROW_BLOCK   # scratch rows apart (_fftrow.h)
-    cdef const real* xp = &x[0, 0, 0] if x.size else NULL
+    cdef int64_t prow = nb * terms * 2 * parts * CONVT_FFTROW_BLOCK   # a packed row
     cdef const real* ap = &a[0, 0, 0, 0, 0] if a.size else NULL
-    cdef const real* fp = &f[0, 0, 0] if f.size else NULL
-    cdef real* yp = &y[0, 0, 0, 0] if y.size else NULL
-    cdef real* acc = NULL
     cdef real* packed = NULL
-    cdef real* s
-    cdef real* xr
-    cdef const real* fc
-    cdef int level = _cpu.ISA if isa < 0 else isa
-    cdef int err[1]
-    cdef int* errp = err
-    err[0] = 0
-    if rows == 0 or items == 0 or mg == 0 or phases == 0:
+    if x.shape[0] == 0 or x.shape[1] == 0 or y.shape[3] == 0 or phases == 0:
         return
-    if cg == 0 or taps == 0:
+    if x.shape[2] == 0 or taps == 0:
         y[...] = 0
         return
     if (n > 1 and a.strides[4] != sizeof(real)) or terms != taps // 2 + 1:
@@ -200,8 +209,110 @@ def fft_contract_dft(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg
     with nogil, parallel(num_threads=num_threads):
         for u in prange(phases * rr_n, schedule="static"):
             p = u // rr_n
-            _pack(ap + p * aps + (u - p * rr_n) * rs, packed + u * prow, taps, a.shape[1],
+            _pack(ap + p * aps + (u - p * rr_n) * rs, packed + u * prow, taps, parts,
                   ks, aim, n, nb, terms)
+    try:
+        _contract_packed(x, packed, prow, f, y, length, phases, rr_n, parts == 2,
+                         num_threads, isa)
+    finally:
+        free(packed)
+
+
+def fft_pack_weights(const real[:, ::1] w,             # IN  (C_in * Mg, prod(K)) IOX weights
+                     const int64_t[:, :, ::1] taps0,   # IN  (P, 2, terms) axis 0's rows
+                     const int64_t[:, ::1] taps1,      # IN  (P, Q1) the last axis' taps
+                     const real[:, :, ::1] f,          # IN  (2, bins, Q1) its half DFT
+                     real[:, ::1] out,                 # OUT (P * bins * G, prow) packed
+                     int64_t groups, bint cplx, int num_threads, int isa=-1):
+    """A one-shot call's kernel spectra short of axis 0, straight from the weights into the
+    packed rows ``fft_contract_packed`` reads (``_pack``'s layout: per row, blocks of BLOCK
+    weights, each every term's E and O): with ``cplx`` (2-D) A[p, k0, f1 * G + g] =
+    sum_q F[f1, q] h_p[k0, q] (F = f[0] + i f[1], the last axis' DFT of the polyphase kernel
+    h_p), E_t = A[c + t] + A[c - t], O_t = A[c + t] - A[c - t]; without (1-D) A is h_p itself
+    (bins 1). taps0[p, 0, t] / taps0[p, 1, t]: the offset in a weight's prod(K) taps of the
+    row of tap c + t / c - t of phase p's axis 0 (-1: a zero tap); taps1[p, q]: the offset
+    of its last axis' tap q (-1: zero). No polyphase kernel, no spectra array, no pack pass.
+    Each output value is computed by one thread: the same bits for any ``num_threads``."""
+    cdef int64_t phases = taps0.shape[0], terms = taps0.shape[2], q1 = taps1.shape[1]
+    cdef int64_t bins = f.shape[1], ws = w.shape[1], n = w.shape[0] // groups
+    cdef int64_t nb = (n + CONVT_FFTROW_BLOCK - 1) // CONVT_FFTROW_BLOCK
+    cdef int64_t prow = out.shape[1], rr_n = bins * groups, task, g, b, p
+    cdef int64_t step = (4 if cplx else 2) * CONVT_FFTROW_BLOCK
+    cdef const real* wp = &w[0, 0] if w.size else NULL
+    cdef const int64_t* t0 = &taps0[0, 0, 0] if taps0.size else NULL
+    cdef const int64_t* t1 = &taps1[0, 0] if taps1.size else NULL
+    cdef const real* fp = &f[0, 0, 0] if f.size else NULL
+    cdef real* op = &out[0, 0] if out.size else NULL
+    cdef real* sd = NULL
+    cdef int level = _cpu.ISA if isa < 0 else isa
+    cdef int err[1]
+    cdef int* errp = err
+    err[0] = 0
+    if prow != nb * terms * step or out.shape[0] != phases * rr_n or ws == 0 or q1 == 0:
+        raise RuntimeError("fft_pack_weights: packed rows of another shape: this is a bug in "
+                           "convt")
+    if n == 0 or phases == 0:
+        return
+    with nogil, parallel(num_threads=num_threads):
+        sd = <real*> malloc(2 * terms * q1 * CONVT_FFTROW_BLOCK * sizeof(real))
+        if sd == NULL:
+            errp[0] = 1
+        else:
+            for task in prange(groups * nb, schedule="static"):
+                g = task // nb
+                b = task - g * nb
+                for p in range(phases):
+                    _packw(level, wp + (g * n + b * CONVT_FFTROW_BLOCK) * ws, ws,
+                           min(CONVT_FFTROW_BLOCK, n - b * CONVT_FFTROW_BLOCK),
+                           t0 + p * 2 * terms, t0 + (p * 2 + 1) * terms, t1 + p * q1, q1,
+                           terms, fp, fp + bins * q1, bins, cplx, sd,
+                           op + (p * rr_n + g) * prow + b * terms * step, groups * prow)
+        free(sd)
+    if err[0]:
+        raise MemoryError("convt: no memory for the FFT kernel spectra's per-thread scratch")
+
+
+def fft_contract_packed(const real[:, :, ::1] x,         # IN  (R, items, 2 * Cg) interleaved
+                        const real[:, ::1] packed,       # IN  (P * RR, prow) packed A
+                        const real[:, :, ::1] f,         # IN  (2, L0 // 2 + 1, terms)
+                        real[:, :, :, ::1] y,            # OUT (P, R, items, 2 * Mg) interleaved
+                        int64_t length, int64_t rr_n, bint cplx, int num_threads, int isa=-1):
+    """``fft_contract_dft`` from A already packed (``fft_pack_weights``); ``cplx``: A split
+    complex (R = L0 * RR rows), else real (1-D, R = (L0 // 2 + 1) * RR)."""
+    cdef int64_t phases = packed.shape[0] // rr_n if rr_n else 0
+    if x.shape[0] == 0 or x.shape[1] == 0 or y.shape[3] == 0 or phases == 0:
+        return
+    if x.shape[2] == 0:
+        y[...] = 0
+        return
+    _contract_packed(x, &packed[0, 0], packed.shape[1], f, y, length, phases, rr_n, cplx,
+                     num_threads, isa)
+
+
+cdef _contract_packed(const real[:, :, ::1] x, const real* packed, int64_t prow,
+                      const real[:, :, ::1] f, real[:, :, :, ::1] y, int64_t length,
+                      int64_t phases, int64_t rr_n, bint cplx, int num_threads, int isa):
+    """The loop of ``fft_contract_dft`` over pairs of mirrored rows, from packed A (rows of
+    ``prow`` reals: (nb, terms, 2, parts, BLOCK))."""
+    cdef int64_t rows = x.shape[0], items = x.shape[1], cg = x.shape[2] // 2
+    cdef int64_t mg = y.shape[3] // 2, half = f.shape[1], terms = f.shape[2]
+    cdef int64_t parts = 2 if cplx else 1
+    cdef int64_t nb = prow // (terms * 2 * parts * CONVT_FFTROW_BLOCK)
+    cdef int64_t yrow = items * 2 * mg, ys = rows * yrow, xrow = items * 2 * cg
+    cdef int64_t pairs = (half + 1) // 2
+    cdef int64_t u, p, f0, h, rr, r0, fb, c = terms - 1
+    cdef int64_t nn = (nb + 1) * CONVT_FFTROW_BLOCK   # scratch rows apart (_fftrow.h)
+    cdef const real* xp = &x[0, 0, 0]
+    cdef const real* fp = &f[0, 0, 0]
+    cdef real* yp = &y[0, 0, 0, 0]
+    cdef real* acc = NULL
+    cdef real* s
+    cdef real* xr
+    cdef const real* fc
+    cdef int level = _cpu.ISA if isa < 0 else isa
+    cdef int err[1]
+    cdef int* errp = err
+    err[0] = 0
     with nogil, parallel(num_threads=num_threads):
         acc = <real*> malloc((2 * mg + 8 * nn + xrow) * sizeof(real))
         if acc == NULL:
@@ -230,6 +341,5 @@ def fft_contract_dft(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg
                             _row(level, xr, s + (4 * h + 2) * nn, s + (4 * h + 3) * nn,
                                  yp + p * ys + r0 * yrow, items, cg, mg, acc)
         free(acc)
-    free(packed)
     if err[0]:
         raise MemoryError("convt: no memory for the FFT contraction's per-thread scratch")
