@@ -149,3 +149,46 @@ def test_one_shot_packed_matches_reference(case, dtype, monkeypatch):
     assert np.abs(one - ref).max() <= tol * np.abs(ref).max()
     np.testing.assert_array_equal(outs[1], one)
     np.testing.assert_array_equal(outs[2], one)
+
+
+PLACE = [  # x shape, w shape, keywords, one_shot (its overlap-add tiles) or prepared
+    ((1, 32, 48, 48), (32, 32, 9, 9), {}, True),
+    ((1, 32, 48, 48), (32, 32, 9, 9), {}, False),
+    ((2, 6, 20, 21), (6, 5, 8, 6), dict(pads=[3, 1, 0, 4]), True),
+    ((3, 4, 13, 17), (4, 18, 5, 7), dict(strides=[2, 3], output_padding=[1, 2]), False),
+    ((1, 6, 30, 26), (6, 20, 7, 9), dict(group=2, pads=[9, 2, 1, 12]), True),
+    ((2, 8, 40, 33), (8, 3, 11, 5), dict(auto_pad="SAME_LOWER", strides=[1, 2]), True),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("case", PLACE, ids=[f"{i}" for i in range(len(PLACE))])
+def test_compiled_placement_gives_numpys_bits(case, workers, dtype, monkeypatch):
+    """fft_place2 (2-D, channels first: one frame or a few tiles) adds the tile frames in
+    the order of _place_tiles / _place: the same bits, for any thread count, with crops,
+    pads that cut into the frames, several groups and channel counts off the 16-block."""
+    x_shape, w_shape, kw, one_shot = case
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+
+    def run():
+        if one_shot:
+            return convt.conv_transpose(x, w, method="fft", workers=workers, **kw)
+        return convt.ConvTranspose(w, method="fft", workers=workers, **kw)(x)
+
+    placed = []
+    real = fft_mod.place2
+
+    def counting(*args):
+        placed.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(fft_mod, "place2", counting)
+    y = run()
+    assert placed, "the call did not take the compiled placement"
+    monkeypatch.setattr(fft_mod, "place2", lambda y, z, geom, lay, n0, workers: (
+        fft_mod._place_tiles(y, z, geom, lay, n0) if lay.blocked else
+        fft_mod._place(y, fft_mod._overlap_add(z, geom, lay, z.shape[3]), geom, lay, n0)))
+    np.testing.assert_array_equal(y, run())

@@ -47,7 +47,7 @@ import scipy.fft as sfft
 
 from .base import parallel
 from .direct.pixel import bias_filled
-from .fft_blocks import contract, run_save, save_options
+from .fft_blocks import contract, place2, run_save, save_options
 from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_spectra, spectrum_features
 
 __all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth",
@@ -402,7 +402,9 @@ def run_fft(xa, state, geom, plan, out=None):
                               plan.workers)
         spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=threads)
         z = _inverse(contract(spec, wspec, plan.workers), geom, lay, plan.workers)
-        if lay.blocked and prod(lay.tiles) <= _PLACE_TILES:
+        if nd == 2 and geom.data_format != "NXC" and prod(lay.tiles) <= _PLACE_TILES:
+            place2(y, z, geom, lay, n0, plan.workers)
+        elif lay.blocked and prod(lay.tiles) <= _PLACE_TILES:
             _place_tiles(y, z, geom, lay, n0)
         else:
             _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)

@@ -343,3 +343,71 @@ cdef _contract_packed(const real[:, :, ::1] x, const real* packed, int64_t prow,
         free(acc)
     if err[0]:
         raise MemoryError("convt: no memory for the FFT contraction's per-thread scratch")
+
+
+def fft_place2(const real[:, :, :, :, :, :, ::1] z,   # IN  (N0, N1, G, nc, T0, T1, Mg) frames
+               real[:, :, :, :, ::1] y,               # OUT (nc, G, Mg, O0, O1) channels first
+               int64_t offset0, int64_t step0, int64_t offset1, int64_t step1,
+               int num_threads):
+    """y[n, g, m, o0, o1] += z[a0, a1, g, n, t0, t1, m] for every tile (t0, t1) in order, a
+    = o + offset - t * step within the frame: the tile frames of a 2-D call added into a
+    channels-first output, the channels turned to the last place through a 16 x 16 block
+    per thread (the adds read the frames' channel rows, each output is loaded and stored
+    once). Each output row (n, g, o0) is made by one thread, its tiles added in the order
+    above: the bits of adding the tiles one after another, for any ``num_threads``."""
+    cdef int64_t n0_ = z.shape[0], n1_ = z.shape[1], groups = z.shape[2], nc = z.shape[3]
+    cdef int64_t t0n = z.shape[4], t1n = z.shape[5], mg = z.shape[6]
+    cdef int64_t o0n = y.shape[3], o1n = y.shape[4]
+    cdef int64_t zs0 = z.strides[0] // sizeof(real), zs1 = z.strides[1] // sizeof(real)
+    cdef int64_t zsg = z.strides[2] // sizeof(real), zsn = z.strides[3] // sizeof(real)
+    cdef int64_t zst0 = z.strides[4] // sizeof(real), zst1 = z.strides[5] // sizeof(real)
+    cdef int64_t task, n, g, o0, m0, b1, t0, t1, a0, lo, hi, o1, m, mb, ob
+    cdef const real* zp = &z[0, 0, 0, 0, 0, 0, 0] if z.size else NULL
+    cdef real* yp = &y[0, 0, 0, 0, 0] if y.size else NULL
+    cdef const real* src
+    cdef real* dst
+    cdef real* acc = NULL
+    cdef int err[1]
+    cdef int* errp = err
+    err[0] = 0
+    if y.shape[0] != nc or y.shape[1] != groups or y.shape[2] != mg:
+        raise RuntimeError("fft_place2: frames and output of other channels: this is a bug "
+                           "in convt")
+    if z.size == 0 or y.size == 0:
+        return
+    with nogil, parallel(num_threads=num_threads):
+        acc = <real*> malloc(16 * 16 * sizeof(real))
+        if acc == NULL:
+            errp[0] = 1
+        else:
+            for task in prange(nc * groups * o0n, schedule="static"):
+                n = task // (groups * o0n)
+                g = (task // o0n) % groups
+                o0 = task % o0n
+                dst = yp + ((n * groups + g) * mg * o0n + o0) * o1n
+                for m0 in range(0, mg, 16):
+                    mb = min(16, mg - m0)
+                    for b1 in range(0, o1n, 16):
+                        ob = min(16, o1n - b1)
+                        for o1 in range(ob):       # acc[o1][m] = y[m][o1]
+                            for m in range(mb):
+                                acc[o1 * 16 + m] = dst[(m0 + m) * o0n * o1n + b1 + o1]
+                        for t0 in range(t0n):
+                            a0 = o0 + offset0 - t0 * step0
+                            if a0 < 0 or a0 >= n0_:
+                                continue
+                            for t1 in range(t1n):
+                                # o1 in the block whose frame position is in [0, N1)
+                                lo = max(b1, t1 * step1 - offset1)
+                                hi = min(b1 + ob, n1_ + t1 * step1 - offset1)
+                                for o1 in range(lo, hi):
+                                    src = (zp + a0 * zs0 + (o1 + offset1 - t1 * step1) * zs1
+                                           + g * zsg + n * zsn + t0 * zst0 + t1 * zst1 + m0)
+                                    for m in range(mb):
+                                        acc[(o1 - b1) * 16 + m] += src[m]
+                        for o1 in range(ob):
+                            for m in range(mb):
+                                dst[(m0 + m) * o0n * o1n + b1 + o1] = acc[o1 * 16 + m]
+        free(acc)
+    if err[0]:
+        raise MemoryError("convt: no memory for the FFT placement's per-thread scratch")

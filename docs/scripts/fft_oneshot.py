@@ -64,7 +64,7 @@ def ratio(case, calls):
 
 _PARTS = {   # fft module name: the part it is counted in
     "kernel_spectrum": "spectra", "lead_spectra": "spectra", "_tiles": "input tiles", "contract": "contraction",
-    "_inverse": "inverse", "_place_tiles": "placement", "_place": "placement",
+    "_inverse": "inverse", "_place_tiles": "placement", "_place": "placement", "_place2": "placement",
     "_overlap_add": "placement", "bias_filled": "bias fill", "run_save": "overlap-save",
 }
 
