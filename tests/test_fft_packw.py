@@ -76,8 +76,8 @@ def test_packed_contraction_matches_oracle(case, dtype, isa):
         fft_pack_weights(w.reshape(geom.c_in * w.shape[1], -1), taps0, taps1, f, packed,
                          geom.groups, geom.ndim == 2, threads, isa)
         y = np.full((phases, rows, 3, mg), np.nan, ct)
-        fft_contract_packed(x.view(dtype), packed, dft, y.view(dtype), small[0],
-                            f.shape[1] * geom.groups, geom.ndim == 2, threads, isa)
+        fft_contract_packed(x.view(dtype), packed, dft, f, y.view(dtype), small[0],
+                            f.shape[1] * geom.groups, geom.groups, geom.ndim == 2, threads, isa)
         outs.append((packed, y))
     tol = 1e-5 if dtype == np.float32 else 1e-12
     assert np.abs(outs[0][1] - ref).max() <= tol * np.abs(ref).max()
@@ -91,7 +91,8 @@ def test_pack_refuses_rows_of_another_shape():
     _, taps0, taps1, f, shape = spectra_mod._pack_tables(geom, (10, 10), np.dtype(np.float32))
     w = np.zeros((16, 9), np.float32)
     out = np.zeros((shape[0], shape[1] + 16), np.float32)
-    with pytest.raises(RuntimeError, match="packed rows of another shape: this is a bug in convt"):
+    with pytest.raises(RuntimeError, match="packed rows or a table of another shape: this is a "
+                       "bug in convt"):
         fft_pack_weights(w, taps0, taps1, f, out, 1, True, 1)
 
 

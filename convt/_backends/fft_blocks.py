@@ -80,6 +80,8 @@ class Lead:
     rows: int = 0
     mg: int = 0
     cplx: bool = True
+    phase: np.ndarray = None   # the last axis' lead_dft table (fft_contract_packed)
+    groups: int = 1
 
 
 def contract(spec, wsplit, workers):
@@ -97,8 +99,8 @@ def contract(spec, wsplit, workers):
         x = spec.reshape(rows, -1, cg)
         out = np.empty((pk.shape[0] // wsplit.rows, rows, x.shape[1], mg), spec.dtype)
         work = out.size * (cg + 2 * wsplit.dft.shape[2])
-        fft_contract_packed(x.view(pk.dtype), pk, wsplit.dft, out.view(pk.dtype), wsplit.length,
-                            wsplit.rows, wsplit.cplx,
+        fft_contract_packed(x.view(pk.dtype), pk, wsplit.dft, wsplit.phase, out.view(pk.dtype),
+                            wsplit.length, wsplit.rows, wsplit.groups, wsplit.cplx,
                             workers if work >= _MIN_THREADED_CMACS else 1)
         return out
     if isinstance(wsplit, Lead):

@@ -231,7 +231,7 @@ def lead_spectra(w_iox, geom, small, ct, workers, buffer=None):
     threads = workers if packed.size * taps1.shape[1] >= _MIN_PACK_THREADED else 1
     fft_pack_weights(w, taps0, taps1, f, packed, geom.groups, geom.ndim == 2, threads)
     return Lead(dft, small[0], packed=packed, rows=f.shape[1] * geom.groups,
-                mg=w_iox.shape[1], cplx=geom.ndim == 2)
+                mg=w_iox.shape[1], cplx=geom.ndim == 2, phase=f, groups=geom.groups)
 
 
 @functools.lru_cache(maxsize=64)
@@ -260,7 +260,7 @@ def _pack_tables(geom, small, ct):
         if nd == 2:
             taps1[i] = _taps(geom, 1, r[1])
     if nd == 2:
-        f = _real_dft(small[1], taps[1], ct)
+        f = lead_dft(small[1], taps[1], ct)    # the last axis' taps centred too
     else:
         f = np.zeros((2, 1, 1), ct)
     n = (geom.c_in // geom.groups) * (geom.c_out // geom.groups)

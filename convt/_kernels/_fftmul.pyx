@@ -213,7 +213,7 @@ def fft_contract_dft(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg
                   ks, aim, n, nb, terms)
     try:
         _contract_packed(x, packed, prow, f, y, length, phases, rr_n, parts == 2,
-                         num_threads, isa)
+                         num_threads, isa, NULL, 0, 0, 1)
     finally:
         free(packed)
 
@@ -221,15 +221,17 @@ def fft_contract_dft(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg
 def fft_pack_weights(const real[:, ::1] w,             # IN  (C_in * Mg, prod(K)) IOX weights
                      const int64_t[:, :, ::1] taps0,   # IN  (P, 2, terms) axis 0's rows
                      const int64_t[:, ::1] taps1,      # IN  (P, Q1) the last axis' taps
-                     const real[:, :, ::1] f,          # IN  (2, bins, Q1) its half DFT
+                     const real[:, :, ::1] f,          # IN  (2, bins, Q1 // 2 + 1) cos, sin
                      real[:, ::1] out,                 # OUT (P * bins * G, prow) packed
                      int64_t groups, bint cplx, int num_threads, int isa=-1):
     """A one-shot call's kernel spectra short of axis 0, straight from the weights into the
     packed rows ``fft_contract_packed`` reads (``_pack``'s layout: per row, blocks of BLOCK
     weights, each every term's E and O): with ``cplx`` (2-D) A[p, k0, f1 * G + g] =
-    sum_q F[f1, q] h_p[k0, q] (F = f[0] + i f[1], the last axis' DFT of the polyphase kernel
-    h_p), E_t = A[c + t] + A[c - t], O_t = A[c + t] - A[c - t]; without (1-D) A is h_p itself
-    (bins 1). taps0[p, 0, t] / taps0[p, 1, t]: the offset in a weight's prod(K) taps of the
+    e^(i th c1) sum_q e^(-i th q) h_p[k0, q] (th = 2 pi f1 / L1, c1 = Q1 // 2: the last axis'
+    DFT of the polyphase kernel h_p with its taps centred, f = ``lead_dft``'s cos and sin of
+    th u; ``fft_contract_packed`` turns the row's input by e^(-i th c1)), E_t = A[c + t] +
+    A[c - t], O_t = A[c + t] - A[c - t]; without (1-D) A is h_p itself (bins 1).
+    taps0[p, 0, t] / taps0[p, 1, t]: the offset in a weight's prod(K) taps of the
     row of tap c + t / c - t of phase p's axis 0 (-1: a zero tap); taps1[p, q]: the offset
     of its last axis' tap q (-1: zero). No polyphase kernel, no spectra array, no pack pass.
     Each output value is computed by one thread: the same bits for any ``num_threads``."""
@@ -248,13 +250,15 @@ def fft_pack_weights(const real[:, ::1] w,             # IN  (C_in * Mg, prod(K)
     cdef int err[1]
     cdef int* errp = err
     err[0] = 0
-    if prow != nb * terms * step or out.shape[0] != phases * rr_n or ws == 0 or q1 == 0:
-        raise RuntimeError("fft_pack_weights: packed rows of another shape: this is a bug in "
-                           "convt")
+    if (prow != nb * terms * step or out.shape[0] != phases * rr_n or ws == 0 or q1 == 0
+            or (cplx and f.shape[2] != q1 // 2 + 1)):
+        raise RuntimeError("fft_pack_weights: packed rows or a table of another shape: this is a "
+                           "bug in convt")
     if n == 0 or phases == 0:
         return
     with nogil, parallel(num_threads=num_threads):
-        sd = <real*> malloc(2 * terms * q1 * CONVT_FFTROW_BLOCK * sizeof(real))
+        sd = <real*> malloc((2 * q1 + 4 * (q1 // 2 + 1)) * terms * CONVT_FFTROW_BLOCK
+                            * sizeof(real))
         if sd == NULL:
             errp[0] = 1
         else:
@@ -265,7 +269,7 @@ def fft_pack_weights(const real[:, ::1] w,             # IN  (C_in * Mg, prod(K)
                     _packw(level, wp + (g * n + b * CONVT_FFTROW_BLOCK) * ws, ws,
                            min(CONVT_FFTROW_BLOCK, n - b * CONVT_FFTROW_BLOCK),
                            t0 + p * 2 * terms, t0 + (p * 2 + 1) * terms, t1 + p * q1, q1,
-                           terms, fp, fp + bins * q1, bins, cplx, sd,
+                           terms, fp, fp + bins * f.shape[2], bins, cplx, sd,
                            op + (p * rr_n + g) * prow + b * terms * step, groups * prow)
         free(sd)
     if err[0]:
@@ -275,10 +279,14 @@ def fft_pack_weights(const real[:, ::1] w,             # IN  (C_in * Mg, prod(K)
 def fft_contract_packed(const real[:, :, ::1] x,         # IN  (R, items, 2 * Cg) interleaved
                         const real[:, ::1] packed,       # IN  (P * RR, prow) packed A
                         const real[:, :, ::1] f,         # IN  (2, L0 // 2 + 1, terms)
+                        const real[:, :, ::1] f1,        # IN  (2, bins1, terms1) axis 1's
                         real[:, :, :, ::1] y,            # OUT (P, R, items, 2 * Mg) interleaved
-                        int64_t length, int64_t rr_n, bint cplx, int num_threads, int isa=-1):
+                        int64_t length, int64_t rr_n, int64_t groups, bint cplx,
+                        int num_threads, int isa=-1):
     """``fft_contract_dft`` from A already packed (``fft_pack_weights``); ``cplx``: A split
-    complex (R = L0 * RR rows), else real (1-D, R = (L0 // 2 + 1) * RR)."""
+    complex (R = L0 * RR rows, RR = bins1 * ``groups``), its rows f1 turned by e^(i th c1) (the
+    last axis' centred taps: f1 = its ``lead_dft`` table, c1 = terms1 - 1), so each row's
+    input is turned back by e^(-i th c1); else real (1-D, R = (L0 // 2 + 1) * RR, f1 unused)."""
     cdef int64_t phases = packed.shape[0] // rr_n if rr_n else 0
     if x.shape[0] == 0 or x.shape[1] == 0 or y.shape[3] == 0 or phases == 0:
         return
@@ -286,14 +294,18 @@ def fft_contract_packed(const real[:, :, ::1] x,         # IN  (R, items, 2 * Cg
         y[...] = 0
         return
     _contract_packed(x, &packed[0, 0], packed.shape[1], f, y, length, phases, rr_n, cplx,
-                     num_threads, isa)
+                     num_threads, isa, &f1[0, 0, 0] if cplx else NULL, f1.shape[1], f1.shape[2],
+                     groups)
 
 
 cdef _contract_packed(const real[:, :, ::1] x, const real* packed, int64_t prow,
                       const real[:, :, ::1] f, real[:, :, :, ::1] y, int64_t length,
-                      int64_t phases, int64_t rr_n, bint cplx, int num_threads, int isa):
+                      int64_t phases, int64_t rr_n, bint cplx, int num_threads, int isa,
+                      const real* ph, int64_t ph_bins, int64_t ph_terms, int64_t groups):
     """The loop of ``fft_contract_dft`` over pairs of mirrored rows, from packed A (rows of
-    ``prow`` reals: (nb, terms, 2, parts, BLOCK))."""
+    ``prow`` reals: (nb, terms, 2, parts, BLOCK)); ``ph`` (NULL: none) the cos / sin table
+    (2, ph_bins, ph_terms) whose last column turns row rr's input by e^(-i th c1) more,
+    th of bin rr // ``groups``."""
     cdef int64_t rows = x.shape[0], items = x.shape[1], cg = x.shape[2] // 2
     cdef int64_t mg = y.shape[3] // 2, half = f.shape[1], terms = f.shape[2]
     cdef int64_t parts = 2 if cplx else 1
@@ -309,6 +321,7 @@ cdef _contract_packed(const real[:, :, ::1] x, const real* packed, int64_t prow,
     cdef real* s
     cdef real* xr
     cdef const real* fc
+    cdef real pc, ps, ra, rb
     cdef int level = _cpu.ISA if isa < 0 else isa
     cdef int err[1]
     cdef int* errp = err
@@ -324,6 +337,11 @@ cdef _contract_packed(const real[:, :, ::1] x, const real* packed, int64_t prow,
                 rr = u // pairs    # consecutive units share rr: its packed row stays in cache
                 f0 = 2 * (u - rr * pairs)
                 fb = f0 + 1 if f0 + 1 < half else f0
+                pc = 1
+                ps = 0
+                if ph != NULL:     # e^(-i th c1) of the row's last-axis bin
+                    pc = ph[(rr // groups) * ph_terms + ph_terms - 1]
+                    ps = -ph[(ph_bins + rr // groups) * ph_terms + ph_terms - 1]
                 for p in range(phases):
                     _dft_rows(level, packed + (p * rr_n + rr) * prow, fp + f0 * terms,
                               fp + (half + f0) * terms, fp + fb * terms,
@@ -332,12 +350,18 @@ cdef _contract_packed(const real[:, :, ::1] x, const real* packed, int64_t prow,
                         # row f0 + h: input turned by e^(-i theta c), theta = 2 pi f / L0
                         fc = fp + (f0 + h) * terms + c
                         r0 = (f0 + h) * rr_n + rr
-                        _rotate(xp + r0 * xrow, xr, items * cg, fc[0], -fc[half * terms])
+                        ra = fc[0]
+                        rb = -fc[half * terms]
+                        _rotate(xp + r0 * xrow, xr, items * cg, ra * pc - rb * ps,
+                                ra * ps + rb * pc)
                         _row(level, xr, s + 4 * h * nn, s + (4 * h + 1) * nn,
                              yp + p * ys + r0 * yrow, items, cg, mg, acc)
                         if cplx and f0 + h > 0 and 2 * (f0 + h) != length:
                             r0 = (length - f0 - h) * rr_n + rr     # the mirror row
-                            _rotate(xp + r0 * xrow, xr, items * cg, fc[0], fc[half * terms])
+                            ra = fc[0]
+                            rb = fc[half * terms]
+                            _rotate(xp + r0 * xrow, xr, items * cg, ra * pc - rb * ps,
+                                    ra * ps + rb * pc)
                             _row(level, xr, s + (4 * h + 2) * nn, s + (4 * h + 3) * nn,
                                  yp + p * ys + r0 * yrow, items, cg, mg, acc)
         free(acc)

@@ -171,18 +171,41 @@ ATTR static void fftrow_packw_##SUF(const T *restrict w, int64_t ws, int64_t nw,
             }                                                                                 \
         return;                                                                               \
     }                                                                                         \
+    /* the last axis' taps centred too (c1 = terms1 - 1): P_u = X[c1 + u] + X[c1 - u],       \
+     * M_u = X[c1 + u] - X[c1 - u] of X = S, D; sum_q e^(-i th q) X[q] = e^(-i th c1) (U - i V), \
+     * U = sum_u cos(th u) P_u, V = sum_u sin(th u) M_u: the rows get U - i V, and the         \
+     * contraction turns their input by e^(-i th c1) too (_fftmul.pyx) */                    \
+    const int64_t terms1 = taps1 / 2 + 1, c1 = terms1 - 1;                                   \
+    T *restrict pm = sd + 2 * terms * taps1 * B;    /* (terms, terms1, SP SM DP DM, B) */     \
+    for (int64_t t = 0; t < terms; t++)                                                       \
+        for (int64_t u = 0; u < terms1; u++) {                                                \
+            const T *restrict sh = ss + (t * taps1 + c1 + u) * B;                             \
+            const T *restrict sl = ss + (t * taps1 + c1 - u) * B;                             \
+            const T *restrict dh = dd + (t * taps1 + c1 + u) * B;                             \
+            const T *restrict dl = dd + (t * taps1 + c1 - u) * B;                             \
+            const int in = c1 + u < taps1;                                                    \
+            T *restrict q4 = pm + (t * terms1 + u) * 4 * B;                                   \
+            for (int64_t j = 0; j < B; j++) {                                                 \
+                const T a = in ? sh[j] : 0, b = in ? dh[j] : 0;                               \
+                q4[j] = u ? a + sl[j] : a;                                                    \
+                q4[B + j] = u ? a - sl[j] : 0;                                                \
+                q4[2 * B + j] = u ? b + dl[j] : b;                                            \
+                q4[3 * B + j] = u ? b - dl[j] : 0;                                            \
+            }                                                                                 \
+        }                                                                                     \
     for (int64_t f = 0; f < bins; f++) {                                                      \
-        const T *restrict cr = fr + f * taps1, *restrict ci = fi + f * taps1;                 \
+        const T *restrict cr = fr + f * terms1, *restrict ci = fi + f * terms1;               \
         T *restrict o = out + f * ostride;                                                    \
         for (int64_t t = 0; t < terms; t++)                                                   \
             for (int v = 0; v < NV; v++) {                                                    \
                 V er = {0}, ei = {0}, or_ = {0}, oi = {0};                                    \
-                const T *restrict s0 = ss + t * taps1 * B + v * ln;                           \
-                const T *restrict d0 = dd + t * taps1 * B + v * ln;                           \
-                for (int64_t q = 0; q < taps1; q++) {                                         \
-                    const V sv = CONVT_FFTROW_LD(V, s0 + q * B);                              \
-                    const V dv = CONVT_FFTROW_LD(V, d0 + q * B);                              \
-                    er += cr[q] * sv; ei += ci[q] * sv; or_ += cr[q] * dv; oi += ci[q] * dv;  \
+                const T *restrict p0 = pm + t * terms1 * 4 * B + v * ln;                      \
+                for (int64_t u = 0; u < terms1; u++) {                                        \
+                    const T *restrict q4 = p0 + u * 4 * B;                                    \
+                    er += cr[u] * CONVT_FFTROW_LD(V, q4);                                     \
+                    ei -= ci[u] * CONVT_FFTROW_LD(V, q4 + B);                                 \
+                    or_ += cr[u] * CONVT_FFTROW_LD(V, q4 + 2 * B);                            \
+                    oi -= ci[u] * CONVT_FFTROW_LD(V, q4 + 3 * B);                             \
                 }                                                                             \
                 T *restrict ot = o + t * 4 * B + v * ln;                                      \
                 CONVT_FFTROW_ST(ot, er); CONVT_FFTROW_ST(ot + B, ei);                         \
