@@ -38,8 +38,9 @@ _MIN_THREADED_MACS = 1 << 25
 _MIN_THREADED_FFT = (1 << 21, 1 << 21)
 
 # Below this many multiply-adds (packed values x the last axis' taps) ``fft_pack_weights``
-# runs on one thread. The 9 x 9 layer's 3.1 M (2-core AMD EPYC Zen 4, float32): 122 us on one
-# thread, 79-100 us on two; ~1 M is ~40 us, where a team's start-up eats the gain.
+# runs on one thread. The 9 x 9 layer's 3.1 M (2-core AMD EPYC Zen 4, float32; the plain
+# last-axis DFT, before its taps were centred): 122 us on one thread, 79-100 us on two; ~1 M
+# is ~40 us, where a team's start-up eats the gain.
 _MIN_PACK_THREADED = 1 << 20
 
 # fuses_lead's bounds: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps, and
