@@ -93,13 +93,12 @@ GEOMETRIES = [  # x shape, w shape, keywords
 def test_one_shot_fused_matches_reference(case, dtype, monkeypatch):
     x_shape, w_shape, kw = case
     calls = []
-    real = blocks_mod.fft_contract_dft
+    for name in ("fft_contract_dft", "fft_contract_packed"):
+        def counting(*args, real=getattr(blocks_mod, name)):
+            calls.append(args[-1])
+            return real(*args)
 
-    def counting(*args):
-        calls.append(args[-2])
-        return real(*args)
-
-    monkeypatch.setattr(blocks_mod, "fft_contract_dft", counting)
+        monkeypatch.setattr(blocks_mod, name, counting)
     monkeypatch.setattr(fft_mod, "FFT_OVERLAP_SAVE", False)   # its spectra are made whole
     # groups of fewer weights than fuses_lead takes run the fused path too, for the test
     monkeypatch.setattr(spectra_mod, "_FUSE_MIN_COLUMNS", 1)

@@ -44,10 +44,10 @@ import numpy as np
 import scipy.fft as sfft
 
 from .direct.pixel import bias_filled
-from .fft_blocks import Lead, contract, run_save
+from .fft_blocks import contract, place2, run_save
 from .fft_cost import FftLayout, layout, unit_rates
 from .fft_cost import estimate_parts as _cost_parts, fixed_seconds as _fixed_seconds
-from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_dft
+from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_spectra
 
 __all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth",
            "fft_layout", "plan_fft",
@@ -138,8 +138,7 @@ def _spectra(plan, geom, small, fuse=True):
         def buffer(name, shape, dtype):
             return plan.workspace.buffer(name, prod(shape), dtype).reshape(shape)
         if fuse and fuses_lead(geom, small):
-            taps = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
-            return Lead(make(buffer, lead=False), lead_dft(small[0], taps, ct), small[0])
+            return lead_spectra(plan.w_iox_compute, geom, small, ct, plan.workers, buffer)
         return make(buffer)
     store = plan.packed("fft-spectra", lambda p: _Spectra())
     return store.get((small, geom.strides, geom.dilations, np.dtype(ct).str), make)
@@ -248,7 +247,9 @@ def run_fft(xa, state, geom, plan, out=None):
                               plan.workers)
         spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=threads)
         z = _inverse(contract(spec, wspec, plan.workers), geom, lay, plan.workers)
-        if lay.blocked and prod(lay.tiles) <= _PLACE_TILES:
+        if nd == 2 and geom.data_format != "NXC" and prod(lay.tiles) <= _PLACE_TILES:
+            place2(y, z, geom, lay, n0, plan.workers)
+        elif lay.blocked and prod(lay.tiles) <= _PLACE_TILES:
             _place_tiles(y, z, geom, lay, n0)
         else:
             _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)

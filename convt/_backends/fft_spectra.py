@@ -19,7 +19,8 @@ import numpy as np
 import scipy.fft as sfft
 
 from .blas import blas_threads
-from .fft_blocks import thread_pool
+from .._kernels._fftmul import FFTROW_BLOCK, fft_pack_weights
+from .fft_blocks import Lead, thread_pool
 
 # Below this many multiply-adds a DFT GEMM runs on one thread. The GEMM takes ~0.1 ms per 4 M
 # multiply-adds on one Zen 4 core; a new pool per call cost ~0.3 ms, and even the persistent
@@ -36,6 +37,12 @@ _MIN_THREADED_MACS = 1 << 25
 # both, per rank (1-D, more axes), by these few points.
 _MIN_THREADED_FFT = (1 << 21, 1 << 21)
 
+# Below this many multiply-adds (packed values x the last axis' taps) ``fft_pack_weights``
+# runs on one thread. The 9 x 9 layer's 3.1 M (2-core AMD EPYC Zen 4, float32; the plain
+# last-axis DFT, before its taps were centred): 122 us on one thread, 79-100 us on two; ~1 M
+# is ~40 us, where a team's start-up eats the gain.
+_MIN_PACK_THREADED = 1 << 20
+
 # fuses_lead's bounds: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps, and
 # only with at least _FUSE_MIN_COLUMNS weights a group (C_in/G x C_out/G): the fused DFT runs
 # over blocks of 16 of them (_fftrow.h, CONVT_FFTROW_BLOCK), so a depthwise layer's one column
@@ -48,7 +55,7 @@ _FUSE_TAPS_LOG = 8
 _FUSE_MIN_COLUMNS = 8
 
 __all__ = ["dft_matrix", "fft_threads", "fuses_lead", "kernel_spectrum", "lead_dft",
-           "spectrum_features", "uses_dft"]
+           "lead_spectra", "spectrum_features", "uses_dft"]
 
 
 def fft_threads(size, lengths, workers):
@@ -197,6 +204,72 @@ def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None, lead=True):
     if not lead:   # a strided view in 2-D (fft_contract_dft reads it as it is)
         return spec.reshape(prod(geom.strides), 2, taps[0], -1, (c_in // g) * mg)
     return spec.reshape(prod(geom.strides), 2, -1, c_in // g, mg)
+
+
+def _taps(geom, a, p):
+    """Kernel index of each polyphase tap q of phase ``p``'s axis ``a`` (-1: a zero tap):
+    h_r[q] = wd[q*s + r], wd the kernel with d - 1 zeros between taps."""
+    s, d, k = geom.strides[a], geom.dilations[a], geom.kernel[a]
+    q = -(-((k - 1) * d + 1) // s)
+    e = np.arange(q) * s + p
+    return np.where((e % d == 0) & (e // d < k), e // d, -1)
+
+
+def lead_spectra(w_iox, geom, small, ct, workers, buffer=None):
+    """A one-shot call's kernel spectra short of axis 0 (``fuses_lead``), as a ``Lead``:
+    in 1-D and 2-D packed straight from the weights by one compiled pass
+    (``fft_pack_weights``: the last axis' DFT, the centred sums, the contraction's packed
+    rows; no polyphase copy, no GEMM, no pack); in 3-D ``kernel_spectrum(lead=False)``."""
+    buffer = _new if buffer is None else buffer
+    tables = _pack_tables(geom, small, np.dtype(ct))
+    if tables is None:
+        taps = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
+        partial = kernel_spectrum(w_iox, geom, small, ct, workers, buffer, lead=False)
+        return Lead(lead_dft(small[0], taps, ct), small[0], partial=partial)
+    dft, taps0, taps1, f, shape = tables
+    packed = buffer("fft-packed", shape, ct)
+    w = np.ascontiguousarray(w_iox, dtype=ct).reshape(geom.c_in * w_iox.shape[1], -1)
+    threads = workers if packed.size * taps1.shape[1] >= _MIN_PACK_THREADED else 1
+    fft_pack_weights(w, taps0, taps1, f, packed, geom.groups, geom.ndim == 2, threads)
+    return Lead(dft, small[0], packed=packed, rows=f.shape[1] * geom.groups,
+                mg=w_iox.shape[1], cplx=geom.ndim == 2, phase=f, groups=geom.groups)
+
+
+@functools.lru_cache(maxsize=64)
+def _pack_tables(geom, small, ct):
+    """(axis 0's ``lead_dft``, taps0, taps1, the last axis' half DFT, the packed shape) of
+    ``fft_pack_weights`` for ``geom`` at lengths ``small``, or None when it does not apply
+    (3-D, or a last axis by scipy.fft): per phase the kernel offsets of axis 0's centred tap
+    rows c + t and c - t and of the last axis' taps (-1: a zero tap). Read-only."""
+    nd = geom.ndim
+    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
+                                                          geom.strides)]
+    if nd > 2 or (nd == 2 and not uses_dft(taps[1], small[1], last=True)):
+        return None
+    terms = taps[0] // 2 + 1
+    c, row = terms - 1, prod(geom.kernel[1:])
+    phases = list(np.ndindex(*geom.strides))
+    taps0 = np.full((len(phases), 2, terms), -1, np.int64)
+    taps1 = np.zeros((len(phases), taps[-1] if nd == 2 else 1), np.int64)
+    for i, r in enumerate(phases):
+        k0 = _taps(geom, 0, r[0])
+        for t in range(terms):
+            if c + t < taps[0] and k0[c + t] >= 0:
+                taps0[i, 0, t] = k0[c + t] * row
+            if t > 0 and k0[c - t] >= 0:
+                taps0[i, 1, t] = k0[c - t] * row
+        if nd == 2:
+            taps1[i] = _taps(geom, 1, r[1])
+    if nd == 2:
+        f = lead_dft(small[1], taps[1], ct)    # the last axis' taps centred too
+    else:
+        f = np.zeros((2, 1, 1), ct)
+    n = (geom.c_in // geom.groups) * (geom.c_out // geom.groups)
+    prow = -(-n // FFTROW_BLOCK) * terms * (4 if nd == 2 else 2) * FFTROW_BLOCK
+    for a in (taps0, taps1, f):
+        a.flags.writeable = False
+    return (lead_dft(small[0], taps[0], ct), taps0, taps1, f,
+            (len(phases) * f.shape[1] * geom.groups, prow))
 
 
 def fuses_lead(geom, small):

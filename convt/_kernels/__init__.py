@@ -77,7 +77,8 @@
 # _fftmul.fft_contract the FFT backend's per-bin channel contraction (split real / imaginary
 #                      kernel spectra, OpenMP over bins: bit-identical for any thread count);
 #                      fft_contract_dft, a one-shot call's: each row's kernel spectrum made in
-#                      scratch from axis 0's taps first (loops per ISA level in _fftrow.h).
+#                      scratch from axis 0's taps first (loops per ISA level in _fftrow.h);
+#                      fft_pack_weights packs those taps straight from the weights (1-D, 2-D).
 # _openmp_helpers      whether OpenMP was compiled in, omp_get_max_threads(), release_threads().
 # _cpu                 the ISA level every kernel runs at (CONVT_ISA caps it), the FMA peak.
 #

@@ -6,7 +6,12 @@
  *
  * fftrow_contract: one bin row's items, y[i] = x[i] @ W (complex, W split: wr, wi, (Cg, Mg)).
  * fftrow_dft: one row's kernel spectrum W = sum_k F[f, k] A[k] (and, cplx, its mirror
- * row's, conj(F[f, k]) A[k]) from taps lines of A; see _fftmul.pyx. */
+ * row's, conj(F[f, k]) A[k]) from taps lines of A; see _fftmul.pyx.
+ * fftrow_packw: A's packed rows straight from BLOCK weights (fft_pack_weights): their taps
+ * gathered into the centred sums S_t = h[c + t] + h[c - t], D_t = h[c + t] - h[c - t] per
+ * last-axis tap, then (cplx, 2-D) the last axis' half DFT of each, E_t = sum_q F[f1, q] S_t[q]
+ * and O_t likewise, into the rows of every last-axis bin f1; no polyphase kernel, spectra
+ * array or pack pass in between. */
 #ifndef CONVT_FFTROW_H
 #define CONVT_FFTROW_H
 
@@ -132,6 +137,81 @@ ATTR static void fftrow_dft_##SUF(const T *restrict a, const T *restrict ca,    
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
+}                                                                                             \
+ATTR static void fftrow_packw_##SUF(const T *restrict w, int64_t ws, int64_t nw,              \
+        const int64_t *restrict hi, const int64_t *restrict lo, const int64_t *restrict i1,   \
+        int64_t taps1, int64_t terms, const T *restrict fr, const T *restrict fi,             \
+        int64_t bins, int cplx, T *restrict sd, T *restrict out, int64_t ostride)             \
+{                                                                                             \
+    typedef convt_v_##SUF V;                                                                  \
+    enum { NV = CONVT_FFTROW_BLOCK * sizeof(T) / VB, B = CONVT_FFTROW_BLOCK };                \
+    const int64_t ln = VB / sizeof(T);                                                        \
+    T *restrict ss = sd, *restrict dd = sd + terms * taps1 * B;                               \
+    /* S and D of each term and last-axis tap, weights innermost: a weight's taps are read   \
+     * in order (contiguous), written 16 apart */                                             \
+    for (int64_t j = 0; j < B; j++) {                                                         \
+        const T *restrict wj = w + j * ws;                                                    \
+        for (int64_t t = 0; t < terms; t++) {                                                 \
+            const int64_t h = j < nw ? hi[t] : -1, l = j < nw && t > 0 ? lo[t] : -1;          \
+            T *restrict so = ss + t * taps1 * B + j, *restrict dout = dd + t * taps1 * B + j; \
+            for (int64_t q = 0; q < taps1; q++) {                                             \
+                const int64_t k = i1[q];                                                      \
+                const T a = h >= 0 && k >= 0 ? wj[h + k] : 0;                                 \
+                const T b = l >= 0 && k >= 0 ? wj[l + k] : 0;                                 \
+                so[q * B] = a + b;                                                            \
+                dout[q * B] = t > 0 ? a - b : 0;                                              \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    if (!cplx) {    /* 1-D: A is the real kernel, E then O per term */                        \
+        for (int64_t t = 0; t < terms; t++)                                                   \
+            for (int64_t j = 0; j < B; j++) {                                                 \
+                out[t * 2 * B + j] = ss[t * B + j];                                           \
+                out[t * 2 * B + B + j] = dd[t * B + j];                                       \
+            }                                                                                 \
+        return;                                                                               \
+    }                                                                                         \
+    /* the last axis' taps centred too (c1 = terms1 - 1): P_u = X[c1 + u] + X[c1 - u],       \
+     * M_u = X[c1 + u] - X[c1 - u] of X = S, D; sum_q e^(-i th q) X[q] = e^(-i th c1) (U - i V), \
+     * U = sum_u cos(th u) P_u, V = sum_u sin(th u) M_u: the rows get U - i V, and the         \
+     * contraction turns their input by e^(-i th c1) too (_fftmul.pyx) */                    \
+    const int64_t terms1 = taps1 / 2 + 1, c1 = terms1 - 1;                                   \
+    T *restrict pm = sd + 2 * terms * taps1 * B;    /* (terms, terms1, SP SM DP DM, B) */     \
+    for (int64_t t = 0; t < terms; t++)                                                       \
+        for (int64_t u = 0; u < terms1; u++) {                                                \
+            const T *restrict sh = ss + (t * taps1 + c1 + u) * B;                             \
+            const T *restrict sl = ss + (t * taps1 + c1 - u) * B;                             \
+            const T *restrict dh = dd + (t * taps1 + c1 + u) * B;                             \
+            const T *restrict dl = dd + (t * taps1 + c1 - u) * B;                             \
+            const int in = c1 + u < taps1;                                                    \
+            T *restrict q4 = pm + (t * terms1 + u) * 4 * B;                                   \
+            for (int64_t j = 0; j < B; j++) {                                                 \
+                const T a = in ? sh[j] : 0, b = in ? dh[j] : 0;                               \
+                q4[j] = u ? a + sl[j] : a;                                                    \
+                q4[B + j] = u ? a - sl[j] : 0;                                                \
+                q4[2 * B + j] = u ? b + dl[j] : b;                                            \
+                q4[3 * B + j] = u ? b - dl[j] : 0;                                            \
+            }                                                                                 \
+        }                                                                                     \
+    for (int64_t f = 0; f < bins; f++) {                                                      \
+        const T *restrict cr = fr + f * terms1, *restrict ci = fi + f * terms1;               \
+        T *restrict o = out + f * ostride;                                                    \
+        for (int64_t t = 0; t < terms; t++)                                                   \
+            for (int v = 0; v < NV; v++) {                                                    \
+                V er = {0}, ei = {0}, or_ = {0}, oi = {0};                                    \
+                const T *restrict p0 = pm + t * terms1 * 4 * B + v * ln;                      \
+                for (int64_t u = 0; u < terms1; u++) {                                        \
+                    const T *restrict q4 = p0 + u * 4 * B;                                    \
+                    er += cr[u] * CONVT_FFTROW_LD(V, q4);                                     \
+                    ei -= ci[u] * CONVT_FFTROW_LD(V, q4 + B);                                 \
+                    or_ += cr[u] * CONVT_FFTROW_LD(V, q4 + 2 * B);                            \
+                    oi -= ci[u] * CONVT_FFTROW_LD(V, q4 + 3 * B);                             \
+                }                                                                             \
+                T *restrict ot = o + t * 4 * B + v * ln;                                      \
+                CONVT_FFTROW_ST(ot, er); CONVT_FFTROW_ST(ot + B, ei);                         \
+                CONVT_FFTROW_ST(ot + 2 * B, or_); CONVT_FFTROW_ST(ot + 3 * B, oi);            \
+            }                                                                                 \
+    }                                                                                         \
 }
 
 CONVT_FFTROW_BODIES(float, f_c, , 16)
@@ -155,7 +235,7 @@ CONVT_FFTROW_BODIES(double, d_avx512, CONVT_FFTROW_AVX512, 64)
 /* The contraction's rows are short (C_out/G outputs): 512-bit vectors left most of them to
  * the scalar tail, measured 1.8x slower than 256-bit on Zen 4; the DFT's packed blocks are
  * full vectors. */
-enum { fftrow_contract_wide = 0, fftrow_dft_wide = 1 };
+enum { fftrow_contract_wide = 0, fftrow_dft_wide = 1, fftrow_packw_wide = 1 };
 
 static inline void fftrow_contract_f(int isa, const float *x, const float *wr, const float *wi,
         float *y, int64_t items, int64_t cg, int64_t mg, int64_t xs, float *acc)
@@ -172,5 +252,18 @@ static inline void fftrow_dft_d(int isa, const double *a, const double *ca, cons
         const double *cb, const double *sb, double *s, int64_t terms, int64_t nb, int64_t n,
         int cplx)
 { CONVT_FFTROW_PICK(d, fftrow_dft, (a, ca, sa, cb, sb, s, terms, nb, n, cplx)); }
+
+static inline void fftrow_packw_f(int isa, const float *w, int64_t ws, int64_t nw,
+        const int64_t *hi, const int64_t *lo, const int64_t *i1, int64_t taps1, int64_t terms,
+        const float *fr, const float *fi, int64_t bins, int cplx, float *sd, float *out,
+        int64_t ostride)
+{ CONVT_FFTROW_PICK(f, fftrow_packw, (w, ws, nw, hi, lo, i1, taps1, terms, fr, fi, bins, cplx,
+                                      sd, out, ostride)); }
+static inline void fftrow_packw_d(int isa, const double *w, int64_t ws, int64_t nw,
+        const int64_t *hi, const int64_t *lo, const int64_t *i1, int64_t taps1, int64_t terms,
+        const double *fr, const double *fi, int64_t bins, int cplx, double *sd, double *out,
+        int64_t ostride)
+{ CONVT_FFTROW_PICK(d, fftrow_packw, (w, ws, nw, hi, lo, i1, taps1, terms, fr, fi, bins, cplx,
+                                      sd, out, ostride)); }
 
 #endif /* CONVT_FFTROW_H */
