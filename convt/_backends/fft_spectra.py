@@ -330,10 +330,18 @@ def spectrum_features(geom, small, fuse=True):
     taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
                                                           geom.strides)]
     cols = prod(geom.strides) * geom.c_in * (geom.c_out // geom.groups)
+    fused = fuse and fuses_lead(geom, small)
+    if fused and (nd == 1 or uses_dft(taps[1], small[1], last=True)) and nd <= 2:
+        # ``lead_spectra``'s packed pass: per weight, axis 0's Q0 // 2 + 1 centred terms
+        # (even and odd) of the last axis' half DFT over its Q1 // 2 + 1 centred taps,
+        # written once; no polyphase copy. Its axis-0 DFT stays in the contraction.
+        terms, bins = taps[0] // 2 + 1, (small[1] // 2 + 1 if nd == 2 else 1)
+        cmacs = cols * terms * bins * (taps[1] // 2 + 1) * 0.25 if nd == 2 else 0.0
+        cmacs += cols * bins * small[0] * terms * 0.25    # the fused axis-0 DFT
+        return 0.0, cmacs, float(cols * terms * bins * 2), 0.0
     dims = list(taps)
     samples = cmacs = transforms = 0.0
     copies = float(cols * prod(taps))                      # the polyphase kernel
-    fused = fuse and fuses_lead(geom, small)
     for a in reversed(range(nd)):
         n = small[a] // 2 + 1 if a == nd - 1 else small[a]
         lines = cols * prod(dims) // dims[a]
