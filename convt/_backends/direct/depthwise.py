@@ -130,7 +130,7 @@ def _aligned_empty(shape, dtype):
     # bytes more): the streamed stores need whole aligned vectors
     n = prod(shape) * np.dtype(dtype).itemsize
     raw = np.empty(n + _ALIGN, np.uint8)
-    at = -raw.ctypes.data % _ALIGN
+    at = -raw.__array_interface__["data"][0] % _ALIGN   # (ctypes.data: 2x the time)
     return raw[at:at + n].view(dtype).reshape(shape)
 
 
