@@ -41,6 +41,12 @@
  * per-thread scratch so that no vector is masked (same bits; depthwise_bilinear 0.90-1.24 of
  * the time, a 3 x 3 stride-2 layer 1.10-1.22: the copy costs what the masked vectors did).
  *
+ * With stream set (outputs of 8 MiB or more, convt._backends.direct.depthwise), a row whose
+ * first vector is 64-byte aligned stores its whole vectors with vmovntps: y is written once
+ * and is larger than L2, so reading its lines for ownership first only doubles its traffic
+ * (depthwise_bilinear 0.72-0.77 -> 0.66-0.69 ms in a loop, 1.22-1.38 -> 0.82-0.92 ms after
+ * a cache-evicting copy; docs/performance.md). The caller fences once per thread.
+ *
  * Used only when the caller's level (convt._kernels._cpu.kernel_level) says AVX2 and FMA
  * (run-time selection, portable build). The AVX-512 body (level 2) is the same row on zmm
  * vectors, its border taps through opmask registers (a zero-masking load and a merge-masked
