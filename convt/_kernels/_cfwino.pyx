@@ -33,11 +33,17 @@ next block's, all of them over the blocks of an image) against wino_ready's boun
 bits): the call returns False if a value is past it, and the caller then runs the micro
 variant, which overwrites all of y.
 
+16-bit x (x16, float16 needing F16C, or bfloat16) is read as it is: each segment is widened
+as the task copies it (_cwkernel.h's convt_cw_widen16) and the bound is tested on the 16-bit
+bits (_past16), so a 16-bit call makes no widening pass of x (hifigan_up3, float16: 0.13 ms
+of the call, docs/performance.md). A NaN sends the call to the micro variant, so F16C's
+quieting of a signaling NaN never reaches y.
+
 Assumes: x channels-first contiguous (N, C_in, W); wp packed by convt._backends.direct.cfwino.cf_weights,
 (G, QD, S, 3, Cg, 4); bias per output channel; the AVX2 + FMA path (isa 1).
 """
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint16_t
 from libc.string cimport memcpy, memset
 
 from ._finite cimport _exponent_at_least
@@ -46,6 +52,7 @@ from ._types cimport real
 from . import _cpu
 
 cdef extern from "_cwkernel.h" nogil:
+    void convt_cw_widen16(int kind, const uint16_t* s, float* d, int64_t n)
     void convt_cw_tile_f32(const float* s, int64_t kc, const float* w, float* out)
     void convt_cw_tile_f64(const double* s, int64_t kc, const double* w, double* out)
     void convt_cw_tile512_f32(const float* s, int64_t kc, const float* w, float* out)
@@ -77,10 +84,28 @@ cdef inline void _tile(const real* s, int64_t kc, const real* w, real* out,
             convt_cw_tile_f64(s, kc, w, out)
 
 
+cdef int64_t _past16(const uint16_t* v, int64_t n, int64_t spare, int kind) noexcept nogil:
+    # _exponent_at_least on v[:n] widened, tested on the 16-bit bits: bfloat16 keeps float32's
+    # exponent field (bits 7-14); a finite float16 widens to an exponent of at most 142, below
+    # any bound of spare < 113, so only its Inf and NaN (all ones) are past it
+    cdef int64_t i
+    cdef uint16_t bad = 0, lim = (0xff - <uint16_t> spare) << 7
+    if kind == 1:
+        for i in range(n):
+            bad |= (v[i] & 0x7f80) >= lim
+    else:
+        for i in range(n):
+            bad |= (v[i] & 0x7c00) == 0x7c00
+    return bad != 0
+
+
 cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
-                    const int64_t* d, real* sp, int64_t task, bint zmm) noexcept nogil:
+                    const int64_t* d, real* sp, int64_t task, bint zmm,
+                    const uint16_t* x16, int kind) noexcept nogil:
     # Task = (image n, block bi) of J tiles: its transforms, then its outputs. Returns 1 when
-    # a value of its part of x is past the bound.
+    # a value of its part of x is past the bound. x16 (16-bit x of the given kind, float
+    # only; x unread then): the bound tested on its bits, each segment widened as it is
+    # copied.
     cdef int64_t C = d[1], W = d[2], O = d[3], G = d[4], Cg = d[5], Mg = d[6], QD = d[7]
     cdef int64_t J = d[8], NB = d[9], emin = d[10], spare = d[13], L = d[14], S = d[15]
     cdef const int64_t* rset = d + 16     # per phase: its transform rows' set (0 or 1)
@@ -100,6 +125,18 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
     cdef const real* src
     cdef real* yr
     for c in range(C):
+        if real is float:
+            if x16 != NULL:
+                if c1 > c0:
+                    bad |= _past16(x16 + (n * C + c) * W + c0, c1 - c0, spare, kind)
+                if lo > 0:
+                    memset(seg, 0, min(lo, L) * sizeof(real))
+                if hi > lo:
+                    convt_cw_widen16(kind, x16 + (n * C + c) * W + base + lo, seg + lo, hi - lo)
+                if hi < L:
+                    memset(seg + max(hi, lo), 0, (L - max(hi, lo)) * sizeof(real))
+                convt_cw_rows_f32(seg, half, d + 11, st + c * J, C * J, J, ev, od)
+                continue
         xr = x + (n * C + c) * W
         if c1 > c0:
             bad |= _exponent_at_least(xr + c0, c1 - c0, spare)
@@ -150,7 +187,9 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
                                           #     the two row sets' offsets dd (0 or 1), spare,
                                           #     L, S, then per phase its row set
                 real[::1] scratch,        # OUT nthreads * (2 L + 6 C_in J + 12 S J) values
-                int num_threads):
+                int num_threads,
+                const uint16_t[::1] x16=None,   # IN  x in 16-bit storage (x then unread)
+                int kind=0):              # IN  x16's kind (_half.KINDS; needs F16C for 0)
     """Compute y; returns False (y then partly written) when a value of x is past the
     Winograd bound (the caller runs the micro variant). Releases the GIL. See the module
     docstring."""
@@ -160,6 +199,12 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
     if tasks == 0 or y.shape[0] == 0:
         return True
     cdef const real* xptr = &x[0]
+    cdef const uint16_t* x16p = NULL
+    if x16 is not None:
+        if real is not float or x16.shape[0] != dims[0] * dims[1] * dims[2] or dims[13] >= 113:
+            raise ValueError(f"cfwino_conv: x16 needs float32, N C_in W values and spare bits "
+                             f"below 113; got {x16.shape[0]} values, spare {dims[13]}")
+        x16p = &x16[0]
     cdef const real* wptr = &wp[0]
     cdef const real* bptr = &bias[0]
     cdef real* yptr = &y[0]
@@ -168,7 +213,7 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
     with nogil:
         for task in prange(tasks, schedule="dynamic", num_threads=num_threads):
             tid = threadid()
-            bad += _block(xptr, wptr, bptr, yptr, dm, sp + tid * per, task, zmm)
+            bad += _block(xptr, wptr, bptr, yptr, dm, sp + tid * per, task, zmm, x16p, kind)
     return bad == 0
 
 

@@ -324,6 +324,30 @@ convt_cw_rows_f64(const double* restrict seg, int64_t half, const int64_t* dd,
     CONVT_CW_ROWS(double)
 }
 
+/* n 16-bit values widened to float32 for the kernel's input segments (kind 0 float16 by F16C,
+ * 1 bfloat16 by a shift): exact for every finite value and Inf. A NaN may come out quieted,
+ * unlike astype: the caller's bound test sends any x holding a NaN to the micro variant. */
+__attribute__((target("avx2,f16c")))
+static void convt_cw_widen16(int kind, const uint16_t* s, float* d, int64_t n)
+{
+    int64_t i = 0;
+    if (kind == 0) {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*) (s + i))));
+        for (; i < n; i++)
+            d[i] = _cvtsh_ss(s[i]);
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*) (s + i)));
+            _mm256_storeu_si256((__m256i*) (d + i), _mm256_slli_epi32(v, 16));
+        }
+        for (; i < n; i++) {
+            uint32_t u = (uint32_t) s[i] << 16;
+            memcpy(d + i, &u, 4);
+        }
+    }
+}
+
 #else  /* no AVX2 path on this compiler/platform: the plan never runs this kernel */
 
 static void convt_cw_tile_f32(const float* s, int64_t kc, const float* w, float* out) {}
@@ -341,5 +365,9 @@ static void convt_cw_rows_f32(const float* seg, int64_t half, const int64_t* dd,
 static void convt_cw_rows_f64(const double* seg, int64_t half, const int64_t* dd, double* st,
                               int64_t CJ, int64_t J, double* ev, double* od) {}
 
+static inline void convt_cw_widen16(int kind, const uint16_t* s, float* d, int64_t n)
+{
+    (void) kind; (void) s; (void) d; (void) n;
+}
 #endif
 #endif

@@ -52,12 +52,15 @@ cdef extern from "_dwkernel.h" nogil:
     void convt_dw_row_f32(int isa, float* y, int64_t s2, int64_t qa, const int64_t* qe,
                           const int64_t* lo, const int64_t* hi, const int64_t* nt,
                           const float* x, const int64_t* off, const int64_t* e, const float* w,
-                          int64_t I2, float b, int64_t nrows, int64_t xstep, int64_t ystep)
+                          int64_t I2, float b, int64_t nrows, int64_t xstep, int64_t ystep,
+                          int stream)
     void convt_dw_row_f64(int isa, double* y, int64_t s2, int64_t qa, const int64_t* qe,
                           const int64_t* lo, const int64_t* hi, const int64_t* nt,
                           const double* x, const int64_t* off, const int64_t* e,
                           const double* w, int64_t I2, double b, int64_t nrows, int64_t xstep,
-                          int64_t ystep)
+                          int64_t ystep, int stream)
+    void convt_dw_fence()
+    void convt_dw_probe(int isa, const float* src, float* dst, int64_t n, int64_t r)
 
 from . import _cpu
 
@@ -204,7 +207,7 @@ cdef void _interleave(real* yr, const real* buf, const int64_t* phases, int64_t 
 cdef void _row_avx2(real* yr, const real* x, const real* w, const int64_t* arow, int64_t na,
                     const int64_t* phases, const int64_t* ptaps, int64_t qa, int64_t QB, real b,
                     int64_t wstride, int64_t I2, int64_t s2, int64_t nrows, int64_t ystep,
-                    int64_t* off, int64_t* te, real* wv, int isa) noexcept nogil:
+                    int64_t* off, int64_t* te, real* wv, int isa, int stream) noexcept nogil:
     # nrows row blocks, s2 = 1 or 2, by _dwkernel.h at level isa (1 AVX2, 2 AVX-512; phases'
     # terms laid out one after the other): row r at yr + r*ystep with every term one input
     # row (I2) further than row r-1's.
@@ -221,9 +224,11 @@ cdef void _row_avx2(real* yr, const real* x, const real* w, const int64_t* arow,
                        wv + first)
         first += nt[c]
     if real is float:
-        convt_dw_row_f32(isa, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep)
+        convt_dw_row_f32(isa, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep,
+                         stream)
     else:
-        convt_dw_row_f64(isa, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep)
+        convt_dw_row_f64(isa, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep,
+                         stream)
 
 
 cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int64_t qb,
@@ -234,7 +239,7 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
                    real* buf) noexcept nogil:
     # Block qb of output row (n, g*Mg + m, o0, o1) and, by the AVX2 kernel, of the nrows - 1
     # rows after it in its run (each ystep further in y, its taps one input row further).
-    # dims: N, C_in, G, Cg, Mg, I0, I1, I2, O0, O1, O2, K0, K1, K2, s2, QB, nqb, isa
+    # dims: N, C_in, G, Cg, Mg, I0, I1, I2, O0, O1, O2, K0, K1, K2, s2, QB, nqb, isa, stream
     cdef int64_t C_in = dims[1], G = dims[2], Cg = dims[3], Mg = dims[4]
     cdef int64_t I0 = dims[5], I1 = dims[6], I2 = dims[7]
     cdef int64_t O0 = dims[8], O1 = dims[9], O2 = dims[10]
@@ -256,7 +261,7 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
                 na += 1
     if dims[17] and s2 <= 2:
         _row_avx2(yr, x, w, arow, na, phases, ptaps, qa, QB, b, wstride, I2, s2, nrows, ystep,
-                  off, te, wv, <int> dims[17])
+                  off, te, wv, <int> dims[17], <int> dims[18])
         return
     if dims[17]:
         # s2 >= 3: the AVX2 kernel phase by phase (as stride 1) into the phase buffer, then
@@ -264,7 +269,7 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
         for c in range(s2):
             if phases[5 * c] > qa:
                 _row_avx2(buf + c * QB - qa, x, w, arow, na, phases + 5 * c, ptaps, qa, QB, b,
-                          wstride, I2, 1, 1, 0, off, te, wv, <int> dims[17])
+                          wstride, I2, 1, 1, 0, off, te, wv, <int> dims[17], 0)
         _interleave(yr, buf, phases, s2, QB, qa)
         return
     if s2 == 1:
@@ -344,9 +349,10 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
                   const int64_t[:, ::1] ptaps,         # IN  (taps, 2) k2, e (>= 1 row)
                   int64_t qblock,                      # IN  outputs q per task and phase
                   int num_threads,
-                  int isa=-1):                         # level (_cpu), -1 _cpu.ISA
+                  int isa=-1,                          # level (_cpu), -1 _cpu.ISA
+                  bint stream=False):                  # y's whole vectors past the caches
     """Compute y in place; releases the GIL. See the module docstring for the contract."""
-    cdef int64_t dims[18]
+    cdef int64_t dims[19]
     cdef int64_t s2 = phases.shape[0], nqb, nrows, ntasks, t, maxa
     cdef int err[1]
     cdef int* errp = err
@@ -364,6 +370,7 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
     dims[17] = 0
     if CONVT_DW_HAVE_AVX2:
         dims[17] = _cpu.kernel_level("depthwise", None if isa < 0 else isa)
+    dims[18] = stream and dims[17] > 0
     nrows = y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3] * nqb
     ntasks = (nrows + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     maxa = w.shape[4] * w.shape[1] * w.shape[2]
@@ -395,6 +402,8 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
             for t in prange(ntasks, schedule="static"):
                 _task_ncx(t, _ROWS_PER_TASK, nrows, xp, wp, bp, yp, t0, t1, r1, st, ph, pt, dims,
                           arow, off, te, wv, buf)
+            if dims[18]:
+                convt_dw_fence()
         free(arow)
         free(off)
         free(te)
@@ -402,3 +411,31 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
         free(buf)
     if err[0]:
         raise MemoryError("convt: no memory for the depthwise kernel's per-thread scratch")
+
+
+def traffic_probe(const float[::1] src,   # IN  n values, n a multiple of 8
+                  float[::1] dst,         # OUT r n values
+                  int num_threads):
+    """The depthwise kernel's memory traffic with no arithmetic, for timing it
+    (docs/scripts/depthwise_traffic.py's floor): dst, seen as (n / 8, r, 8), gets src, seen
+    as (n / 8, 1, 8), r times; src read once and dst written once, its lines streamed past
+    the caches when dst is 64-byte aligned (as depthwise_ncx streams a large y), each thread
+    a contiguous part as depthwise_ncx's static schedule gives it. Releases the GIL."""
+    cdef int64_t n = src.shape[0], r, blocks, bk, lo, hi
+    cdef int isa = 0
+    if n % 8 or n == 0 or dst.shape[0] % n:
+        raise ValueError(f"traffic_probe: src must hold a positive multiple of 8 values and dst "
+                         f"a multiple of src's; got {n} and {dst.shape[0]}")
+    r = dst.shape[0] // n
+    if CONVT_DW_HAVE_AVX2:
+        isa = _cpu.kernel_level("depthwise")
+    # blocks of 4096 values of src; the static schedule gives each thread a contiguous part
+    blocks = (n + 4095) // 4096
+    cdef const float* sp = &src[0]
+    cdef float* dp = &dst[0]
+    with nogil, parallel(num_threads=num_threads):
+        for bk in prange(blocks, schedule="static"):
+            lo = bk * 4096
+            hi = min(lo + 4096, n)
+            convt_dw_probe(isa, sp + lo, dp + lo * r, hi - lo, r)
+        convt_dw_fence()

@@ -41,6 +41,12 @@
  * per-thread scratch so that no vector is masked (same bits; depthwise_bilinear 0.90-1.24 of
  * the time, a 3 x 3 stride-2 layer 1.10-1.22: the copy costs what the masked vectors did).
  *
+ * With stream set (outputs of 8 MiB or more, convt._backends.direct.depthwise), a row whose
+ * first vector is 64-byte aligned stores its whole vectors with vmovntps: y is written once
+ * and is larger than L2, so reading its lines for ownership first only doubles its traffic
+ * (depthwise_bilinear 0.72-0.77 -> 0.66-0.69 ms in a loop, 1.22-1.38 -> 0.82-0.92 ms after
+ * a cache-evicting copy; docs/performance.md). The caller fences once per thread.
+ *
  * Used only when the caller's level (convt._kernels._cpu.kernel_level) says AVX2 and FMA
  * (run-time selection, portable build). The AVX-512 body (level 2) is the same row on zmm
  * vectors, its border taps through opmask registers (a zero-masking load and a merge-masked
@@ -122,19 +128,29 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
         A0 = LO;                                                                         \
     } while (0)
 
+/* A whole vector of y stored: streamed past the caches on a row whose vectors are aligned
+ * when the caller asks for it (st_, CONVT_DW_ROW), else an ordinary store. */
+#define CONVT_DW_ST(STREAM, STOREU, P, A)                                                \
+    do {                                                                                 \
+        if (st_)                                                                         \
+            STREAM(P, A);                                                                \
+        else                                                                             \
+            STOREU(P, A);                                                                \
+    } while (0)
+
 /* NV vectors from q, every phase inside its interior: computed, interleaved, stored. */
-#define CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, LANES, NV)          \
+#define CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, ZIPHI, LANES, NV)  \
     do {                                                                                 \
         CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, a_, 0, q);                     \
         if (s2 == 1) {                                                                   \
             for (i_ = 0; i_ < (NV); i_++)                                                \
-                STOREU(y + q + i_ * LANES, a_[i_]);                                      \
+                CONVT_DW_ST(STREAM, STOREU, y + q + i_ * LANES, a_[i_]);                 \
         } else {                                                                         \
             CONVT_DW_VEC(T, V, SET1, LOADU, FMADD, LANES, NV, b_, 1, q);                 \
             for (i_ = 0; i_ < (NV); i_++) {                                              \
                 CONVT_DW_ZIP(ZIPLO, ZIPHI, a_[i_], b_[i_], l_);                          \
-                STOREU(y + 2 * (q + i_ * LANES), a_[i_]);                                \
-                STOREU(y + 2 * (q + i_ * LANES) + LANES, b_[i_]);                        \
+                CONVT_DW_ST(STREAM, STOREU, y + 2 * (q + i_ * LANES), a_[i_]);           \
+                CONVT_DW_ST(STREAM, STOREU, y + 2 * (q + i_ * LANES) + LANES, b_[i_]);   \
             }                                                                            \
         }                                                                                \
     } while (0)
@@ -150,15 +166,16 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
         Z = convt_dw_clamp(qe[C] - q, LANES);                                            \
     } while (0)
 
-#define CONVT_DW_ROW(NAME, TARGET, T, V, LANES, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, \
-                     MT, MKMASK, MFMA)                                                   \
+#define CONVT_DW_ROW(NAME, TARGET, T, V, LANES, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, \
+                     ZIPHI, MT, MKMASK, MFMA)                                            \
 __attribute__((target(TARGET)))                                                          \
 static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t* lo,     \
                  const int64_t* hi, const int64_t* nt, const T* x, const int64_t* off0,  \
                  const int64_t* e0, const T* w0, int64_t I2, T b, int64_t nrows,         \
-                 int64_t xstep, int64_t ystep)                                           \
+                 int64_t xstep, int64_t ystep, int stream)                               \
 {                                                                                        \
     int64_t L = qa, H = qe[0], c, q, r, i_, z0, z1;                                      \
+    int st_;   /* this row's whole vectors streamed (CONVT_DW_ST) */                     \
     const int64_t* off[2] = {off0, off0 + nt[0]};   /* phase c's terms */                \
     const int64_t* e[2] = {e0, e0 + nt[0]};                                              \
     const T* w[2] = {w0, w0 + nt[0]};                                                    \
@@ -174,14 +191,15 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     b_[0] = SET1(b);   /* (phase 1's vector; unread when s2 == 1) */                     \
     for (r = 0; r < nrows; r++, y += ystep, x += xstep) {                                \
         k_ = 0;                                                                          \
+        st_ = stream && (uintptr_t) (y + s2 * qa) % 64 == 0;                             \
         for (q = qa; q < qe[0]; ) {                                                      \
             if (q >= L && q + 4 * LANES <= H) {                                          \
-                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, LANES, 4); \
+                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, ZIPHI, LANES, 4); \
                 q += 4 * LANES;                                                          \
                 continue;                                                                \
             }                                                                            \
             if (q >= L && q + 2 * LANES <= H) {                                          \
-                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, FMADD, ZIPLO, ZIPHI, LANES, 2); \
+                CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, ZIPHI, LANES, 2); \
                 q += 2 * LANES;                                                          \
                 continue;                                                                \
             }                                                                            \
@@ -192,9 +210,9 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
                 CONVT_DW_ZIP(ZIPLO, ZIPHI, a_[0], b_[0], l_);                            \
             }                                                                            \
             if (z0 == LANES && z1 == (s2 == 2 ? LANES : 0)) {                            \
-                STOREU(y + s2 * q, a_[0]);                                               \
+                CONVT_DW_ST(STREAM, STOREU, y + s2 * q, a_[0]);                          \
                 if (s2 == 2)                                                             \
-                    STOREU(y + 2 * q + LANES, b_[0]);                                    \
+                    CONVT_DW_ST(STREAM, STOREU, y + 2 * q + LANES, b_[0]);               \
             } else {   /* lanes j of phase c stored when q + j < qe[c], one by one */    \
                 STOREU(tmp_, a_[0]);                                                     \
                 STOREU(tmp_ + LANES, b_[0]);                                             \
@@ -223,10 +241,10 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
                      _mm256_castsi256_pd(m))
 
 CONVT_DW_ROW(convt_dw_row_f32_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
-             _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, convt_zip_lo_ps,
+             _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps, _mm256_fmadd_ps, convt_zip_lo_ps,
              convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32)
 CONVT_DW_ROW(convt_dw_row_f64_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
-             _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, convt_zip_lo_pd,
+             _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_fmadd_pd, convt_zip_lo_pd,
              convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64)
 
 /* AVX-512: the same row with zmm vectors (16 float32, 8 float64) and opmask registers: lanes
@@ -239,13 +257,26 @@ CONVT_DW_ROW(convt_dw_row_f64_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_
     _mm512_mask3_fmadd_pd(wv, _mm512_maskz_loadu_pd(m, p), acc, m)
 
 CONVT_DW_ROW(convt_dw_row_f32_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
-             __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_fmadd_ps,
+             __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps,
+             _mm512_fmadd_ps,
              convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
              CONVT_DW_MFMA512_32)
 CONVT_DW_ROW(convt_dw_row_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
-             __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_fmadd_pd,
+             __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd,
+             _mm512_fmadd_pd,
              convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
              CONVT_DW_MFMA512_64)
+
+__attribute__((target("avx2")))
+static void convt_dw_probe_avx2(const float* src, float* dst, int64_t n, int64_t r)
+{
+    int64_t i, k;
+    for (i = 0; i < n; i += 8) {
+        __m256 v = _mm256_loadu_ps(src + i);
+        for (k = 0; k < r; k++)
+            _mm256_stream_ps(dst + (i * r + 8 * k), v);
+    }
+}
 
 #endif /* CONVT_HAVE_AVX2_PATH */
 
@@ -269,12 +300,40 @@ CONVT_DW_ROW(convt_dw_row_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,f
 static inline void NAME(int isa, T* y, int64_t s2, int64_t qa, const int64_t* qe,        \
                         const int64_t* lo, const int64_t* hi, const int64_t* nt,         \
                         const T* x, const int64_t* off, const int64_t* e, const T* w,    \
-                        int64_t I2, T b, int64_t nrows, int64_t xstep, int64_t ystep)    \
+                        int64_t I2, T b, int64_t nrows, int64_t xstep, int64_t ystep,    \
+                        int stream)                                                      \
 {                                                                                        \
     CONVT_DW_PICK(NAME, y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep,    \
-                  ystep);                                                                \
+                  ystep, stream);                                                        \
 }
 CONVT_DW_DISPATCH(convt_dw_row_f32, float)
 CONVT_DW_DISPATCH(convt_dw_row_f64, double)
+
+/* The kernel's memory traffic with no arithmetic (docs/scripts/depthwise_traffic.py's floor):
+ * each of the n / 8 vectors of 8 values of src (n a multiple of 8) stored r times in a row
+ * into dst (8 r values a vector), streamed when dst is 64-byte aligned and the level isa has
+ * AVX2 (the caller fences), with ordinary stores else. */
+static inline void convt_dw_probe(int isa, const float* src, float* dst, int64_t n, int64_t r)
+{
+    int64_t i, k;
+#if CONVT_HAVE_AVX2_PATH
+    if ((uintptr_t) dst % 64 == 0 && isa >= 1) {
+        convt_dw_probe_avx2(src, dst, n, r);
+        return;
+    }
+#endif
+    for (i = 0; i < n; i += 8)
+        for (k = 0; k < r; k++)
+            memcpy(dst + (i * r + 8 * k), src + i, 8 * sizeof(float));
+}
+
+/* Orders this thread's streamed stores before whatever reads y next (the caller runs it once
+ * per thread after its last row). */
+static inline void convt_dw_fence(void)
+{
+#if CONVT_HAVE_AVX2_PATH
+    _mm_sfence();
+#endif
+}
 
 #endif /* CONVT_DWKERNEL_H */

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pixel import new_output
-from .storage import as_compute
-from ..._kernels import _cpu
+from .storage import as_compute, half_kind
+from ..._kernels import _cpu, _half
 from ..._kernels._cfwino import cf_pack, cfwino_conv
 from . import micro as _micro
 from .winograd_layout import wino_axes
@@ -122,7 +122,11 @@ def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
     y = new_output(geom, ct, out)   # (cf_layout takes no layer without input channels)
     if y.size == 0:
         return y
-    x = as_compute(xa, ct, workers, arena)   # 16-bit: one parallel widening
+    kind = half_kind(xa.dtype) if ct == np.float32 else None
+    if kind is None or (kind == 0 and not _half.F16C):
+        x, x16 = as_compute(xa, ct, workers, arena).reshape(-1), None
+    else:   # 16-bit: each block's segments widened as the kernel copies them, no pass of x
+        x, x16 = wp[:1], np.ascontiguousarray(xa).reshape(-1).view(np.uint16)
     n, c_in, g, s = geom.batch, geom.c_in, geom.groups, layout.stride
     e0 = min(layout.e)
     # the phases read their tiles' inputs from offset e0 (row set 0) or e0 + 1 (row set 1)
@@ -131,7 +135,8 @@ def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
                      0, 1, SPARE_BITS, layout.seg, s, *(e - e0 for e in layout.e)], np.int64)
     per = 2 * layout.seg + 6 * c_in * layout.tile + 3 * s * _ROWS * layout.tile
     scratch = arena.get("cf_block", (workers * per,), ct)
-    if not cfwino_conv(x.reshape(-1), wp, bias, y.reshape(-1), dims, scratch, workers):
+    if not cfwino_conv(x, wp, bias, y.reshape(-1), dims, scratch, workers, x16,
+                       0 if kind is None else kind):
         return None
     return y
 

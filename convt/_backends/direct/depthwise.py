@@ -35,6 +35,14 @@ __all__ = ["VARIANT", "DepthwiseLayout", "depthwise_kind", "depthwise_layout", "
 # longer than that are split into blocks, which also gives threads work on long 1-D signals.
 _PHASE_BUFFER = 2048
 _MIN_QBLOCK = 64
+# Outputs of at least this many bytes are stored past the caches (streamed: no read of y's
+# lines for ownership, _dwkernel.h), into a new y aligned to _ALIGN bytes (np.empty gives 16).
+# On depthwise_bilinear (16 MiB of y) the call went from 0.68-0.73 to 0.64-0.69 ms with y
+# reused from call to call and 1.24-1.9 to 0.74-1.1 ms after a cache-evicting copy; with 1-8
+# MiB of y streamed and plain stores tied, and a later read of y ran 5-10% slower after
+# streamed stores (docs/performance.md, "depthwise: streamed stores").
+_STREAM_BYTES = 8 << 20
+_ALIGN = 64
 
 
 @dataclass(frozen=True)
@@ -107,14 +115,26 @@ def run_depthwise(xa, layout, geom, plan, out=None):
     ct = plan.compute_dtype
     if geom.c_in == 0:  # nothing to contract: every position is the bias
         return bias_filled(geom, plan.bias_compute, ct, out)
-    y = new_output(geom, ct, out)
+    shape = geom.array_shape("output")
+    stream = prod(shape) * np.dtype(ct).itemsize >= _STREAM_BYTES
+    y = _aligned_empty(shape, ct) if stream and out is None else new_output(geom, ct, out)
     if y.size == 0:
         return y
     with plan.workspace.borrow() as arena:   # 16-bit: one parallel widening, kept buffer
-        return _run(as_compute(xa, ct, plan.threads(geom), arena), y, layout, geom, plan)
+        return _run(as_compute(xa, ct, plan.threads(geom), arena), y, layout, geom, plan,
+                    stream)
 
 
-def _run(x, y, layout, geom, plan):
+def _aligned_empty(shape, dtype):
+    # a new C-contiguous array whose first value is _ALIGN-byte aligned (a view of a few
+    # bytes more): the streamed stores need whole aligned vectors
+    n = prod(shape) * np.dtype(dtype).itemsize
+    raw = np.empty(n + _ALIGN, np.uint8)
+    at = -raw.__array_interface__["data"][0] % _ALIGN   # (ctypes.data: 2x the time)
+    return raw[at:at + n].view(dtype).reshape(shape)
+
+
+def _run(x, y, layout, geom, plan, stream):
     n, c_in, c_out, ct = geom.batch, geom.c_in, geom.c_out, plan.compute_dtype
     nxc = geom.data_format == "NXC"
     b = plan.bias_compute
@@ -132,16 +152,16 @@ def _run(x, y, layout, geom, plan):
         depthwise_nxc(x.reshape(n, *i3, c_in), w, b, y.reshape(n, *o3, c_out), tabs[0],
                       tabs[1], tabs[2], layout.steps, plan.threads(geom))
     else:
-        _ncx(x, y, b, layout, geom, plan)
+        _ncx(x, y, b, layout, geom, plan, stream)
     return y
 
 
-def _ncx(x, y, b, layout, geom, plan):
+def _ncx(x, y, b, layout, geom, plan, stream=False):
     i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
     depthwise_ncx(x.reshape(geom.batch, geom.c_in, *i3), plan.w_packed, b,
                   y.reshape(geom.batch, geom.c_out, *o3), layout.tabs[0], layout.tabs[1],
                   layout.rows1, layout.steps, layout.phases, layout.ptaps, layout.qblock,
-                  plan.threads(geom), _cpu.ISA)
+                  plan.threads(geom), _cpu.ISA, stream)
 
 
 # Below this many input or output channels per group, the depthwise kernel (memory-bound,
