@@ -42,16 +42,17 @@ DEFAULTS = {
     # a run of itself), checked on seeds 22-24; refitted on seeds 51-53 with the one-shot
     # terms below (gemm_call_s 0.79 -> 0.31 us: 1416 calls of (32, 10, 31) took 255 us in
     # all on 2 threads, 1d_n3_c248-80_i32_k59_g8), checked on seeds 31-32 and 61-62
-    # all but gemm_stream_s refitted 2026-11-27 with gemm_line_s, per segment the write-out
-    # starts (gemm.write_segments), and A's size taken against the whole L2, on seeds 71-76
-    # (docs/dispatch.md, "The direct backend's estimates"): the write-out's cost per value
-    # was a cost per segment (0.644 ns a value before)
-    "gemm_macs_per_s": 47.7e9,
-    "gemm_channel_half": 0.628,
-    "gemm_rows_half": 3.80,
-    "gemm_call_s": 2.92e-7,
-    "gemm_write_s": 1.64e-10,
-    "gemm_line_s": 4.31e-9,
+    # gemm_call_s, gemm_write_s and gemm_line_s, per segment the write-out starts
+    # (gemm.write_segments), refitted 2026-11-27 on seeds 71-76 with A's size taken against
+    # the whole L2 (docs/dispatch.md, "The direct backend's estimates"): the write-out's
+    # cost per value (0.644 ns) was mostly a cost per segment; the rate and the halves held
+    # (refitted too, they moved pixel-kernel layers to GEMMs that ran up to 2.1x slower)
+    "gemm_macs_per_s": 42.8e9,
+    "gemm_channel_half": 0.607,
+    "gemm_rows_half": 8.67,
+    "gemm_call_s": 1.77e-7,
+    "gemm_write_s": 1.30e-10,
+    "gemm_line_s": 4.28e-9,
     # per value of a GEMM's A operand larger than L2: set from one-thread sgemm timings
     # (convt._backends.direct.gemm.Gemm.extra_seconds), the sweeps hold too few such layers
     "gemm_stream_s": 0.4e-9,
