@@ -46,7 +46,7 @@ DEFAULTS = {
     # (gemm.write_segments), refitted 2026-11-27 on seeds 71-76 with A's size taken against
     # the whole L2 (docs/dispatch.md, "The direct backend's estimates"): the write-out's
     # cost per value (0.644 ns) was mostly a cost per segment; the rate and the halves held
-    # (refitted too, they moved pixel-kernel layers to GEMMs that ran up to 2.1x slower)
+    # (refitted too, they moved pixel and depthwise layers to GEMMs up to 2.1x slower)
     "gemm_macs_per_s": 42.8e9,
     "gemm_channel_half": 0.607,
     "gemm_rows_half": 8.67,
