@@ -42,18 +42,30 @@ DEFAULTS = {
     # a run of itself), checked on seeds 22-24; refitted on seeds 51-53 with the one-shot
     # terms below (gemm_call_s 0.79 -> 0.31 us: 1416 calls of (32, 10, 31) took 255 us in
     # all on 2 threads, 1d_n3_c248-80_i32_k59_g8), checked on seeds 31-32 and 61-62
+    # gemm_call_s, gemm_write_s and gemm_line_s, per segment the write-out starts
+    # (gemm.write_segments), refitted 2026-11-27 on seeds 71-76 with A's size taken against
+    # the whole L2 (docs/dispatch.md, "The direct backend's estimates"): the write-out's
+    # cost per value (0.644 ns) was mostly a cost per segment; the rate and the halves held
+    # (refitted too, they moved pixel and depthwise layers to GEMMs up to 2.1x slower)
     "gemm_macs_per_s": 42.8e9,
     "gemm_channel_half": 0.607,
     "gemm_rows_half": 8.67,
-    "gemm_call_s": 3.05e-7,
-    "gemm_write_s": 6.44e-10,
+    "gemm_call_s": 1.77e-7,
+    "gemm_write_s": 1.30e-10,
+    "gemm_line_s": 4.28e-9,
     # per value of a GEMM's A operand larger than L2: set from one-thread sgemm timings
     # (convt._backends.direct.gemm.Gemm.extra_seconds), the sweeps hold too few such layers
     "gemm_stream_s": 0.4e-9,
     # register tiles, set by hand (2026-11-21, AVX2 + FMA): 64-512-channel 3x3 / 4x4 layers
     # at 188-208 GFLOP/s on 2 workers; the half rate from 16-channel layers on one thread
     "micro_macs_per_s": 57e9,
-    "micro_channel_half": 7.0,
+    "micro_channel_half": 7.0,     # the Winograd and upsample variants' tiles
+    # the micro variant's: half the rate at micro_depth_half products summed per tile visit
+    # (input channels x taps, convt._backends.direct.micro.tile_depth), and its call's
+    # set-up; fitted 2026-11-27 on the random sweep's seeds 71-76 (micro_macs_per_s held;
+    # docs/dispatch.md, "The direct backend's estimates")
+    "micro_depth_half": 40.5,
+    "micro_call_s": 12.9e-6,
     # gather kernel: its inner loop runs along a group's output channels, c_out / (c_out +
     # half) of its rate per group (refitted on the random sweep's seed 12, below)
     "pixel_macs_per_s": 6.6e9,

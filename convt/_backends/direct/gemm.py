@@ -27,7 +27,7 @@ from ..._kernels._gemm import phase_gemm
 from ..._kernels._layout import MERGE_TAPS, merge_iox
 
 __all__ = ["VARIANT", "GemmLayout", "gemm_fits", "batch_rows_layout", "gemm_layout", "grid_shape", "merged_weights",
-           "phase_combos", "run_gemm"]
+           "phase_combos", "run_gemm", "write_segments"]
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,7 @@ def gemm_layout(geom):
                       tap_e=np.array(tap_e, np.int64), sets=sets, ops=ops, op_taps=op_taps,
                       merge_dst=merge_dst, merge_step=merge_step,
                       tasks=_grid_tasks(phases, sets, phase_rows, tile_rows, n,
-                                        img if cf else 0),
-                      channels_first=cf,
+                                        img if cf else 0), channels_first=cf,
                       tile_rows=tile_rows, tile=tile_rows * size * geom.c_out,
                       gemm_macs=gemm_macs, exact_macs=exact_macs)
 
@@ -318,10 +317,11 @@ def _run_gemm(xa, state, geom, plan, out=None):
                         arena, out)
 
 
-# Half of a core's L2 (1 MiB on Zen 4, 1.25-2 MiB on recent Intel cores): BLAS's packed
-# copies and C share it. (18724, 7, 18) GEMMs, A = 700 KB: 100 us each, 12 G MAC/s
-# (1d_n1_c18-7_i9619_k55_d2, random sweep seed 25); (1000, 64, 64), A = 256 KB: 36 G.
-_L2_BYTES = 1 << 19
+# A core's L2 (1 MiB on Zen 4, 1.25-2 MiB on recent Intel cores): a larger A operand is
+# packed from L3 or memory. Half of it overpriced GEMMs whose A fits: 75 of (584, 4, 241),
+# A = 563 KB, ran 0.88 ms on 1.5 threads, priced 4.0 (2d_n3_c241-2_i4x74_k2x25_s2x1_d1x3,
+# random sweep seed 72, 2-core AMD EPYC Zen 4).
+_L2_BYTES = 1 << 20
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
 # used (gemm_fits); the 14 bench workloads have 0.0-0.85.
 _MAX_GRID_GROWTH = 8
@@ -340,11 +340,12 @@ class GemmCalls(NamedTuple):
     depth: np.ndarray
     tasks: int
 
-    def streamed(self):
-        """Values of A (m x k input rows) read by the calls whose A outgrows _L2_BYTES in
-        float32 (BLAS then packs it from L3 or memory)."""
+    def streamed(self, itemsize=4):
+        """Values of A (m x k input rows) read by the calls whose A, ``itemsize`` bytes a
+        value, outgrows _L2_BYTES (BLAS then packs it from L3 or memory)."""
         m = self.rows / np.maximum(self.count, 1)
-        return float(np.sum(np.where(m * self.depth * 4 > _L2_BYTES, self.rows * self.depth, 0)))
+        big = m * self.depth * itemsize > _L2_BYTES
+        return float(np.sum(np.where(big, self.rows * self.depth, 0)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -383,6 +384,22 @@ def gemm_calls(geom, batch_rows):
         return GemmCalls(np.zeros(1), np.zeros(1), np.ones(1), np.array([cg]), len(tasks))
     return GemmCalls(np.concatenate(count).astype(float), np.concatenate(rows).astype(float),
                      np.concatenate(cols).astype(float), np.array([cg]), len(tasks))
+
+
+@functools.lru_cache(maxsize=256)
+def write_segments(geom):
+    """Segments of y the grid-mode write-out (convt._kernels._gemm) starts: per task, each
+    run of its rows along the grid's last axis visits the set's phases (``_slots``), and
+    each row of a bias task is one; per output channel when channels-first. A short last
+    axis (a unit one: every row a run) pays this set-up per value."""
+    layout = gemm_layout(geom)
+    tasks, p2 = layout.tasks, layout.grid[2]
+    per_line = geom.c_out if layout.channels_first else 1
+    grid = tasks[tasks[:, 3] == _GRID]
+    runs = (grid[:, 1] + grid[:, 2] - 1) // max(p2, 1) - grid[:, 1] // max(p2, 1) + 1
+    visits = float(np.sum(runs * layout.sets[grid[:, 0], 1])) if len(grid) else 0.0
+    bias_rows = float(tasks[tasks[:, 3] == _BIAS, 2].sum())
+    return (visits + bias_rows) * per_line
 
 
 def gemm_fits(geom):
@@ -435,7 +452,9 @@ class Gemm(Variant):
         # gemm_stream_s per value of an A operand larger than L2, which BLAS packs at L3
         # speed, about n multiply-adds per value: one-thread scipy sgemm on the 2-core AMD
         # EPYC Zen 4, (m, n, k) = (7475, 2, 113) 439 us (3.8 G MAC/s), (1000, 2, 64) 5.2 us
-        # (25 G), (3640, 4, 70) 123 us: 0.38-0.47 ns per value beyond the multiply-adds.
+        # (25 G), (3640, 4, 70) 123 us: 0.38-0.47 ns per value beyond the multiply-adds;
+        # and gemm_line_s per segment the write-out starts (write_segments): a unit last
+        # axis wrote 5 ns a value (3d_n1_c2-62_i16x26x1_k1x1x1_s2x2x1: 0.54 ms, priced 0.10).
         batch_rows = kind.mode == "batch-rows"
         calls = gemm_calls(geom, batch_rows)
         n, hn = calls.columns, c["gemm_channel_half"]
@@ -443,8 +462,10 @@ class Gemm(Variant):
         macs = float(np.sum(m * calls.depth * (n + hn)))
         out = geom.batch * geom.c_out * prod(geom.out_shape)
         per_call = 0.0 if batch_rows else float(calls.count.sum()) * c["gemm_call_s"]
-        return ((macs - kind.macs) / rate + per_call + out * c["gemm_write_s"]
-                + calls.streamed() * c["gemm_stream_s"])
+        lines = 0.0 if batch_rows else write_segments(geom) * c["gemm_line_s"]
+        itemsize = 8 if rate < self.rate(geom, kind, c) else 4   # the registry's float64 rate
+        return ((macs - kind.macs) / rate + per_call + out * c["gemm_write_s"] + lines
+                + calls.streamed(itemsize) * c["gemm_stream_s"])
 
     def describe(self, kind):
         text = super().describe(kind)

@@ -26,7 +26,8 @@ from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .phases import axes, axes3 as _axes3, axis_phases as _axis_phases, phase_combos
 
 __all__ = ["VARIANT", "MicroLayout", "micro_layout", "micro_macs", "micro_nr", "micro_rate",
-           "pack_tables", "packed_weights", "packing_arrays", "run_micro", "tile_call"]
+           "pack_tables", "packed_weights", "packing_arrays", "run_micro", "tile_call",
+           "tile_depth"]
 
 # The tile blocking (public: the Winograd variant runs on the same tiles).
 # Weights of one (tap block x channel chunk) panel: KC rows of NR values, 16 KiB in float32
@@ -248,13 +249,28 @@ def tile_call(x, zero, wp, bias, y, layout, geom, cg, workers, arena, bf16=0, co
 _LEVEL_RATE = {1: 1.0, 2: 1.0, 3: 1.0}
 
 
-def micro_rate(geom, c):
+def micro_rate(geom, c, depth=None):
     """Multiply-adds per second of one float32 thread of the register tiles (the micro,
     Winograd and upsample variants) at the process's ISA level: half the rate at
-    ``micro_channel_half`` input channels per group."""
+    ``micro_channel_half`` input channels per group, or (the micro variant) at
+    ``micro_depth_half`` values of ``depth``, the sum a tile runs per visit (``tile_depth``)."""
     cg = geom.c_in // geom.groups
-    return (c["micro_macs_per_s"] * _LEVEL_RATE.get(_cpu.ISA, 1.0)
-            * cg / (cg + c["micro_channel_half"]))
+    share = (cg / (cg + c["micro_channel_half"]) if depth is None
+             else depth / (depth + c["micro_depth_half"]))
+    return c["micro_macs_per_s"] * _LEVEL_RATE.get(_cpu.ISA, 1.0) * share
+
+
+def tile_depth(geom, kind):
+    """Products a register tile of the micro variant sums per visit of its output positions:
+    the input channels of a group times the phase's taps (the kernel runs taps x channels as
+    one reduction, KC rows of a weight panel at a time), on average over the positions.
+    Priced by input channels alone, layers with 2-6 channels a group and long kernels ran
+    2-4x faster than estimated (1d_n1_c2-170_i73_k138_s2: 0.12 ms, priced 0.33; 2-core AMD
+    EPYC Zen 4, random sweep seeds 71-76), 3 x 3 layers with as few were no faster."""
+    g = max(geom.groups, 1)
+    cg, mgp = geom.c_in // g, -(-(geom.c_out // g) // NR_F32) * NR_F32
+    positions = geom.batch * prod(geom.out_shape) * g * cg * mgp
+    return max(cg * kind.macs / max(positions, 1), 1e-3)   # > 0: rates stay finite
 
 
 def micro_macs(geom, nr=NR_F32, per_axis=None):
@@ -311,7 +327,12 @@ class Micro(Variant):
         return DirectKind("micro", "", macs, rule.exact)
 
     def rate(self, geom, kind, c):
-        return micro_rate(geom, c)
+        return micro_rate(geom, c, tile_depth(geom, kind))
+
+    def extra_seconds(self, geom, kind, c, rate):
+        # the call's set-up besides the tiles (the pointer tables, the task plan): layers
+        # under 50 us ran 1.2-1.3x slower than on the other variants (docs/dispatch.md)
+        return c["micro_call_s"]
 
     def describe(self, kind):
         text = super().describe(kind)
