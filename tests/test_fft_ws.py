@@ -151,3 +151,19 @@ def test_two_threads_on_one_operator(case, monkeypatch):
     for t in threads:
         t.join()
     assert not bad
+
+
+@pytest.mark.parametrize("mode", ["plain", "tiled", "save"])
+def test_input_shapes_in_turn(mode, monkeypatch):
+    """One operator on inputs of several sizes in turn (tilings that may share a transform
+    length but write other regions of the kept arrays): each the bits of a new operator."""
+    nd = 1 if mode == "save" else 2
+    sizes = [9, 12, 10, 11, 9, 12] if nd == 2 else [30, 37, 33, 30, 37]
+    case = ((2, 4, 6, 1), (sizes[0],) * nd, (5,) * nd, dict(strides=[2] * nd), mode)
+    _, w, b, kw = _setup(case, np.float64, monkeypatch)
+    op = convt.ConvTranspose(w, b, method="fft", **kw)
+    rng = np.random.default_rng(1)
+    for size in sizes:
+        x = rng.standard_normal((2, 4) + (size,) * nd)
+        fresh = convt.ConvTranspose(w, b, method="fft", **kw)(x)
+        assert np.array_equal(_bits(op(x)), _bits(fresh))

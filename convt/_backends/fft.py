@@ -41,7 +41,6 @@ import threading
 from math import ceil, prod
 
 import numpy as np
-import scipy.fft as sfft
 
 from .direct.pixel import bias_filled
 from .fft_blocks import contract, irfft_into, place2, rfft_into, run_save
@@ -157,7 +156,7 @@ def _tiles(xa, geom, lay, ct, n0, nc, arena):
     padded = tuple(t * b for t, b in zip(lay.tiles, lay.block))
     if padded != lay.used:
         full = arena.get("fft-pad", x.shape[:sp0] + padded + x.shape[sp0 + nd:], ct,
-                         zero_key="fft-pad")
+                         zero_key=("fft-pad", lay.used))   # zero beyond what is written
         full[(slice(None),) * sp0 + tuple(slice(0, u) for u in lay.used)] = x
         x = full
     split = [v for t, b in zip(lay.tiles, lay.block) for v in (t, b)]
@@ -169,7 +168,7 @@ def _tiles(xa, geom, lay, ct, n0, nc, arena):
         x = x.reshape(nc, g, cg, *split)
         perm = (*range(4, 2 * nd + 3, 2), 1, 0, *range(3, 2 * nd + 3, 2), 2)
     name = "fft-tiles" if nc == lay.chunk else "fft-tiles-last"
-    buf = arena.get(name, (*lay.small, g, nc, *lay.tiles, cg), ct, zero_key=name)
+    buf = arena.get(name, (*lay.small, g, nc, *lay.tiles, cg), ct, zero_key=(name, lay.block))
     buf[tuple(slice(0, b) for b in lay.block)] = x.transpose(perm)
     return buf
 
@@ -197,8 +196,9 @@ def _inverse(spec, geom, lay, workers, arena):
     return frames
 
 
-def _overlap_add(z, geom, lay, nc, arena):
-    """Tile outputs (*N, G, nc, *T, Mg) summed into one frame (*A, G, nc, Mg)."""
+def _overlap_add(z, geom, lay, nc, arena=None):
+    """Tile outputs (*N, G, nc, *T, Mg) summed into one frame (*A, G, nc, Mg) (``arena``'s
+    buffer, default a new array)."""
     nd, g, mg = geom.ndim, geom.groups, geom.c_out // geom.groups
     if not lay.blocked:
         return z.reshape(*lay.length, g, nc, mg)
@@ -206,8 +206,8 @@ def _overlap_add(z, geom, lay, nc, arena):
     span = [n if t == 1 else b * s
             for n, t, b, s in zip(lay.length, lay.tiles, lay.block, geom.strides)]
     spill = [ceil(n / c) for n, c in zip(lay.length, span)]
-    acc = arena.get("fft-acc", [v for t, q, c in zip(lay.tiles, spill, span)
-                                for v in (t + q - 1, c)] + [g, nc, mg], z.dtype)
+    shape = [v for t, q, c in zip(lay.tiles, spill, span) for v in (t + q - 1, c)] + [g, nc, mg]
+    acc = np.empty(shape, z.dtype) if arena is None else arena.get("fft-acc", shape, z.dtype)
     acc.fill(0)
     perm = [v for a in range(nd) for v in (nd + 2 + a, a)] + [nd, nd + 1, 2 * nd + 2]
     for js in itertools.product(*map(range, spill)):

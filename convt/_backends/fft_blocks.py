@@ -207,7 +207,8 @@ def _save_input(xa, geom, lay, q0, taps, ct, arena):
     size = lay.tiles[0] * lay.block[0] + taps - 1
     first = lay.lo[0] + q0 - taps + 1            # input index at xp[0]
     a, b = max(first, lay.lo[0]), min(first + size, lay.lo[0] + lay.used[0])
-    xp = arena.get("fft-save-x", (size, g, n, cg), ct, zero_key="fft-save-x")
+    xp = arena.get("fft-save-x", (size, g, n, cg), ct,   # zero beyond what is written
+                   zero_key=("fft-save-x", a - first, b - first))
     if b > a:
         if geom.data_format == "NXC":     # (N, X, G * Cg)
             part = xa[:, a:b].reshape(n, b - a, g, cg).transpose(1, 2, 0, 3)
