@@ -41,10 +41,9 @@ import threading
 from math import ceil, prod
 
 import numpy as np
-import scipy.fft as sfft
 
 from .direct.pixel import bias_filled
-from .fft_blocks import contract, place2, run_save
+from .fft_blocks import contract, irfft_into, place2, rfft_into, run_save
 from .fft_cost import FftLayout, layout, unit_rates
 from .fft_cost import estimate_parts as _cost_parts, fixed_seconds as _fixed_seconds
 from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_spectra
@@ -144,27 +143,34 @@ def _spectra(plan, geom, small, fuse=True):
     return store.get((small, geom.strides, geom.dilations, np.dtype(ct).str), make)
 
 
-def _tiles(xa, geom, lay, ct):
-    """Input as (*B, G, N, *T, C_in/G) in ``ct``: spatial axes first, tiles as batch items."""
+def _tiles(xa, geom, lay, ct, n0, nc, arena):
+    """Batch elements n0 .. n0 + nc of the input as (*L, G, nc, *T, C_in/G) in ``ct``:
+    spatial axes first, tiles as batch items, each tile's B samples per axis zero-padded to
+    the transform length L (what ``scipy.fft.rfftn(s=L)`` would pad), in ``arena``'s kept
+    buffer: only the B-sample corner is written, its zeros stay from call to call."""
     nd, g = geom.ndim, geom.groups
     nxc = geom.data_format == "NXC"
     sp0 = 1 if nxc else 2
     crop = [slice(lo, lo + u) for lo, u in zip(lay.lo, lay.used)]
-    x = xa[(slice(None),) * sp0 + tuple(crop)]
+    x = xa[(slice(n0, n0 + nc),) + (slice(None),) * (sp0 - 1) + tuple(crop)]
     padded = tuple(t * b for t, b in zip(lay.tiles, lay.block))
     if padded != lay.used:
-        full = np.zeros(x.shape[:sp0] + padded + x.shape[sp0 + nd:], ct)
+        full = arena.get("fft-pad", x.shape[:sp0] + padded + x.shape[sp0 + nd:], ct,
+                         zero_key=("fft-pad", lay.used))   # zero beyond what is written
         full[(slice(None),) * sp0 + tuple(slice(0, u) for u in lay.used)] = x
         x = full
     split = [v for t, b in zip(lay.tiles, lay.block) for v in (t, b)]
     cg = geom.c_in // g
     if nxc:   # (N, T0, B0, ..., G, Cg)
-        x = x.reshape(geom.batch, *split, g, cg)
+        x = x.reshape(nc, *split, g, cg)
         perm = (*range(2, 2 * nd + 1, 2), 2 * nd + 1, 0, *range(1, 2 * nd, 2), 2 * nd + 2)
     else:     # (N, G, Cg, T0, B0, ...)
-        x = x.reshape(geom.batch, g, cg, *split)
+        x = x.reshape(nc, g, cg, *split)
         perm = (*range(4, 2 * nd + 3, 2), 1, 0, *range(3, 2 * nd + 3, 2), 2)
-    return np.ascontiguousarray(x.transpose(perm), dtype=ct)
+    name = "fft-tiles" if nc == lay.chunk else "fft-tiles-last"
+    buf = arena.get(name, (*lay.small, g, nc, *lay.tiles, cg), ct, zero_key=(name, lay.block))
+    buf[tuple(slice(0, b) for b in lay.block)] = x.transpose(perm)
+    return buf
 
 
 def split_spectrum(spec):
@@ -173,22 +179,26 @@ def split_spectrum(spec):
     return np.ascontiguousarray(np.stack([spec.real, spec.imag], axis=1))
 
 
-def _inverse(spec, geom, lay, workers):
+def _inverse(spec, geom, lay, workers, arena):
     """Phase spectra (P, rows, items, Mg) -> tile frames (*N, G, nc, *T, Mg), phases
-    interleaved: frame[q*s + r] = phase r's output at q."""
+    interleaved: frame[q*s + r] = phase r's output at q (``arena``'s buffers; ``spec`` is
+    overwritten)."""
     nd, st = geom.ndim, geom.strides
     spec = spec.reshape(*st, *lay.bins, geom.groups, -1, *lay.tiles, spec.shape[-1])
     threads = fft_threads(spec.size // prod(lay.bins) * prod(lay.small), lay.small, workers)
-    z = sfft.irfftn(spec, s=lay.small, axes=tuple(range(nd, 2 * nd)), workers=threads,
-                    overwrite_x=True)
-    if prod(st) == 1:
-        return z.reshape(z.shape[nd:])
-    z = z.transpose(*[v for a in range(nd) for v in (nd + a, a)], *range(2 * nd, z.ndim))
-    return z.reshape(*lay.length, *z.shape[2 * nd:])
+    rest = spec.shape[2 * nd:]
+    frames = arena.get("fft-frames", (*lay.length, *rest), spec.real.dtype)
+    # the inverse writes each phase straight to its interleaved positions (a strided view)
+    inter = frames.reshape(*[v for q, s in zip(lay.small, st) for v in (q, s)], *rest)
+    view = inter.transpose(*range(1, 2 * nd, 2), *range(0, 2 * nd, 2),
+                           *range(2 * nd, inter.ndim))
+    irfft_into(spec, range(nd, 2 * nd), lay.small, view, threads)
+    return frames
 
 
-def _overlap_add(z, geom, lay, nc):
-    """Tile outputs (*N, G, nc, *T, Mg) summed into one frame (*A, G, nc, Mg)."""
+def _overlap_add(z, geom, lay, nc, arena=None):
+    """Tile outputs (*N, G, nc, *T, Mg) summed into one frame (*A, G, nc, Mg) (``arena``'s
+    buffer, default a new array)."""
     nd, g, mg = geom.ndim, geom.groups, geom.c_out // geom.groups
     if not lay.blocked:
         return z.reshape(*lay.length, g, nc, mg)
@@ -196,8 +206,9 @@ def _overlap_add(z, geom, lay, nc):
     span = [n if t == 1 else b * s
             for n, t, b, s in zip(lay.length, lay.tiles, lay.block, geom.strides)]
     spill = [ceil(n / c) for n, c in zip(lay.length, span)]
-    acc = np.zeros([v for t, q, c in zip(lay.tiles, spill, span) for v in (t + q - 1, c)]
-                   + [g, nc, mg], z.dtype)
+    shape = [v for t, q, c in zip(lay.tiles, spill, span) for v in (t + q - 1, c)] + [g, nc, mg]
+    acc = np.empty(shape, z.dtype) if arena is None else arena.get("fft-acc", shape, z.dtype)
+    acc.fill(0)
     perm = [v for a in range(nd) for v in (nd + 2 + a, a)] + [nd, nd + 1, 2 * nd + 2]
     for js in itertools.product(*map(range, spill)):
         cut = [slice(j * c, min((j + 1) * c, n)) for j, c, n in zip(js, span, lay.length)]
@@ -230,30 +241,42 @@ def _place(y, acc, geom, lay, n0, offset=None):
 
 def run_fft(xa, state, geom, plan, out=None):
     """y in ``geom``'s layout and the compute dtype (``out`` when given: ``new_output``;
-    ``state`` from ``plan_fft``)."""
+    ``state`` from ``plan_fft``). The working arrays (input tiles, spectra, their products,
+    output frames) are the plan's workspace's, kept from call to call (a call that finds it
+    busy, another thread inside the same operator, gets its own: ``Workspace.borrow``)."""
     lay, wspec = state
     ct = plan.compute_dtype
     y = bias_filled(geom, plan.bias_compute, ct, out)
     if wspec is None or y.size == 0:
         return y
-    if lay.save:
-        return run_save(xa, wspec, geom, lay, y, ct, plan.workers,
-                        lambda y, frame, off: _place(y, frame, geom, lay, 0, (off,)))
-    xt = _tiles(xa, geom, lay, ct)
-    nd = geom.ndim
+    with plan.workspace.borrow() as arena:
+        if lay.save:
+            return run_save(xa, wspec, geom, lay, y, ct, plan.workers,
+                            lambda y, frame, off: _place(y, frame, geom, lay, 0, (off,)),
+                            arena)
+        _run_chunks(xa, wspec, geom, lay, plan, y, arena)
+    return y
+
+
+def _run_chunks(xa, wspec, geom, lay, plan, y, arena):
+    """``run_fft``'s tiled path, a chunk of batch elements at a time, into ``y``."""
+    ct, nd = plan.compute_dtype, geom.ndim
+    cplx = np.result_type(ct, np.complex64)
     for n0 in range(0, geom.batch, lay.chunk):
-        part = xt[(slice(None),) * (nd + 1) + (slice(n0, n0 + lay.chunk),)]
-        threads = fft_threads(part.size // prod(lay.block) * prod(lay.small), lay.small,
-                              plan.workers)
-        spec = sfft.rfftn(part, s=lay.small, axes=tuple(range(nd)), workers=threads)
-        z = _inverse(contract(spec, wspec, plan.workers), geom, lay, plan.workers)
+        nc = min(lay.chunk, geom.batch - n0)
+        part = _tiles(xa, geom, lay, ct, n0, nc, arena)
+        threads = fft_threads(part.size, lay.small, plan.workers)
+        spec = rfft_into(part, range(nd), arena.get("fft-spec", (*lay.bins, *part.shape[nd:]),
+                                                     cplx), threads)
+        prods = contract(spec, wspec, plan.workers,
+                         lambda shape, dtype: arena.get("fft-prod", shape, dtype))
+        z = _inverse(prods, geom, lay, plan.workers, arena)
         if nd == 2 and geom.data_format != "NXC" and prod(lay.tiles) <= _PLACE_TILES:
             place2(y, z, geom, lay, n0, plan.workers)
         elif lay.blocked and prod(lay.tiles) <= _PLACE_TILES:
             _place_tiles(y, z, geom, lay, n0)
         else:
-            _place(y, _overlap_add(z, geom, lay, part.shape[nd + 1]), geom, lay, n0)
-    return y
+            _place(y, _overlap_add(z, geom, lay, nc, arena), geom, lay, n0)
 
 
 def _place_tiles(y, z, geom, lay, n0):

@@ -31,8 +31,13 @@ from numpy.lib.stride_tricks import as_strided
 
 from .._kernels._fftmul import fft_contract, fft_contract_dft, fft_contract_packed, fft_place2
 
-__all__ = ["Lead", "SAVE_CACHE", "contract", "place2", "run_save", "save_groups",
-           "save_options", "thread_pool"]
+try:   # scipy.fft's own transforms, which take an ``out`` array (rfft_into, irfft_into)
+    from scipy.fft._pocketfft import pypocketfft as _pfft
+except ImportError:   # pragma: no cover - another scipy layout: scipy.fft's arrays, copied
+    _pfft = None
+
+__all__ = ["Lead", "SAVE_CACHE", "contract", "irfft_into", "place2", "rfft_into", "run_save",
+           "save_groups", "save_options", "thread_pool"]
 
 # Below this many complex multiply-adds per call (~0.1 ms on one thread) the per-bin
 # contraction runs on one thread: an OpenMP team's start-up costs more than it saves.
@@ -84,20 +89,61 @@ class Lead:
     groups: int = 1
 
 
-def contract(spec, wsplit, workers):
+def rfft_into(x, axes, out, threads):
+    """``scipy.fft.rfftn(x, axes=axes, workers=threads)`` written into ``out`` (x already at
+    the transform lengths: no padding): the same pocketfft call scipy.fft makes
+    (``scipy.fft._pocketfft.basic.r2cn``), with our array for its result, so the call maps no
+    new pages (a fresh result cost ~2 us a 4 KiB page in faults on the 2-core AMD EPYC)."""
+    if _pfft is None:   # pragma: no cover
+        out[...] = sfft.rfftn(x, axes=axes, workers=threads)
+        return out
+    return _pfft.r2c(x, tuple(axes), True, 0, out, threads)
+
+
+def _inverse_norm(dtype, n):
+    """pocketfft's backward factor, computed as it does (``norm_fct``: T(1 / (long double)N))."""
+    return dtype.type(np.longdouble(1) / np.longdouble(n))
+
+
+def irfft_into(spec, axes, lengths, out, threads):
+    """``scipy.fft.irfftn(spec, s=lengths, axes=axes, workers=threads)`` into ``out``, the
+    last of ``axes`` the real one, overwriting ``spec`` (which must hold exactly the bins).
+    pocketfft's c2r over several axes runs c2c over the leading ones into a temporary the
+    size of ``spec``, then c2r over the last with the 1/N factor applied last (pocketfft_hdronly
+    ``c2r``, ``rfftp::copy_and_norm``); here the c2c runs in place and the factor is one
+    multiply afterwards: the same operations in the same order, the same bits (pinned by
+    tests/test_fft_ws.py), and no temporary."""
+    axes = tuple(axes)
+    if _pfft is None:   # pragma: no cover
+        out[...] = sfft.irfftn(spec, s=lengths, axes=axes, workers=threads)
+        return out
+    if len(axes) == 1:
+        return _pfft.c2r(spec, axes, lengths[-1], False, 2, out, threads)
+    _pfft.c2c(spec, axes[:-1], False, 0, spec, threads)
+    _pfft.c2r(spec, axes[-1:], lengths[-1], False, 0, out, threads)
+    out *= _inverse_norm(out.dtype, int(np.prod(lengths)))
+    return out
+
+
+def _empty(shape, dtype):
+    return np.empty(shape, dtype)
+
+
+def contract(spec, wsplit, workers, out=None):
     """Per phase, bin and group (items, Cg) @ (Cg, Mg), complex: the compiled loop over bins
     (``convt._kernels._fftmul``), bins split over ``workers`` OpenMP threads.
 
     ``spec`` (*bins, G, items..., Cg) is shared by every phase; ``wsplit`` is the kernel
     spectra in the split layout (P, 2, rows, Cg, Mg) of ``kernel_spectrum``, or a one-shot
     call's ``Lead`` (``fft_contract_dft`` finishes each row's spectrum on the way). Returns
-    (P, rows, items, Mg) complex.
+    (P, rows, items, Mg) complex, in ``out(shape, dtype)`` when given (a workspace buffer).
     """
+    out = _empty if out is None else out
     if isinstance(wsplit, Lead) and wsplit.packed is not None:
         pk, cg, mg = wsplit.packed, spec.shape[-1], wsplit.mg
         rows = wsplit.rows * (wsplit.length if wsplit.cplx else wsplit.dft.shape[1])
         x = spec.reshape(rows, -1, cg)
-        out = np.empty((pk.shape[0] // wsplit.rows, rows, x.shape[1], mg), spec.dtype)
+        out = out((pk.shape[0] // wsplit.rows, rows, x.shape[1], mg), spec.dtype)
         work = out.size * (cg + 2 * wsplit.dft.shape[2])
         fft_contract_packed(x.view(pk.dtype), pk, wsplit.dft, wsplit.phase, out.view(pk.dtype),
                             wsplit.length, wsplit.rows, wsplit.groups, wsplit.cplx,
@@ -109,14 +155,14 @@ def contract(spec, wsplit, workers):
         mg = a.shape[4] // cg
         rows = a.shape[3] * (wsplit.length if parts == 2 else wsplit.dft.shape[1])
         x = spec.reshape(rows, -1, cg)
-        out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
+        out = out((phases, rows, x.shape[1], mg), spec.dtype)
         work = out.size * (cg + taps)
         fft_contract_dft(x.view(a.dtype), a, wsplit.dft, out.view(a.dtype), wsplit.length,
                          workers if work >= _MIN_THREADED_CMACS else 1)
         return out
     phases, _, rows, cg, mg = wsplit.shape
     x = spec.reshape(rows, -1, cg)
-    out = np.empty((phases, rows, x.shape[1], mg), spec.dtype)
+    out = out((phases, rows, x.shape[1], mg), spec.dtype)
     threads = workers if out.size * cg >= _MIN_THREADED_CMACS else 1
     fft_contract(x.view(wsplit.dtype), wsplit, out.view(wsplit.dtype), threads)
     return out
@@ -154,14 +200,15 @@ def save_options(geom, lo, used, e, opts, forced, csize):
     return out
 
 
-def _save_input(xa, geom, lay, q0, taps, ct):
-    """(T*B + Q - 1, G, N, Cg) in ``ct``: xp[k] = x[lo + q0 - Q + 1 + k], zero outside x, so
-    block j's inputs are xp[j*B : j*B + L]."""
+def _save_input(xa, geom, lay, q0, taps, ct, arena):
+    """(T*B + Q - 1, G, N, Cg) in ``ct`` (``arena``'s, its zeros kept from call to call):
+    xp[k] = x[lo + q0 - Q + 1 + k], zero outside x, so block j's inputs are xp[j*B : j*B + L]."""
     g, n, cg = geom.groups, geom.batch, geom.c_in // geom.groups
     size = lay.tiles[0] * lay.block[0] + taps - 1
     first = lay.lo[0] + q0 - taps + 1            # input index at xp[0]
     a, b = max(first, lay.lo[0]), min(first + size, lay.lo[0] + lay.used[0])
-    xp = np.zeros((size, g, n, cg), ct)
+    xp = arena.get("fft-save-x", (size, g, n, cg), ct,   # zero beyond what is written
+                   zero_key=("fft-save-x", a - first, b - first))
     if b > a:
         if geom.data_format == "NXC":     # (N, X, G * Cg)
             part = xa[:, a:b].reshape(n, b - a, g, cg).transpose(1, 2, 0, 3)
@@ -171,45 +218,53 @@ def _save_input(xa, geom, lay, q0, taps, ct):
     return xp
 
 
-def run_save(xa, wspec, geom, lay, y, ct, workers, place):
+def run_save(xa, wspec, geom, lay, y, ct, workers, place, arena):
     """Overlap-save of the 1-D ``geom`` per ``lay`` (``lay.save`` blocks per group) into
     ``y`` (bias-filled), in the compute dtype ``ct``; ``place(y, frame, offset)`` adds a
-    frame (A, G, N, Mg), output position 0 at ``offset`` in it, to y's output window."""
+    frame (A, G, N, Mg), output position 0 at ``offset`` in it, to y's output window.
+    Working arrays come from ``arena`` (``convt._dispatch.workspace``), one set per thread."""
     s, length, b, blocks = geom.strides[0], lay.small[0], lay.block[0], lay.tiles[0]
     taps = length - b + 1
     q0 = max(0, lay.offset[0] // s)
-    xp = _save_input(xa, geom, lay, q0, taps, ct)
+    xp = _save_input(xa, geom, lay, q0, taps, ct, arena)
     st = xp.strides
     g, n, mg = geom.groups, geom.batch, geom.c_out // geom.groups
     per = lay.save
+    cplx = np.result_type(ct, np.complex64)
 
-    def group(j0):
+    def group(j0, slot):
         j1 = min(j0 + per, blocks)
         seg = as_strided(xp[j0 * b:], shape=(length, g, n, j1 - j0, xp.shape[3]),
                          strides=(st[0], st[1], st[2], b * st[0], st[3]), writeable=False)
-        spec = sfft.rfft(seg, n=length, axis=0, workers=1)
-        out = contract(np.ascontiguousarray(spec), wspec, 1)
+        spec = rfft_into(seg, (0,), arena.get(f"fft-save-spec{slot}", (length // 2 + 1,)
+                                              + seg.shape[1:], cplx), 1)
+        out = contract(spec, wspec, 1,
+                       lambda shape, dtype: arena.get(f"fft-save-prod{slot}", shape, dtype))
         out = out.reshape(s, length // 2 + 1, g, n, j1 - j0, mg)
-        z = sfft.irfft(out, n=length, axis=1, workers=1, overwrite_x=True)[:, taps - 1:]
+        z = irfft_into(out, (1,), (length,),
+                       arena.get(f"fft-save-z{slot}", (s, length, g, n, j1 - j0, mg), ct),
+                       1)[:, taps - 1:]
         # (P, B, G, N, J, Mg) -> frame (J * B * s, G, N, Mg): position (j, m, r) at j*B*s + m*s + r
-        frame = z.transpose(4, 1, 0, 2, 3, 5).reshape((j1 - j0) * b * s, g, n, mg)
+        frame = arena.get(f"fft-save-frame{slot}", ((j1 - j0) * b * s, g, n, mg), ct)
+        frame.reshape(j1 - j0, b, s, g, n, mg)[...] = z.transpose(4, 1, 0, 2, 3, 5)
         place(y, frame, lay.offset[0] - (q0 + j0 * b) * s)
 
     starts = list(range(0, blocks, per))
     threads = min(workers, len(starts))
     if threads < 2:
         for j0 in starts:
-            group(j0)
+            group(j0, 0)
         return y
     cuts = [len(starts) * i // threads for i in range(threads + 1)]
 
-    def run(lo, hi):
+    def run(lo, hi, slot):
         for j0 in starts[lo:hi]:
-            group(j0)
+            group(j0, slot)
 
     pool = thread_pool(threads - 1)
-    jobs = [pool.submit(run, lo, hi) for lo, hi in zip(cuts[1:-1], cuts[2:])]
-    run(cuts[0], cuts[1])
+    jobs = [pool.submit(run, lo, hi, slot)
+            for slot, (lo, hi) in enumerate(zip(cuts[1:-1], cuts[2:]), 1)]
+    run(cuts[0], cuts[1], 0)
     for job in jobs:
         job.result()
     return y
