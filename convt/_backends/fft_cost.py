@@ -187,7 +187,10 @@ def _estimate(geom, opts, csize, rates, budget):
     save = len(opts[0]) > 3
     if save:   # overlap-save: one group's arrays at a time, the whole batch
         tiles = -(-tiles // opts[0][3]) / max(geom.batch, 1)
-    work = int(tiles * nbins * csize * (geom.c_in + 2 * phases * geom.c_out))
+    # Kept per batch element (``fft.run_fft``'s workspace): the real input tiles and their
+    # spectra (each about nbins complex values a channel), the products, the inverse's real
+    # frames and the overlap-add frame (each about nbins a phase and output channel).
+    work = int(tiles * nbins * csize * (2 * geom.c_in + 3 * phases * geom.c_out))
     reads = opts[0][3] if save else -(-geom.batch // _chunk(geom, budget, kernel, work))
     feats = (*_features(geom, opts, csize // 2), _streamed(kernel, reads), 0)
     call = sum(f * c for f, c in zip(feats, rates))
