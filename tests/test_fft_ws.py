@@ -167,3 +167,26 @@ def test_input_shapes_in_turn(mode, monkeypatch):
         x = rng.standard_normal((2, 4) + (size,) * nd)
         fresh = convt.ConvTranspose(w, b, method="fft", **kw)(x)
         assert np.array_equal(_bits(op(x)), _bits(fresh))
+
+
+class _ChangedPocketfft:
+    """A scipy whose private pocketfft module took other arguments."""
+
+    def r2c(self, *args):
+        raise TypeError("r2c() takes 5 positional arguments but 6 were given")
+
+
+def test_a_changed_private_pocketfft_is_not_used(monkeypatch):
+    """The import-time check turns the private calls off when they fail or disagree, and the
+    public scipy.fft fallbacks give the same bits."""
+    x = np.random.default_rng(3).standard_normal((2, 3, 40, 40)).astype(np.float32)
+    w = np.random.default_rng(4).standard_normal((3, 2, 5, 5)).astype(np.float32)
+    assert blocks_mod._pocketfft_agrees()
+    kept = convt.ConvTranspose(w, method="fft")(x)
+    monkeypatch.setattr(blocks_mod, "_pfft", _ChangedPocketfft())
+    assert not blocks_mod._pocketfft_agrees()
+    monkeypatch.setattr(blocks_mod, "_pfft", None)
+    y = convt.ConvTranspose(w, method="fft")(x)
+    assert np.array_equal(y, kept)
+    ref = convt.conv_transpose(x, w, method="reference")
+    assert np.max(np.abs(y - ref)) / np.max(np.abs(ref)) <= 1e-5
