@@ -46,7 +46,7 @@ from .direct.pixel import bias_filled
 from .fft_blocks import contract, irfft_into, place2, rfft_into, run_save
 from .fft_cost import FftLayout, layout, unit_rates
 from .fft_cost import estimate_parts as _cost_parts, fixed_seconds as _fixed_seconds
-from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_spectra
+from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_spectra, phase_taps
 
 __all__ = ["BACKEND", "FFT_MEMORY_BUDGET", "FFT_OVERLAP_SAVE", "FftLayout", "fft_growth",
            "fft_layout", "plan_fft",
@@ -90,8 +90,7 @@ def fft_growth(geom, lay):
     the inverse transform's sums prod(small) times that before its 1 / prod(small). The
     outputs and the overlap-add's sums (of at most C_in / G * prod(K) products) stay below.
     """
-    taps = prod(-(-((k - 1) * d + 1) // s)
-                for k, d, s in zip(geom.kernel, geom.dilations, geom.strides))
+    taps = prod(phase_taps(geom))
     return float(prod(lay.small)) * prod(lay.block) * taps * (geom.c_in // geom.groups)
 
 

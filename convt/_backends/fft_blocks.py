@@ -125,7 +125,6 @@ def irfft_into(spec, axes, lengths, out, threads):
     return out
 
 
-
 def _pocketfft_agrees():
     """True when the private pocketfft calls of ``rfft_into`` / ``irfft_into`` take the
     arguments this module passes and give scipy.fft's bits on a small 2-D case in both
@@ -146,6 +145,7 @@ def _pocketfft_agrees():
 
 if _pfft is not None and not _pocketfft_agrees():   # pragma: no cover
     _pfft = None
+
 
 def _empty(shape, dtype):
     return np.empty(shape, dtype)

@@ -21,7 +21,7 @@ import scipy.fft as sfft
 
 from .base import parallel
 from .fft_blocks import save_options
-from .fft_spectra import fuses_lead, spectrum_features
+from .fft_spectra import fuses_lead, phase_taps, spectrum_features
 from .._kernels import _cpu
 
 __all__ = ["COST_UNITS", "FftLayout", "estimate_parts", "fixed_seconds", "layout",
@@ -164,8 +164,7 @@ def _fused_stream(geom, small, itemsize):
     packed kernel (per phase and row of the other axes, C_in/G * C_out/G weights in blocks
     of 16, Q0 // 2 + 1 centred terms, even and odd parts, real and imaginary parts in 2-D
     and 3-D) is read once per pair of axis-0 rows, L0 // 2 + 1 rows (``_fftmul.pyx``)."""
-    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
-                                                          geom.strides)]
+    taps = phase_taps(geom)
     nd = geom.ndim
     rest = [small[a] // 2 + 1 if a == nd - 1 else small[a] for a in range(1, nd)]
     weights = 16 * -(-(geom.c_in // geom.groups) * (geom.c_out // geom.groups) // 16)

@@ -55,7 +55,14 @@ _FUSE_TAPS_LOG = 8
 _FUSE_MIN_COLUMNS = 8
 
 __all__ = ["dft_matrix", "fft_threads", "fuses_lead", "kernel_spectrum", "lead_dft",
-           "lead_spectra", "spectrum_features", "uses_dft"]
+           "lead_spectra", "packs_lead", "phase_taps", "spectrum_features", "uses_dft"]
+
+
+def phase_taps(geom):
+    """Taps per axis of each output phase's polyphase kernel: Q = ceil(E / s), E = (K - 1) d + 1
+    the extent of the dilated kernel (``convt._backends.fft``'s module docstring)."""
+    return tuple(-(-((k - 1) * d + 1) // s)
+                 for k, d, s in zip(geom.kernel, geom.dilations, geom.strides))
 
 
 def fft_threads(size, lengths, workers):
@@ -192,8 +199,7 @@ def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None, lead=True):
     buffer = _new if buffer is None else buffer
     g, nd = geom.groups, geom.ndim
     c_in, mg = w_iox.shape[:2]
-    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
-                                                          geom.strides)]
+    taps = phase_taps(geom)
     spec = _polyphase(w_iox, geom, taps, ct)
     if not lead and nd == 1:
         return spec.reshape(prod(geom.strides), 1, taps[0], g, -1)
@@ -210,8 +216,7 @@ def _taps(geom, a, p):
     """Kernel index of each polyphase tap q of phase ``p``'s axis ``a`` (-1: a zero tap):
     h_r[q] = wd[q*s + r], wd the kernel with d - 1 zeros between taps."""
     s, d, k = geom.strides[a], geom.dilations[a], geom.kernel[a]
-    q = -(-((k - 1) * d + 1) // s)
-    e = np.arange(q) * s + p
+    e = np.arange(phase_taps(geom)[a]) * s + p
     return np.where((e % d == 0) & (e // d < k), e // d, -1)
 
 
@@ -223,9 +228,8 @@ def lead_spectra(w_iox, geom, small, ct, workers, buffer=None):
     buffer = _new if buffer is None else buffer
     tables = _pack_tables(geom, small, np.dtype(ct))
     if tables is None:
-        taps = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
         partial = kernel_spectrum(w_iox, geom, small, ct, workers, buffer, lead=False)
-        return Lead(lead_dft(small[0], taps, ct), small[0], partial=partial)
+        return Lead(lead_dft(small[0], phase_taps(geom)[0], ct), small[0], partial=partial)
     dft, taps0, taps1, f, shape = tables
     packed = buffer("fft-packed", shape, ct)
     w = np.ascontiguousarray(w_iox, dtype=ct).reshape(geom.c_in * w_iox.shape[1], -1)
@@ -241,11 +245,9 @@ def _pack_tables(geom, small, ct):
     ``fft_pack_weights`` for ``geom`` at lengths ``small``, or None when it does not apply
     (3-D, or a last axis by scipy.fft): per phase the kernel offsets of axis 0's centred tap
     rows c + t and c - t and of the last axis' taps (-1: a zero tap). Read-only."""
-    nd = geom.ndim
-    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
-                                                          geom.strides)]
-    if nd > 2 or (nd == 2 and not uses_dft(taps[1], small[1], last=True)):
+    if not packs_lead(geom, small):
         return None
+    nd, taps = geom.ndim, phase_taps(geom)
     terms = taps[0] // 2 + 1
     c, row = terms - 1, prod(geom.kernel[1:])
     phases = list(np.ndindex(*geom.strides))
@@ -272,11 +274,18 @@ def _pack_tables(geom, small, ct):
             (len(phases) * f.shape[1] * geom.groups, prow))
 
 
+def packs_lead(geom, small):
+    """True when ``lead_spectra`` packs a fused call's spectra straight from the weights
+    (``fft_pack_weights``): 1-D, or 2-D with the last axis by a DFT matrix (``uses_dft``)."""
+    return geom.ndim == 1 or (geom.ndim == 2 and uses_dft(phase_taps(geom)[1], small[1],
+                                                          last=True))
+
+
 def fuses_lead(geom, small):
     """True when a one-shot call leaves axis 0's transform of its kernel spectra to the
     contraction (``fft_contract_dft``): when that axis takes a DFT matrix (``uses_dft``) and
     a group has at least ``_FUSE_MIN_COLUMNS`` weights."""
-    q = -(-((geom.kernel[0] - 1) * geom.dilations[0] + 1) // geom.strides[0])
+    q = phase_taps(geom)[0]
     columns = (geom.c_in // geom.groups) * (geom.c_out // geom.groups)
     return columns >= _FUSE_MIN_COLUMNS and q <= _FUSE_TAPS_LOG * log2(max(small[0], 2))
 
@@ -327,11 +336,10 @@ def spectrum_features(geom, small, fuse=True):
     term, in cache: measured ~2x the contraction's rate per multiply-add, 2-core AMD EPYC);
     ``fuse=False``: the spectra are made whole (an overlap-save call's)."""
     nd = geom.ndim
-    taps = [-(-((k - 1) * d + 1) // s) for k, d, s in zip(geom.kernel, geom.dilations,
-                                                          geom.strides)]
+    taps = phase_taps(geom)
     cols = prod(geom.strides) * geom.c_in * (geom.c_out // geom.groups)
     fused = fuse and fuses_lead(geom, small)
-    if fused and (nd == 1 or uses_dft(taps[1], small[1], last=True)) and nd <= 2:
+    if fused and packs_lead(geom, small):
         # ``lead_spectra``'s packed pass: per weight, axis 0's Q0 // 2 + 1 centred terms
         # (even and odd) of the last axis' half DFT over its Q1 // 2 + 1 centred taps,
         # written once; no polyphase copy. Its axis-0 DFT stays in the contraction.

@@ -7,11 +7,11 @@ in rule order). The registry asks each, in turn:
     the ``DirectKind`` that runs ``geom`` (usually its own; it may return the kind the later
     variants chose, ``rule.next()``), or None to leave ``geom`` to the later variants. The
     last variant (pixel) claims every geometry;
-``rate(geom, kind, c)``, ``extra_moved(geom, kind)``, ``extra_seconds(geom, kind, c, rate)``
+``rate(geom, kind, c)``, ``extra_moved(geom, kind)``, ``extra_seconds(geom, kind, c, rate, isz)``
     its cost: multiply-adds per second of one float32 thread, values moved besides reading x
     and writing y once, seconds of per-row set-up and slow multiply-adds (``rate``: the
-    rate for the compute dtype; ``convt._backends.direct.seconds`` adds the call cost and
-    the threads);
+    rate for the compute dtype, ``isz`` its bytes a value; ``convt._backends.direct.seconds``
+    adds the call cost and the threads);
 ``tasks(geom, kind)``
     how many tasks its kernel shares among the threads (None: enough for any count);
 ``layout(geom, mode)``
@@ -80,7 +80,7 @@ class Variant:
     def extra_moved(self, geom, kind):
         return 0
 
-    def extra_seconds(self, geom, kind, c, rate):
+    def extra_seconds(self, geom, kind, c, rate, itemsize):
         return 0.0
 
     def tasks(self, geom, kind):

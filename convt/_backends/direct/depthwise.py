@@ -264,7 +264,7 @@ class Depthwise(Variant):
     def rate(self, geom, kind, c):
         return c["depthwise_macs_per_s"]
 
-    def extra_seconds(self, geom, kind, c, rate):
+    def extra_seconds(self, geom, kind, c, rate, itemsize):
         # The multiply-adds taken one vector at a time (kind.border: a chain of dependent
         # fused multiply-adds, masked, over every tap of the phase) cost depthwise_border
         # times a blocked one: long kernels over short inputs (K >> I, every output a

@@ -442,7 +442,7 @@ class Gemm(Variant):
     def tasks(self, geom, kind):
         return gemm_calls(geom, kind.mode == "batch-rows").tasks
 
-    def extra_seconds(self, geom, kind, c, rate):
+    def extra_seconds(self, geom, kind, c, rate, itemsize):
         # The GEMMs as the kernel issues them (gemm_calls), each at the BLAS rate times
         # m / (m + gemm_rows_half) x n / (n + gemm_channel_half), in place of the
         # multiply-adds at that rate (``kind.macs / rate``, which the registry adds); plus
@@ -463,7 +463,6 @@ class Gemm(Variant):
         out = geom.batch * geom.c_out * prod(geom.out_shape)
         per_call = 0.0 if batch_rows else float(calls.count.sum()) * c["gemm_call_s"]
         lines = 0.0 if batch_rows else write_segments(geom) * c["gemm_line_s"]
-        itemsize = 8 if rate < self.rate(geom, kind, c) else 4   # the registry's float64 rate
         return ((macs - kind.macs) / rate + per_call + out * c["gemm_write_s"] + lines
                 + calls.streamed(itemsize) * c["gemm_stream_s"])
 

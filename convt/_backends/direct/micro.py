@@ -329,7 +329,7 @@ class Micro(Variant):
     def rate(self, geom, kind, c):
         return micro_rate(geom, c, tile_depth(geom, kind))
 
-    def extra_seconds(self, geom, kind, c, rate):
+    def extra_seconds(self, geom, kind, c, rate, itemsize):
         # the call's set-up besides the tiles (the pointer tables, the task plan): layers
         # under 50 us ran 1.2-1.3x slower than on the other variants (docs/dispatch.md)
         return c["micro_call_s"]
