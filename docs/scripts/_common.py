@@ -86,6 +86,13 @@ def save_figure(fig, name):
     return path
 
 
+def timed(f):
+    """Seconds one call of ``f()`` takes (``time.perf_counter``)."""
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
 def best_interleaved(calls, rounds, budget, min_rounds=3, warm=False):
     """Best time in seconds of each call, over rounds that run every call once (so that load
     from a shared machine hits all of them alike); stops after ``budget`` seconds once at
@@ -97,9 +104,7 @@ def best_interleaved(calls, rounds, budget, min_rounds=3, warm=False):
         for name, f in calls.items():
             if warm:
                 f()
-            t = time.perf_counter()
-            f()
-            best[name] = min(best[name], time.perf_counter() - t)
+            best[name] = min(best[name], timed(f))
         if r + 1 >= min_rounds and time.perf_counter() - start > budget:
             break
     return best

@@ -25,7 +25,6 @@ for an A/B in one process). README ("Performance") and docs/performance.md quote
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -42,12 +41,6 @@ def aligned(n):
     raw = np.empty(n + 16, np.float32)
     at = (-raw.ctypes.data % 64) // 4
     return raw[at:at + n]
-
-
-def timed(f):
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t
 
 
 def ratio(a, b):
@@ -85,10 +78,10 @@ def main():
         probes, calls, copies = [], [], []
         for _ in range(a.calls):
             big.max()
-            probes.append(timed(lambda: traffic_probe(xs, dst, 2)))
+            probes.append(_common.timed(lambda: traffic_probe(xs, dst, 2)))
             big.max()
-            calls.append(timed(call))
-            copies.append(timed(lambda: np.copyto(cdst, src)))
+            calls.append(_common.timed(call))
+            copies.append(_common.timed(lambda: np.copyto(cdst, src)))
         pb, pm = min(probes), float(np.median(probes))
         cb, cm = min(calls), float(np.median(calls))
         rate_b, rate_m = 2 * src.nbytes / min(copies), 2 * src.nbytes / float(np.median(copies))

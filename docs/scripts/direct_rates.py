@@ -33,14 +33,8 @@ import convt  # noqa: E402
 def gemm_gflops(dtype, reps=5):
     a = np.random.default_rng(0).standard_normal((2048, 2048)).astype(dtype)
     a @ a
-    best = min(_timed(lambda: a @ a) for _ in range(reps))
+    best = min(_common.timed(lambda: a @ a) for _ in range(reps))
     return 2 * 2048 ** 3 / best / 1e9
-
-
-def _timed(f):
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t
 
 
 def main():
@@ -63,7 +57,7 @@ def main():
         x, w, b = W.make_inputs(wl, dtype=dtype)
         op = _operator(wl, w, b, a.workers)
         op(x)
-        t = float(np.median([_timed(lambda: op(x)) for _ in range(a.reps)]))
+        t = float(np.median([_common.timed(lambda: op(x)) for _ in range(a.reps)]))
         p = op._plan.geometry(x.shape)
         print(f"{wl['name']:20s} {t * 1e3:8.2f} ms {W.flops(wl) / t / 1e9:7.1f} GFLOP/s  "
               f"{p.method}/{p.variant}")
@@ -98,7 +92,7 @@ def scaling(workers, dtype, reps, blocks=0):
             op(x)
         for _ in range(reps):
             for n, op in ops.items():
-                times[n].append(_timed(lambda: op(x)))
+                times[n].append(_common.timed(lambda: op(x)))
         one, many = (np.array(times[n]) for n in (1, workers))
         print(f"{wl['name']:20s} 1: {one.min() * 1e3:7.2f} ms  {workers}: "
               f"{many.min() * 1e3:7.2f} ms  best {one.min() / many.min():.2f}x  "
@@ -115,7 +109,7 @@ def scaling_blocks(workers, dtype, rounds, seconds=1.0):
                 op(x)
                 times, start = [], time.perf_counter()
                 while time.perf_counter() - start < seconds:
-                    times.append(_timed(lambda: op(x)))
+                    times.append(_common.timed(lambda: op(x)))
                 best[n] = min(best[n], min(times))
                 medians[n].append(float(np.median(times)))
         per_round = " ".join(f"{a / m:.2f}" for a, m in zip(medians[1], medians[workers]))

@@ -15,7 +15,6 @@ does not round as it stores makes (x widened, ``_half.widen``; the float32 resul
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -27,12 +26,6 @@ from convt._kernels import _half  # noqa: E402
 
 DENSE = ("dcgan_g1,dcgan_g3,unet_up2x2,unet_up3x3_op,hifigan_up1,hifigan_up3,dilated_s1,"
          "grouped_g8")
-
-
-def timed(f):
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t
 
 
 def main():
@@ -62,11 +55,11 @@ def main():
         for r in range(a.rounds):
             t = {k: [] for k in ("f32", "f16", "widen", "narrow")}
             for _ in range(a.calls):
-                t["f32"].append(timed(lambda: ops[np.float32](xs[np.float32])))
-                t["f16"].append(timed(lambda: ops[np.float16](xs[np.float16])))
+                t["f32"].append(_common.timed(lambda: ops[np.float32](xs[np.float32])))
+                t["f16"].append(_common.timed(lambda: ops[np.float16](xs[np.float16])))
                 if a.parts:
-                    t["widen"].append(timed(lambda: _half.widen(src16, wide, 0, 2)))
-                    t["narrow"].append(timed(lambda: _half.narrow(y32, y16, 0, 2)))
+                    t["widen"].append(_common.timed(lambda: _half.widen(src16, wide, 0, 2)))
+                    t["narrow"].append(_common.timed(lambda: _half.narrow(y32, y16, 0, 2)))
             m = {k: float(np.median(v)) * 1e3 for k, v in t.items() if v}
             parts = (f"; widen x {m['widen']:.3f}, narrow y {m['narrow']:.3f} ms"
                      if a.parts else "")
