@@ -1,6 +1,8 @@
 """Helpers for tests: the reference at canonical pads, independent of any front end."""
 
-from convt._geometry.geometry import Geometry
+import numpy as np
+
+from convt._geometry.geometry import Geometry, OpSpec, PadRule, resolve
 from convt._backends.reference import conv_transpose_reference
 
 
@@ -17,3 +19,41 @@ def reference_at(x_ncx, w_iox, b, strides, dilations, pb, pe, groups=1):
                     pads_begin=tuple(pb), pads_end=tuple(pe))
     assert geom.ndim == nd
     return conv_transpose_reference(x_ncx, w_iox, b, geom)
+
+
+def random_geometries(n, seed, channels, keep):
+    """``n`` resolved geometries drawn from ``seed``: ranks 1-3, kernels 1-5, strides 1-4,
+    dilations 1-3, 1 or 2 groups, explicit pads -1 to 3, batch 1-4, inputs 1-11, NCX and NXC
+    in turn; ``channels(rng, groups)`` draws (C_in, C_out). Draws that do not resolve, or
+    that ``keep(geom)`` rejects, are skipped."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        nd = int(rng.integers(1, 4))
+        ints = lambda lo, hi: tuple(int(v) for v in rng.integers(lo, hi, nd))
+        groups = int(rng.choice([1, 2]))
+        kernel, strides, dilations = ints(1, 6), ints(1, 5), ints(1, 4)
+        c_in, c_out = channels(rng, groups)
+        spec = OpSpec("t", kernel, strides, dilations, groups, c_in, c_out,
+                      PadRule("explicit", (0,) * nd, ints(-1, 4), ints(-1, 4)),
+                      data_format=("NCX", "NXC")[len(out) % 2])
+        try:
+            geom = resolve(spec, (int(rng.integers(1, 5)), spec.c_in, *ints(1, 12)))
+        except (ValueError, AttributeError):
+            continue
+        if keep(geom):
+            out.append(geom)
+    return out
+
+
+def spy(monkeypatch, module, name):
+    """Replace ``module.name`` for the test by a wrapper that records each call's positional
+    arguments in the returned list, then calls the original."""
+    calls, real = [], getattr(module, name)
+
+    def recording(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, recording)
+    return calls

@@ -10,25 +10,12 @@ from convt._backends.direct import registry as _direct
 from convt._dispatch import cost as _cost
 from convt._geometry.geometry import OpSpec, PadRule, resolve
 
+from _helpers import random_geometries
+
 
 def _geoms(n, seed, keep):
-    rng = np.random.default_rng(seed)
-    out = []
-    while len(out) < n:
-        nd = int(rng.integers(1, 4))
-        ints = lambda lo, hi: tuple(int(v) for v in rng.integers(lo, hi, nd))
-        groups = int(rng.choice([1, 2]))
-        spec = OpSpec("t", ints(1, 6), ints(1, 5), ints(1, 4), groups,
-                      groups * int(rng.integers(1, 9)), groups * int(rng.integers(1, 20)),
-                      PadRule("explicit", (0,) * nd, ints(-1, 4), ints(-1, 4)),
-                      data_format=("NCX", "NXC")[len(out) % 2])
-        try:
-            geom = resolve(spec, (int(rng.integers(1, 5)), spec.c_in, *ints(1, 12)))
-        except (ValueError, AttributeError):
-            continue
-        if keep(geom):
-            out.append(geom)
-    return out
+    return random_geometries(n, seed, lambda rng, g: (g * int(rng.integers(1, 9)),
+                                                      g * int(rng.integers(1, 20))), keep)
 
 
 def _kernel_segments(geom):

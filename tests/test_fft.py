@@ -12,6 +12,7 @@ import convt.onednn
 import convt.onnx
 import convt.openvino
 
+from _helpers import spy
 from conftest import DTYPES, assert_close, np_dtype
 
 
@@ -139,14 +140,7 @@ def test_large_kernel_float32():
 
 
 def test_kernel_spectrum_once_per_length(monkeypatch):
-    calls = []
-    real = fft_mod.kernel_spectrum
-
-    def counting(*args):
-        calls.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(fft_mod, "kernel_spectrum", counting)
+    calls = spy(monkeypatch, fft_mod, "kernel_spectrum")
     rng = np.random.default_rng(0)
     w = rng.standard_normal((3, 2, 9))
     x = rng.standard_normal((2, 3, 30))

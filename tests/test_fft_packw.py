@@ -14,6 +14,8 @@ import convt._backends.fft_spectra as spectra_mod
 from convt._kernels import _cpu
 from convt._kernels._fftmul import fft_contract_packed, fft_pack_weights
 
+from _helpers import spy
+
 LEVELS = list(range(min(_cpu.ISA, 2) + 1))
 
 
@@ -127,14 +129,7 @@ ONE_SHOT = [  # x shape, w shape, keywords
                                                 for i, c in enumerate(ONE_SHOT)])
 def test_one_shot_packed_matches_reference(case, dtype, monkeypatch):
     x_shape, w_shape, kw = case
-    calls = []
-    real = spectra_mod.fft_pack_weights
-
-    def counting(*args):
-        calls.append(args[-1])
-        return real(*args)
-
-    monkeypatch.setattr(spectra_mod, "fft_pack_weights", counting)
+    calls = spy(monkeypatch, spectra_mod, "fft_pack_weights")
     monkeypatch.setattr(fft_mod, "FFT_OVERLAP_SAVE", False)   # its spectra are made whole
     monkeypatch.setattr(spectra_mod, "_FUSE_MIN_COLUMNS", 1)
     rng = np.random.default_rng(13)
@@ -179,14 +174,7 @@ def test_compiled_placement_gives_numpys_bits(case, workers, dtype, monkeypatch)
             return convt.conv_transpose(x, w, method="fft", workers=workers, **kw)
         return convt.ConvTranspose(w, method="fft", workers=workers, **kw)(x)
 
-    placed = []
-    real = fft_mod.place2
-
-    def counting(*args):
-        placed.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(fft_mod, "place2", counting)
+    placed = spy(monkeypatch, fft_mod, "place2")
     y = run()
     assert placed, "the call did not take the compiled placement"
     monkeypatch.setattr(fft_mod, "place2", lambda y, z, geom, lay, n0, workers: (

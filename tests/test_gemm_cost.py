@@ -6,7 +6,8 @@ import convt
 from convt._backends.direct import gemm as _gemm
 from convt._backends.direct import registry as _direct
 from convt._dispatch import cost as _cost
-from convt._geometry.geometry import OpSpec, PadRule, resolve
+
+from _helpers import random_geometries
 
 
 def _kernel_calls(geom, batch_rows):
@@ -37,23 +38,8 @@ def _kernel_calls(geom, batch_rows):
 
 
 def _random_geoms(n, seed=38):
-    rng = np.random.default_rng(seed)
-    out = []
-    while len(out) < n:
-        nd = int(rng.integers(1, 4))
-        ints = lambda lo, hi: tuple(int(v) for v in rng.integers(lo, hi, nd))
-        groups = int(rng.choice([1, 2]))
-        spec = OpSpec("t", ints(1, 6), ints(1, 5), ints(1, 4), groups, 2 * groups * 3,
-                      groups * int(rng.integers(1, 5)),
-                      PadRule("explicit", (0,) * nd, ints(-1, 4), ints(-1, 4)),
-                      data_format=("NCX", "NXC")[len(out) % 2])
-        try:
-            geom = resolve(spec, (int(rng.integers(1, 5)), 6 * groups, *ints(1, 12)))
-        except ValueError:
-            continue
-        if _gemm.gemm_fits(geom):
-            out.append(geom)
-    return out
+    return random_geometries(n, seed, lambda rng, g: (6 * g, g * int(rng.integers(1, 5))),
+                             _gemm.gemm_fits)
 
 
 @pytest.mark.parametrize("geom", _random_geoms(40), ids=lambda g: "")
