@@ -97,7 +97,9 @@ def test_table_entries_scale_with_positions_and_taps():
 @pytest.mark.parametrize("geom", _geoms(20, 383), ids=lambda g: "")
 def test_tasks_are_the_plans(geom):
     kind = _kind(geom)
-    assert _micro.VARIANT.tasks(geom, kind) == len(_micro.micro_layout(geom, _micro.NR_F32).tasks)
+    for itemsize, nr in ((4, _micro.NR_F32), (8, _micro.NR_F64)):
+        assert (_micro.VARIANT.tasks(geom, kind, itemsize)
+                == len(_micro.micro_layout(geom, nr).tasks))
 
 
 def test_one_task_runs_on_one_thread():
@@ -105,22 +107,40 @@ def test_one_task_runs_on_one_thread():
     # (2 phases of 111 rows, one set), so the second worker has nothing to do
     geom = _geom_1d(3, 39, 106, 27, 23, 2)
     kind = _kind(geom)
-    assert _micro.VARIANT.tasks(geom, kind) == 1
     c = _cost.current()
-    assert _direct.seconds(geom, kind, True, 2, c) == pytest.approx(
-        _direct.seconds(geom, kind, True, 1, c))
+    for f64 in (False, True):
+        assert _micro.VARIANT.tasks(geom, kind, 8 if f64 else 4) == 1
+        assert _direct.seconds(geom, kind, f64, 2, c) == pytest.approx(
+            _direct.seconds(geom, kind, f64, 1, c))
+
+
+def _split(geom, kind, f64, c):
+    one = _direct.seconds(geom, kind, f64, 1, c) - c["call_s"]
+    return one / (_direct.seconds(geom, kind, f64, 2, c) - c["call_s"])
 
 
 def test_tasks_share_the_threads():
     # 5 tasks on 2 threads: the busiest runs 3, the threads' speed-up is that of 5/3
     geom = _geom_1d(3, 3, 27, 236, 206, 4)
     kind = _kind(geom)
-    assert _micro.VARIANT.tasks(geom, kind) == 5
     c = _cost.current()
-    one = _direct.seconds(geom, kind, True, 1, c) - c["call_s"]
-    two = _direct.seconds(geom, kind, True, 2, c) - c["call_s"]
-    assert one / two == pytest.approx(parallel(5 / 3, c))
-    assert one / two < parallel(2, c)
+    assert _micro.VARIANT.tasks(geom, kind, 8) == 5
+    assert _split(geom, kind, True, c) == pytest.approx(parallel(5 / 3, c))
+    assert _split(geom, kind, True, c) < parallel(2, c)
+
+
+def test_tasks_follow_the_dtype():
+    # 3d_n2_c18-172_i3x3x3_k3x5x2_s2x2x2 (seed 104's, unpadded): float32's 16-value tiles
+    # make 2 tasks, float64's 8-value tiles 3 (each dtype priced with its own plan)
+    spec = OpSpec("t", (2, 2, 2), (1, 1, 1), (3, 5, 2), 1, 18, 172,
+                  PadRule("explicit", (0,) * 3, (0,) * 3, (0,) * 3))
+    geom = resolve(spec, (2, 18, 3, 3, 3))
+    kind = _kind(geom)
+    c = _cost.current()
+    assert _micro.VARIANT.tasks(geom, kind, 4) == 2
+    assert _micro.VARIANT.tasks(geom, kind, 8) == 3
+    assert _split(geom, kind, False, c) == pytest.approx(parallel(2, c))
+    assert _split(geom, kind, True, c) == pytest.approx(parallel(3 / 2, c))
 
 
 def test_estimate_uses_the_table():

@@ -350,10 +350,11 @@ class Micro(Variant):
         # table, micro_tap_s an entry (table_entries)
         return c["micro_call_s"] + c["micro_tap_s"] * table_entries(geom, kind)
 
-    def tasks(self, geom, kind):
-        # the float32 plan's: the float64 one (8-value tiles) may cut a set's rows
-        # differently, which the registry's estimate, given no dtype here, cannot ask
-        return len(micro_layout(geom, NR_F32).tasks)
+    def tasks(self, geom, kind, itemsize=4):
+        # the plan's for the dtype: float64's 8-value tiles may cut a set's rows
+        # differently (5 of seeds 101-106's 84 micro layers: 3d_n2_c18-172_i3x3x3_k3x5x2_
+        # s2x2x2_f64 is 1 task in float32, 3 in float64)
+        return len(micro_layout(geom, NR_F64 if itemsize == 8 else NR_F32).tasks)
 
     def describe(self, kind):
         text = super().describe(kind)
