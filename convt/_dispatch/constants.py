@@ -66,6 +66,11 @@ DEFAULTS = {
     # docs/dispatch.md, "The direct backend's estimates")
     "micro_depth_half": 40.5,
     "micro_call_s": 12.9e-6,
+    # per entry of the micro variant's pointer tables (an output position of a phase x a
+    # tap: convt._backends.direct.micro.table_entries); fitted 2026-11-27 (one thread, 1-D
+    # layers of 1-32 input channels, 3-300 taps; docs/dispatch.md, "The micro variant's
+    # pointer tables")
+    "micro_tap_s": 2.2e-9,
     # gather kernel: its inner loop runs along a group's output channels, c_out / (c_out +
     # half) of its rate per group (refitted on the random sweep's seed 12, below)
     "pixel_macs_per_s": 6.6e9,

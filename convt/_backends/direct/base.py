@@ -12,8 +12,9 @@ in rule order). The registry asks each, in turn:
     and writing y once, seconds of per-row set-up and slow multiply-adds (``rate``: the
     rate for the compute dtype, ``isz`` its bytes a value; ``convt._backends.direct.seconds``
     adds the call cost and the threads);
-``tasks(geom, kind)``
-    how many tasks its kernel shares among the threads (None: enough for any count);
+``tasks(geom, kind, itemsize)``
+    how many tasks its kernel shares among the threads in a compute dtype of ``itemsize``
+    bytes a value (None: enough for any count);
 ``layout(geom, mode)``
     what it plans from the geometry alone (cached per geometry by the registry), or None;
 ``prepare(geom, plan, layout)``
@@ -83,7 +84,7 @@ class Variant:
     def extra_seconds(self, geom, kind, c, rate, itemsize):
         return 0.0
 
-    def tasks(self, geom, kind):
+    def tasks(self, geom, kind, itemsize=4):
         return None
 
     def layout(self, geom, mode):

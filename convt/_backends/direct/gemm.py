@@ -439,7 +439,7 @@ class Gemm(Variant):
     def rate(self, geom, kind, c):
         return c["gemm_macs_per_s"]
 
-    def tasks(self, geom, kind):
+    def tasks(self, geom, kind, itemsize=4):
         return gemm_calls(geom, kind.mode == "batch-rows").tasks
 
     def extra_seconds(self, geom, kind, c, rate, itemsize):

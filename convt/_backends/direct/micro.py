@@ -26,8 +26,8 @@ from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .phases import axes, axes3 as _axes3, axis_phases as _axis_phases, phase_combos
 
 __all__ = ["VARIANT", "MicroLayout", "micro_layout", "micro_macs", "micro_nr", "micro_rate",
-           "pack_tables", "packed_weights", "packing_arrays", "run_micro", "tile_call",
-           "tile_depth"]
+           "pack_tables", "packed_weights", "packing_arrays", "run_micro", "table_entries",
+           "tile_call", "tile_depth"]
 
 # The tile blocking (public: the Winograd variant runs on the same tiles).
 # Weights of one (tap block x channel chunk) panel: KC rows of NR values, 16 KiB in float32
@@ -273,6 +273,21 @@ def tile_depth(geom, kind):
     return max(cg * kind.macs / max(positions, 1), 1e-3)   # > 0: rates stay finite
 
 
+def table_entries(geom, kind):
+    """Entries of the pointer tables the micro variant's tiles build (``_tile.pxd``'s
+    ``_pointers`` and ``_tap_masks``): one per output position of a phase and tap of the
+    phase, shared by the groups, panels and channels (each points at a pixel's channels),
+    ``kind.macs`` (``micro_macs`` at the float32 tile width) over those.
+    Their set-up (index arithmetic, a bounds test and a store an entry, then the sub-tiles'
+    tap masks) costs the same with 2 channels as with 200: layers of 2-6 input channels a
+    group over long kernels ran 1.5-3.5x slower than priced without it
+    (1d_n3_c3-27_i236_k206_s4_f64: 1.06 ms, priced 0.42; 2-core AMD EPYC Zen 4, random
+    sweep seeds 101-106; docs/dispatch.md)."""
+    g = max(geom.groups, 1)
+    per_entry = g * (geom.c_in // g) * (-(-(geom.c_out // g) // NR_F32) * NR_F32)
+    return kind.macs // max(per_entry, 1)
+
+
 def micro_macs(geom, nr=NR_F32, per_axis=None):
     """Multiply-adds of the micro variant at tile width ``nr`` (phase output positions x
     taps x input channels x output channels padded to ``nr``, per group): the ``macs`` of
@@ -330,9 +345,16 @@ class Micro(Variant):
         return micro_rate(geom, c, tile_depth(geom, kind))
 
     def extra_seconds(self, geom, kind, c, rate, itemsize):
-        # the call's set-up besides the tiles (the pointer tables, the task plan): layers
-        # under 50 us ran 1.2-1.3x slower than on the other variants (docs/dispatch.md)
-        return c["micro_call_s"]
+        # the call's set-up besides the tiles (the task plan): layers under 50 us ran
+        # 1.2-1.3x slower than on the other variants (docs/dispatch.md); and the pointer
+        # table, micro_tap_s an entry (table_entries)
+        return c["micro_call_s"] + c["micro_tap_s"] * table_entries(geom, kind)
+
+    def tasks(self, geom, kind, itemsize=4):
+        # the plan's for the dtype: float64's 8-value tiles may cut a set's rows
+        # differently (5 of seeds 101-106's 84 micro layers: 3d_n2_c18-172_i3x3x3_k3x5x2_
+        # s2x2x2_f64 is 1 task in float32, 3 in float64)
+        return len(micro_layout(geom, NR_F64 if itemsize == 8 else NR_F32).tasks)
 
     def describe(self, kind):
         text = super().describe(kind)

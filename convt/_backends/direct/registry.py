@@ -92,7 +92,7 @@ def seconds(geom, kind, f64, threads, c):
         rate /= c["direct_f64"]
     work = kind.macs / rate + moved / c["bytes_per_s"]
     work += variant.extra_seconds(geom, kind, c, rate, itemsize)
-    tasks = variant.tasks(geom, kind) if threads > 1 else None
+    tasks = variant.tasks(geom, kind, itemsize) if threads > 1 else None
     if tasks:   # the busiest thread runs ceil(tasks / threads) of them
         threads = min(threads, tasks / -(-tasks // threads))
     return c["call_s"] + work / parallel(threads, c)
