@@ -317,11 +317,15 @@ def _run_gemm(xa, state, geom, plan, out=None):
                         arena, out)
 
 
-# A core's L2 (1 MiB on Zen 4, 1.25-2 MiB on recent Intel cores): a larger A operand is
-# packed from L3 or memory. Half of it overpriced GEMMs whose A fits: 75 of (584, 4, 241),
-# A = 563 KB, ran 0.88 ms on 1.5 threads, priced 4.0 (2d_n3_c241-2_i4x74_k2x25_s2x1_d1x3,
-# random sweep seed 72, 2-core AMD EPYC Zen 4).
-_L2_BYTES = 1 << 20
+# How scipy's OpenBLAS (0.3.30, its SkylakeX kernels on this AVX-512 CPU) runs a GEMM; the
+# kernel's row-major (M, N, K) product is BLAS's (m, n, k) = (N, M, K). An NN call with
+# M * N * K <= 100**3 runs on the small-matrix kernels, which read A in place (OpenBLAS
+# kernel/x86_64/sgemm_small_kernel_permit_skylakex.c, CNAME; the dgemm permit alike); a
+# larger one packs A first, and its narrow-N tails run far below the rate: K = 85, one
+# thread, 2-core AMD EPYC Zen 4, 1x1 layers pinned to the GEMMs (docs/dispatch.md, "The
+# GEMM variant's BLAS paths"): N = 2, M = 1931 (small) 6.8 ns a row, M = 8000 (packed)
+# 29.7 ns; float64 13.9 and 26.2.
+_BLAS_SMALL_MNK = 100 ** 3
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
 # used (gemm_fits); the 14 bench workloads have 0.0-0.85.
 _MAX_GRID_GROWTH = 8
@@ -340,12 +344,10 @@ class GemmCalls(NamedTuple):
     depth: np.ndarray
     tasks: int
 
-    def streamed(self, itemsize=4):
-        """Values of A (m x k input rows) read by the calls whose A, ``itemsize`` bytes a
-        value, outgrows _L2_BYTES (BLAS then packs it from L3 or memory)."""
-        m = self.rows / np.maximum(self.count, 1)
-        big = m * self.depth * itemsize > _L2_BYTES
-        return float(np.sum(np.where(big, self.rows * self.depth, 0)))
+    def small(self):
+        """Per kind, whether BLAS runs its calls on its small-matrix kernels (no packing:
+        M x N x K of one call at most _BLAS_SMALL_MNK)."""
+        return self.rows / np.maximum(self.count, 1) * self.columns * self.depth <= _BLAS_SMALL_MNK
 
 
 @functools.lru_cache(maxsize=256)
@@ -370,20 +372,23 @@ def gemm_calls(geom, batch_rows):
         ops = layout.ops[first:first + nops]
         end = int((mine[:, 1] + mine[:, 2]).max())
         # a set's tasks tile its rows (channels first: each image's) from the start, so
-        # the rows an op runs are those below its last row, in ceil(rows / tile) calls
+        # the rows an op runs are those below its last row: whole tiles, then one shorter
+        # call (kept apart: BLAS takes another path by the size of a call)
         if layout.channels_first:
             spans = [(min(end - i * img, img), ops[:, 5]) for i in range(geom.batch)]
         else:
             spans = [(end, ops[:, 5] + (geom.batch - 1) * img)]
-        run = sum(np.clip(last, 0, span) for span, last in spans)
-        calls = sum(-(-np.clip(last, 0, span) // tile) for span, last in spans)
-        count.append(g * calls)
-        rows.append(g * run)
-        cols.append(ops[:, 3] * mg)
+        for span, last in spans:
+            run = np.clip(last, 0, span)
+            full, rest = run // tile, run % tile
+            count += [g * full, g * (rest > 0)]
+            rows += [g * full * tile, g * rest]
+            cols += [ops[:, 3] * mg] * 2
     if not count:
         return GemmCalls(np.zeros(1), np.zeros(1), np.ones(1), np.array([cg]), len(tasks))
-    return GemmCalls(np.concatenate(count).astype(float), np.concatenate(rows).astype(float),
-                     np.concatenate(cols).astype(float), np.array([cg]), len(tasks))
+    count, rows, cols = (np.concatenate(a).astype(float) for a in (count, rows, cols))
+    keep = count > 0
+    return GemmCalls(count[keep], rows[keep], cols[keep], np.array([cg]), len(tasks))
 
 
 @functools.lru_cache(maxsize=256)
@@ -443,28 +448,32 @@ class Gemm(Variant):
         return gemm_calls(geom, kind.mode == "batch-rows").tasks
 
     def extra_seconds(self, geom, kind, c, rate, itemsize):
-        # The GEMMs as the kernel issues them (gemm_calls), each at the BLAS rate times
-        # m / (m + gemm_rows_half) x n / (n + gemm_channel_half), in place of the
-        # multiply-adds at that rate (``kind.macs / rate``, which the registry adds); plus
-        # gemm_write_s per output value (the tile's strided write-out), in grid mode
-        # gemm_call_s per GEMM (batch-rows mode's (16, 8, 8) GEMMs of tests/
-        # test_gemm_variant.py::test_variant_choice took 0.1 us each, all in), and
-        # gemm_stream_s per value of an A operand larger than L2, which BLAS packs at L3
-        # speed, about n multiply-adds per value: one-thread scipy sgemm on the 2-core AMD
-        # EPYC Zen 4, (m, n, k) = (7475, 2, 113) 439 us (3.8 G MAC/s), (1000, 2, 64) 5.2 us
-        # (25 G), (3640, 4, 70) 123 us: 0.38-0.47 ns per value beyond the multiply-adds;
-        # and gemm_line_s per segment the write-out starts (write_segments): a unit last
-        # axis wrote 5 ns a value (3d_n1_c2-62_i16x26x1_k1x1x1_s2x2x1: 0.54 ms, priced 0.10).
+        # The GEMMs as the kernel issues them (gemm_calls), in place of the multiply-adds at
+        # ``rate`` (``kind.macs / rate``, which the registry adds), each priced on the BLAS
+        # path it takes (_BLAS_SMALL_MNK): at the rate times m / (m + gemm_rows_half) (m
+        # rows) x n / (n + gemm_channel_half) (n columns: merged taps x channels) x k / (k
+        # + gemm_depth_half) (k input channels: a shallow product is bound by the update of
+        # C, 2d_n3_c2-38_i21x21_k29x29_s2x2 ran 4.5 ms, priced 2.6 without it); a packed
+        # call also pays gemm_stream_s per value of A it packs (the packing and the narrow
+        # tails: 0.2-0.3 ns a value at N <= 8, either dtype; the term was applied before to
+        # an A larger than L2, which overpriced small-kernel calls that read a large A in
+        # place 3.7x: 3d_n2_c85-2_i6x6x10_k6x6x6_s2x2x2_d2x2x2_f64, 5.4 ms priced 20.6).
+        # Plus gemm_write_s per output value (the tile's strided
+        # write-out), in grid mode gemm_call_s per GEMM (batch-rows mode's (16, 8, 8) GEMMs
+        # of tests/test_gemm_variant.py::test_variant_choice took 0.1 us each, all in) and
+        # gemm_line_s per segment the write-out starts (write_segments): a unit last axis
+        # wrote 5 ns a value (3d_n1_c2-62_i16x26x1_k1x1x1_s2x2x1: 0.54 ms, priced 0.10).
         batch_rows = kind.mode == "batch-rows"
         calls = gemm_calls(geom, batch_rows)
-        n, hn = calls.columns, c["gemm_channel_half"]
+        n, k = calls.columns, calls.depth
         m = calls.rows + calls.count * c["gemm_rows_half"]
-        macs = float(np.sum(m * calls.depth * (n + hn)))
+        macs = float(np.sum(m * (k + c["gemm_depth_half"]) * (n + c["gemm_channel_half"])))
+        packed = float(np.sum(np.where(calls.small(), 0.0, calls.rows * k)))
         out = geom.batch * geom.c_out * prod(geom.out_shape)
         per_call = 0.0 if batch_rows else float(calls.count.sum()) * c["gemm_call_s"]
         lines = 0.0 if batch_rows else write_segments(geom) * c["gemm_line_s"]
         return ((macs - kind.macs) / rate + per_call + out * c["gemm_write_s"] + lines
-                + calls.streamed(itemsize) * c["gemm_stream_s"])
+                + packed * c["gemm_stream_s"])
 
     def describe(self, kind):
         text = super().describe(kind)
