@@ -56,7 +56,7 @@ DEFAULTS = {
     # per value of A a BLAS call packs (M N K above OpenBLAS's small-matrix bound), and the
     # depth (input channels) at which a GEMM runs at half the rate (convt._backends.direct.
     # gemm.Gemm.extra_seconds; docs/dispatch.md, "The GEMM variant's BLAS paths")
-    "gemm_stream_s": 0.3e-9,
+    "gemm_stream_s": 0.34e-9,
     "gemm_depth_half": 1.5,
     # register tiles, set by hand (2026-11-21, AVX2 + FMA): 64-512-channel 3x3 / 4x4 layers
     # at 188-208 GFLOP/s on 2 workers; the half rate from 16-channel layers on one thread

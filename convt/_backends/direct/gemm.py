@@ -326,6 +326,11 @@ def _run_gemm(xa, state, geom, plan, out=None):
 # GEMM variant's BLAS paths"): N = 2, M = 1931 (small) 6.8 ns a row, M = 8000 (packed)
 # 29.7 ns; float64 13.9 and 26.2.
 _BLAS_SMALL_MNK = 100 ** 3
+# The packed kernels' block of BLAS's m, our N (KERNEL.SKYLAKEX: sgemm_kernel_16x4,
+# dgemm_kernel_16x2; narrower N runs on tails): the packing's cost per value of A then
+# falls as 16 / (16 + N), N = 2 to 32 at K = 85 above: 24, 21, 17, 12 and 9 ns a row
+# beyond the multiply-adds and the write-out.
+_BLAS_UNROLL_N = 16
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
 # used (gemm_fits); the 14 bench workloads have 0.0-0.85.
 _MAX_GRID_GROWTH = 8
@@ -468,7 +473,10 @@ class Gemm(Variant):
         n, k = calls.columns, calls.depth
         m = calls.rows + calls.count * c["gemm_rows_half"]
         macs = float(np.sum(m * (k + c["gemm_depth_half"]) * (n + c["gemm_channel_half"])))
-        packed = float(np.sum(np.where(calls.small(), 0.0, calls.rows * k)))
+        # a packed value of A feeds n multiply-adds, on the tail kernels below a block of
+        # _BLAS_UNROLL_N columns: its cost falls as n fills the block
+        packed = float(np.sum(np.where(calls.small(), 0.0, calls.rows * k)
+                              * _BLAS_UNROLL_N / (_BLAS_UNROLL_N + n)))
         out = geom.batch * geom.c_out * prod(geom.out_shape)
         per_call = 0.0 if batch_rows else float(calls.count.sum()) * c["gemm_call_s"]
         lines = 0.0 if batch_rows else write_segments(geom) * c["gemm_line_s"]
