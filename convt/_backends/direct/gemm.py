@@ -317,19 +317,12 @@ def _run_gemm(xa, state, geom, plan, out=None):
                         arena, out)
 
 
-# How scipy's OpenBLAS (0.3.30, its SkylakeX kernels on this AVX-512 CPU) runs a GEMM; the
-# kernel's row-major (M, N, K) product is BLAS's (m, n, k) = (N, M, K). An NN call with
-# M * N * K <= 100**3 runs on the small-matrix kernels, which read A in place (OpenBLAS
-# kernel/x86_64/sgemm_small_kernel_permit_skylakex.c, CNAME; the dgemm permit alike); a
-# larger one packs A first, and its narrow-N tails run far below the rate: K = 85, one
-# thread, 2-core AMD EPYC Zen 4, 1x1 layers pinned to the GEMMs (docs/dispatch.md, "The
-# GEMM variant's BLAS paths"): N = 2, M = 1931 (small) 6.8 ns a row, M = 8000 (packed)
-# 29.7 ns; float64 13.9 and 26.2.
+# scipy's OpenBLAS (0.3.30, SkylakeX kernels on this CPU) runs our (M, N, K) as its (N, M,
+# K): unpacked on its small-matrix kernels when M N K <= 100**3 (kernel/x86_64/sgemm_small_
+# kernel_permit_skylakex.c, CNAME), else packed, in blocks of 16 of N (KERNEL.SKYLAKEX:
+# sgemm_kernel_16x4, dgemm_kernel_16x2) whose narrow tails reuse a packed value less: K =
+# 85, N = 2 to 32, 24 to 9 ns a row beyond the multiply-adds (docs/dispatch.md).
 _BLAS_SMALL_MNK = 100 ** 3
-# The packed kernels' block of BLAS's m, our N (KERNEL.SKYLAKEX: sgemm_kernel_16x4,
-# dgemm_kernel_16x2; narrower N runs on tails): the packing's cost per value of A then
-# falls as 16 / (16 + N), N = 2 to 32 at K = 85 above: 24, 21, 17, 12 and 9 ns a row
-# beyond the multiply-adds and the write-out.
 _BLAS_UNROLL_N = 16
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
 # used (gemm_fits); the 14 bench workloads have 0.0-0.85.
@@ -341,8 +334,8 @@ _PIXEL_MARGIN = 1.5
 
 
 class GemmCalls(NamedTuple):
-    """The BLAS calls of a layout, per (op, group) kind: ``count`` calls with ``rows`` M
-    summed over them, N = ``columns``, K = ``depth``; ``tasks``: the kernel's tasks."""
+    """The BLAS calls of a layout, per kind (calls of one size): ``count`` calls of M =
+    ``rows`` / ``count``, N = ``columns``, K = ``depth``; ``tasks``: the kernel's tasks."""
     count: np.ndarray
     rows: np.ndarray
     columns: np.ndarray
@@ -350,8 +343,7 @@ class GemmCalls(NamedTuple):
     tasks: int
 
     def small(self):
-        """Per kind, whether BLAS runs its calls on its small-matrix kernels (no packing:
-        M x N x K of one call at most _BLAS_SMALL_MNK)."""
+        """Per kind, whether BLAS runs it unpacked (M N K <= _BLAS_SMALL_MNK)."""
         return self.rows / np.maximum(self.count, 1) * self.columns * self.depth <= _BLAS_SMALL_MNK
 
 
@@ -376,9 +368,9 @@ def gemm_calls(geom, batch_rows):
             continue
         ops = layout.ops[first:first + nops]
         end = int((mine[:, 1] + mine[:, 2]).max())
-        # a set's tasks tile its rows (channels first: each image's) from the start, so
-        # the rows an op runs are those below its last row: whole tiles, then one shorter
-        # call (kept apart: BLAS takes another path by the size of a call)
+        # a set's tasks tile its rows (channels first: each image's) from the start: an op
+        # runs those below its last row, whole tiles then a shorter call (BLAS's path
+        # depends on the size)
         if layout.channels_first:
             spans = [(min(end - i * img, img), ops[:, 5]) for i in range(geom.batch)]
         else:
@@ -386,14 +378,13 @@ def gemm_calls(geom, batch_rows):
         for span, last in spans:
             run = np.clip(last, 0, span)
             full, rest = run // tile, run % tile
-            count += [g * full, g * (rest > 0)]
-            rows += [g * full * tile, g * rest]
+            count, rows = count + [g * full, g * (rest > 0)], rows + [g * full * tile, g * rest]
             cols += [ops[:, 3] * mg] * 2
     if not count:
         return GemmCalls(np.zeros(1), np.zeros(1), np.ones(1), np.array([cg]), len(tasks))
     count, rows, cols = (np.concatenate(a).astype(float) for a in (count, rows, cols))
-    keep = count > 0
-    return GemmCalls(count[keep], rows[keep], cols[keep], np.array([cg]), len(tasks))
+    return GemmCalls(count[count > 0], rows[count > 0], cols[count > 0], np.array([cg]),
+                     len(tasks))
 
 
 @functools.lru_cache(maxsize=256)
@@ -453,28 +444,20 @@ class Gemm(Variant):
         return gemm_calls(geom, kind.mode == "batch-rows").tasks
 
     def extra_seconds(self, geom, kind, c, rate, itemsize):
-        # The GEMMs as the kernel issues them (gemm_calls), in place of the multiply-adds at
-        # ``rate`` (``kind.macs / rate``, which the registry adds), each priced on the BLAS
-        # path it takes (_BLAS_SMALL_MNK): at the rate times m / (m + gemm_rows_half) (m
-        # rows) x n / (n + gemm_channel_half) (n columns: merged taps x channels) x k / (k
-        # + gemm_depth_half) (k input channels: a shallow product is bound by the update of
-        # C, 2d_n3_c2-38_i21x21_k29x29_s2x2 ran 4.5 ms, priced 2.6 without it); a packed
-        # call also pays gemm_stream_s per value of A it packs (the packing and the narrow
-        # tails: 0.2-0.3 ns a value at N <= 8, either dtype; the term was applied before to
-        # an A larger than L2, which overpriced small-kernel calls that read a large A in
-        # place 3.7x: 3d_n2_c85-2_i6x6x10_k6x6x6_s2x2x2_d2x2x2_f64, 5.4 ms priced 20.6).
-        # Plus gemm_write_s per output value (the tile's strided
-        # write-out), in grid mode gemm_call_s per GEMM (batch-rows mode's (16, 8, 8) GEMMs
-        # of tests/test_gemm_variant.py::test_variant_choice took 0.1 us each, all in) and
-        # gemm_line_s per segment the write-out starts (write_segments): a unit last axis
-        # wrote 5 ns a value (3d_n1_c2-62_i16x26x1_k1x1x1_s2x2x1: 0.54 ms, priced 0.10).
+        # The GEMMs as the kernel issues them (gemm_calls), in place of ``kind.macs / rate``
+        # (which the registry adds): m x k x n multiply-adds at the rate x m / (m +
+        # gemm_rows_half) x n / (n + gemm_channel_half) x k / (k + gemm_depth_half) (a
+        # shallow product is bound by C's update: 2d_n3_c2-38_i21x21_k29x29_s2x2 4.5 ms,
+        # priced 2.6 without it); gemm_stream_s per value of A a packed call packs
+        # (_BLAS_SMALL_MNK; once priced for any A above L2, which overpriced unpacked calls
+        # 3.7x: 3d_n2_c85-2_i6x6x10_k6x6x6_s2x2x2_d2x2x2_f64, 5.4 ms priced 20.6);
+        # gemm_write_s per output value (its strided write-out); in grid mode gemm_call_s
+        # per GEMM, gemm_line_s per segment of the write-out (write_segments).
         batch_rows = kind.mode == "batch-rows"
         calls = gemm_calls(geom, batch_rows)
         n, k = calls.columns, calls.depth
         m = calls.rows + calls.count * c["gemm_rows_half"]
         macs = float(np.sum(m * (k + c["gemm_depth_half"]) * (n + c["gemm_channel_half"])))
-        # a packed value of A feeds n multiply-adds, on the tail kernels below a block of
-        # _BLAS_UNROLL_N columns: its cost falls as n fills the block
         packed = float(np.sum(np.where(calls.small(), 0.0, calls.rows * k)
                               * _BLAS_UNROLL_N / (_BLAS_UNROLL_N + n)))
         out = geom.batch * geom.c_out * prod(geom.out_shape)
