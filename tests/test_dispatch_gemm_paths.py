@@ -132,3 +132,14 @@ def test_other_variants_keep_direct_f64():
     c = _cost.current()
     kind = _direct.DirectKind("gemm", "grid", 1, 1)
     assert _gemm.VARIANT.f64_slowdown(geom, kind, c) == c["direct_f64"]
+
+
+def test_mostly_halo_layer_runs_the_gemms():
+    # 7x halo work, batch 3: grid-mode GEMMs priced 1.39x below the pixel kernel, within
+    # _PIXEL_MARGIN (1.3); pinned, the GEMMs took 0.93 ms and the pixel kernel 2.60 (2-core
+    # AMD EPYC Zen 4, docs/dispatch.md, "The GEMM variant's BLAS paths")
+    geom = _geometry((3, 10, 10, 10), (10, 32, 10, 10), strides=(2, 4), dilations=(3, 3),
+                     pads=(0, 1, 0, 1))
+    rule_kind = _cost.direct_kind(geom)
+    assert rule_kind.macs > 1.5 * rule_kind.useful
+    assert (rule_kind.variant, rule_kind.mode) == ("gemm", "grid")

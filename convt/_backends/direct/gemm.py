@@ -329,8 +329,9 @@ _BLAS_UNROLL_N = 16
 _MAX_GRID_GROWTH = 8
 # Batch-rows mode (M = batch, no halo work) needs this many images to make a GEMM.
 _MIN_BATCH_ROWS = 8
-# Mostly halo and a small batch: grid mode only when priced this far below the pixel kernel.
-_PIXEL_MARGIN = 1.5
+# Mostly halo and a small batch: grid mode only when priced this far below the pixel kernel
+# (1.5 before the BLAS-path terms; docs/dispatch.md, "The GEMM variant's BLAS paths").
+_PIXEL_MARGIN = 1.3
 
 
 class GemmCalls(NamedTuple):
