@@ -26,7 +26,7 @@ _PROBES = (
     ((1, 1, 64), (1, 1, 3), {}, ("direct", "fft")),                      # fixed costs
 )
 _F64_PROBES = (0, 6)       # also timed in float64
-_FIXED = ("call_s", "gemm_stream_s")  # measured directly, not fitted
+_FIXED = ("call_s", "gemm_stream_s", "gemm_depth_half")  # measured directly, not fitted
 _PRIOR = 0.5          # pull towards the current constants (fit_constants)
 # Physical limits of the dimensionless constants (a loaded machine can push a fit past them:
 # a second thread never slows a kernel down in the model, float64 is never faster).

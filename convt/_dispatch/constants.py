@@ -53,9 +53,11 @@ DEFAULTS = {
     "gemm_call_s": 1.77e-7,
     "gemm_write_s": 1.30e-10,
     "gemm_line_s": 4.28e-9,
-    # per value of a GEMM's A operand larger than L2: set from one-thread sgemm timings
-    # (convt._backends.direct.gemm.Gemm.extra_seconds), the sweeps hold too few such layers
-    "gemm_stream_s": 0.4e-9,
+    # per value of A a BLAS call packs (M N K above OpenBLAS's small-matrix bound), and the
+    # depth (input channels) at which a GEMM runs at half the rate (convt._backends.direct.
+    # gemm.Gemm.extra_seconds; docs/dispatch.md, "The GEMM variant's BLAS paths")
+    "gemm_stream_s": 0.34e-9,
+    "gemm_depth_half": 1.5,
     # register tiles, set by hand (2026-11-21, AVX2 + FMA): 64-512-channel 3x3 / 4x4 layers
     # at 188-208 GFLOP/s on 2 workers; the half rate from 16-channel layers on one thread
     "micro_macs_per_s": 57e9,

@@ -7,8 +7,10 @@ in rule order). The registry asks each, in turn:
     the ``DirectKind`` that runs ``geom`` (usually its own; it may return the kind the later
     variants chose, ``rule.next()``), or None to leave ``geom`` to the later variants. The
     last variant (pixel) claims every geometry;
-``rate(geom, kind, c)``, ``extra_moved(geom, kind)``, ``extra_seconds(geom, kind, c, rate, isz)``
-    its cost: multiply-adds per second of one float32 thread, values moved besides reading x
+``rate(geom, kind, c)``, ``f64_slowdown(geom, kind, c)``, ``extra_moved(geom, kind)``,
+``extra_seconds(geom, kind, c, rate, isz)``
+    its cost: multiply-adds per second of one float32 thread (float64's: that over
+    ``f64_slowdown``, by default the constant ``direct_f64``), values moved besides reading x
     and writing y once, seconds of per-row set-up and slow multiply-adds (``rate``: the
     rate for the compute dtype, ``isz`` its bytes a value; ``convt._backends.direct.seconds``
     adds the call cost and the threads);
@@ -77,6 +79,9 @@ class Variant:
 
     def rate(self, geom, kind, c):
         raise NotImplementedError
+
+    def f64_slowdown(self, geom, kind, c):
+        return c["direct_f64"]
 
     def extra_moved(self, geom, kind):
         return 0

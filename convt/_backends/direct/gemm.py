@@ -317,35 +317,35 @@ def _run_gemm(xa, state, geom, plan, out=None):
                         arena, out)
 
 
-# A core's L2 (1 MiB on Zen 4, 1.25-2 MiB on recent Intel cores): a larger A operand is
-# packed from L3 or memory. Half of it overpriced GEMMs whose A fits: 75 of (584, 4, 241),
-# A = 563 KB, ran 0.88 ms on 1.5 threads, priced 4.0 (2d_n3_c241-2_i4x74_k2x25_s2x1_d1x3,
-# random sweep seed 72, 2-core AMD EPYC Zen 4).
-_L2_BYTES = 1 << 20
+# scipy's OpenBLAS (0.3.30, SkylakeX kernels on this CPU) runs our (M, N, K) as its (N, M,
+# K): unpacked on its small-matrix kernels when M N K <= 100**3 (kernel/x86_64/sgemm_small_
+# kernel_permit_skylakex.c, CNAME), else packed, in blocks of 16 of N (KERNEL.SKYLAKEX:
+# sgemm_kernel_16x4, dgemm_kernel_16x2) whose narrow tails reuse a packed value less: K =
+# 85, N = 2 to 32, 24 to 9 ns a row beyond the multiply-adds (docs/dispatch.md).
+_BLAS_SMALL_MNK = 100 ** 3
+_BLAS_UNROLL_N = 16
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
 # used (gemm_fits); the 14 bench workloads have 0.0-0.85.
 _MAX_GRID_GROWTH = 8
 # Batch-rows mode (M = batch, no halo work) needs this many images to make a GEMM.
 _MIN_BATCH_ROWS = 8
-# Mostly halo and a small batch: grid mode only when priced this far below the pixel kernel.
-_PIXEL_MARGIN = 1.5
+# Mostly halo and a small batch: grid mode only when priced this far below the pixel kernel
+# (1.5 before the BLAS-path terms; docs/dispatch.md, "The GEMM variant's BLAS paths").
+_PIXEL_MARGIN = 1.3
 
 
 class GemmCalls(NamedTuple):
-    """The BLAS calls of a layout, per (op, group) kind: ``count`` calls with ``rows`` M
-    summed over them, N = ``columns``, K = ``depth``; ``tasks``: the kernel's tasks."""
+    """The BLAS calls of a layout, per kind (calls of one size): ``count`` calls of M =
+    ``rows`` / ``count``, N = ``columns``, K = ``depth``; ``tasks``: the kernel's tasks."""
     count: np.ndarray
     rows: np.ndarray
     columns: np.ndarray
     depth: np.ndarray
     tasks: int
 
-    def streamed(self, itemsize=4):
-        """Values of A (m x k input rows) read by the calls whose A, ``itemsize`` bytes a
-        value, outgrows _L2_BYTES (BLAS then packs it from L3 or memory)."""
-        m = self.rows / np.maximum(self.count, 1)
-        big = m * self.depth * itemsize > _L2_BYTES
-        return float(np.sum(np.where(big, self.rows * self.depth, 0)))
+    def small(self):
+        """Per kind, whether BLAS runs it unpacked (M N K <= _BLAS_SMALL_MNK)."""
+        return self.rows / np.maximum(self.count, 1) * self.columns * self.depth <= _BLAS_SMALL_MNK
 
 
 @functools.lru_cache(maxsize=256)
@@ -369,21 +369,23 @@ def gemm_calls(geom, batch_rows):
             continue
         ops = layout.ops[first:first + nops]
         end = int((mine[:, 1] + mine[:, 2]).max())
-        # a set's tasks tile its rows (channels first: each image's) from the start, so
-        # the rows an op runs are those below its last row, in ceil(rows / tile) calls
+        # a set's tasks tile its rows (channels first: each image's) from the start: an op
+        # runs those below its last row, whole tiles then a shorter call (BLAS's path
+        # depends on the size)
         if layout.channels_first:
             spans = [(min(end - i * img, img), ops[:, 5]) for i in range(geom.batch)]
         else:
             spans = [(end, ops[:, 5] + (geom.batch - 1) * img)]
-        run = sum(np.clip(last, 0, span) for span, last in spans)
-        calls = sum(-(-np.clip(last, 0, span) // tile) for span, last in spans)
-        count.append(g * calls)
-        rows.append(g * run)
-        cols.append(ops[:, 3] * mg)
+        for span, last in spans:
+            run = np.clip(last, 0, span)
+            full, rest = run // tile, run % tile
+            count, rows = count + [g * full, g * (rest > 0)], rows + [g * full * tile, g * rest]
+            cols += [ops[:, 3] * mg] * 2
     if not count:
         return GemmCalls(np.zeros(1), np.zeros(1), np.ones(1), np.array([cg]), len(tasks))
-    return GemmCalls(np.concatenate(count).astype(float), np.concatenate(rows).astype(float),
-                     np.concatenate(cols).astype(float), np.array([cg]), len(tasks))
+    count, rows, cols = (np.concatenate(a).astype(float) for a in (count, rows, cols))
+    return GemmCalls(count[count > 0], rows[count > 0], cols[count > 0], np.array([cg]),
+                     len(tasks))
 
 
 @functools.lru_cache(maxsize=256)
@@ -443,28 +445,27 @@ class Gemm(Variant):
         return gemm_calls(geom, kind.mode == "batch-rows").tasks
 
     def extra_seconds(self, geom, kind, c, rate, itemsize):
-        # The GEMMs as the kernel issues them (gemm_calls), each at the BLAS rate times
-        # m / (m + gemm_rows_half) x n / (n + gemm_channel_half), in place of the
-        # multiply-adds at that rate (``kind.macs / rate``, which the registry adds); plus
-        # gemm_write_s per output value (the tile's strided write-out), in grid mode
-        # gemm_call_s per GEMM (batch-rows mode's (16, 8, 8) GEMMs of tests/
-        # test_gemm_variant.py::test_variant_choice took 0.1 us each, all in), and
-        # gemm_stream_s per value of an A operand larger than L2, which BLAS packs at L3
-        # speed, about n multiply-adds per value: one-thread scipy sgemm on the 2-core AMD
-        # EPYC Zen 4, (m, n, k) = (7475, 2, 113) 439 us (3.8 G MAC/s), (1000, 2, 64) 5.2 us
-        # (25 G), (3640, 4, 70) 123 us: 0.38-0.47 ns per value beyond the multiply-adds;
-        # and gemm_line_s per segment the write-out starts (write_segments): a unit last
-        # axis wrote 5 ns a value (3d_n1_c2-62_i16x26x1_k1x1x1_s2x2x1: 0.54 ms, priced 0.10).
+        # The GEMMs as the kernel issues them (gemm_calls), in place of ``kind.macs / rate``
+        # (which the registry adds): m x k x n multiply-adds at the rate x m / (m +
+        # gemm_rows_half) x n / (n + gemm_channel_half) x k / (k + gemm_depth_half) (a
+        # shallow product is bound by C's update: 2d_n3_c2-38_i21x21_k29x29_s2x2 4.5 ms,
+        # priced 2.6 without it); gemm_stream_s per value of A a packed call packs
+        # (_BLAS_SMALL_MNK; once priced for any A above L2, which overpriced unpacked calls
+        # 3.7x: 3d_n2_c85-2_i6x6x10_k6x6x6_s2x2x2_d2x2x2_f64, 5.4 ms priced 20.6);
+        # gemm_write_s per output value (its strided write-out); in grid mode gemm_call_s
+        # per GEMM, gemm_line_s per segment of the write-out (write_segments).
         batch_rows = kind.mode == "batch-rows"
         calls = gemm_calls(geom, batch_rows)
-        n, hn = calls.columns, c["gemm_channel_half"]
+        n, k = calls.columns, calls.depth
         m = calls.rows + calls.count * c["gemm_rows_half"]
-        macs = float(np.sum(m * calls.depth * (n + hn)))
+        macs = float(np.sum(m * (k + c["gemm_depth_half"]) * (n + c["gemm_channel_half"])))
+        packed = float(np.sum(np.where(calls.small(), 0.0, calls.rows * k)
+                              * _BLAS_UNROLL_N / (_BLAS_UNROLL_N + n)))
         out = geom.batch * geom.c_out * prod(geom.out_shape)
         per_call = 0.0 if batch_rows else float(calls.count.sum()) * c["gemm_call_s"]
         lines = 0.0 if batch_rows else write_segments(geom) * c["gemm_line_s"]
         return ((macs - kind.macs) / rate + per_call + out * c["gemm_write_s"] + lines
-                + calls.streamed(itemsize) * c["gemm_stream_s"])
+                + packed * c["gemm_stream_s"])
 
     def describe(self, kind):
         text = super().describe(kind)

@@ -162,6 +162,16 @@ class Pixel(Variant):
         mg = geom.c_out // geom.groups
         return c["pixel_macs_per_s"] * mg / (mg + c["pixel_channel_half"])
 
+    def f64_slowdown(self, geom, kind, c):
+        # Of the time an input channel's step takes, mg / (mg + pixel_channel_half) is its
+        # loop over mg output channels, which float64 slows by direct_f64 (twice the
+        # vectors); the rest, the step's set-up, it does not: 1d_n3_c215-13_i22_k364_s4_d3
+        # ran 11.6 ms in float64, priced 23.0 at direct_f64; mg = 2-8 layers ran as fast
+        # in float64 as in float32 (docs/dispatch.md, "The GEMM variant's BLAS paths").
+        mg = geom.c_out // geom.groups
+        half = c["pixel_channel_half"]
+        return (mg * c["direct_f64"] + half) / (mg + half)
+
     def layout(self, geom, mode):
         return tables(geom)
 

@@ -89,7 +89,7 @@ def seconds(geom, kind, f64, threads, c):
                         + variant.extra_moved(geom, kind))
     rate = variant.rate(geom, kind, c)
     if f64:
-        rate /= c["direct_f64"]
+        rate /= variant.f64_slowdown(geom, kind, c)
     work = kind.macs / rate + moved / c["bytes_per_s"]
     work += variant.extra_seconds(geom, kind, c, rate, itemsize)
     tasks = variant.tasks(geom, kind, itemsize) if threads > 1 else None
