@@ -29,14 +29,14 @@ __all__ = ["COST_UNITS", "FftLayout", "estimate_parts", "fixed_seconds", "layout
 
 # The cost model's constants (``convt._dispatch.constants``) that price one unit of each
 # ``_features`` entry: transform samples * log2(transform length), per-bin GEMM complex
-# multiply-adds, values copied, 1-D transforms started, overlap-save block groups, the
-# contraction's item visits and scalar-column steps (``_contraction``), and bytes of the
-# kernel spectra streamed from memory (``_estimate``, ``_fused_stream``); a one-shot call's
-# kernel spectra price their DFT multiply-adds apart (``fft_spectra.spectrum_features``'
-# second entry), at the rate they were fitted with before the contraction's own terms. One
-# model:
-# the tiling below and the dispatcher's estimate read the same constants
-# (``FftBackend.constants``).
+# multiply-adds, spectra values copied, 1-D transforms started, overlap-save block groups,
+# the contraction's item visits and scalar-column steps (``_contraction``); then
+# ``_estimate``'s: bytes streamed from memory (the kernel spectra past the cache,
+# ``_fused_stream``, ``spectra_stream``, ``_place_lines``), a one-shot call's DFT
+# multiply-adds for its kernel spectra (``fft_spectra.spectrum_features``' second entry, at
+# the rate they were fitted with before the contraction's own terms), and output values
+# placed from the frames. One model: the tiling below and the dispatcher's estimate read
+# the same constants (``FftBackend.constants``).
 COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
               "fft_group_s", "fft_row_s", "fft_lane_s", "fft_read_s", "fft_dft_cmac_s",
               "fft_place_s")
