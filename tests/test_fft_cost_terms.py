@@ -47,12 +47,48 @@ def test_copies_count_spectra_and_the_placed_window(x_shape, w_shape, kw):
     assert priced.cost - unpriced.cost == pytest.approx(placed * c["fft_place_s"])
 
 
-def test_overlap_add_copies_count_the_frames_once_more():
-    geom = _geom((1, 2, 64, 64), (2, 2, 3, 3))
-    opts = [(16, 14, 5), (16, 14, 5)]
-    feats = fft_cost._features(geom, opts, 4)
-    passes, nbins, pts = 25, 16 * 9, 256
-    assert feats[2] == passes * (2 * nbins + 2 * (nbins + pts))
+@pytest.mark.parametrize("x_shape, w_shape, kw, opts, passes", [
+    ((1, 2, 64, 64), (2, 2, 3, 3), {}, [(16, 14, 5), (16, 14, 5)], 3),         # 25 tiles: sum
+    ((1, 2, 64, 64), (2, 2, 3, 3), {}, [(40, 38, 2), (24, 22, 3)], 1),         # 6: place2
+    ((1, 64, 64, 2), (2, 2, 3, 3), dict(data_format="NXC"),
+     [(40, 38, 2), (24, 22, 3)], 2),                                           # _place_tiles
+    ((2, 3, 500), (3, 4, 9), dict(strides=(2,)), [(64, 60, 9)], 3),
+    ((2, 3, 500), (3, 4, 9), dict(strides=(2,)), [(128, 124, 5)], 2),
+    ((2, 3, 500), (3, 4, 9), dict(strides=(2,)), [(512, 500, 1)], 0),          # one tile
+    ((2, 3, 500), (3, 4, 9), dict(strides=(2,)), [(128, 124, 5, 2)], 0),       # overlap-save
+])
+def test_tile_frames_count_the_passes_of_each_placement_path(x_shape, w_shape, kw, opts,
+                                                             passes):
+    """An overlap-add tiling's frame values, once per pass the placement path makes over
+    them (fft_move_s): place2 adds them into y (1), _place_tiles by NumPy per tile
+    (2), the overlap-add sum past PLACE_TILES tiles (3); the copy unit counts the spectra
+    only."""
+    geom = _geom(x_shape, w_shape, **kw)
+    tiles = prod(o[2] for o in opts)
+    frames = geom.batch * tiles * prod(geom.strides) * geom.c_out * prod(o[0] for o in opts)
+    assert fft_cost._tile_frames(geom, opts) == passes * frames
+    nbins = prod(o[0] for o in opts[:-1]) * (opts[-1][0] // 2 + 1)
+    if len(opts[0]) == 3:
+        feats = fft_cost._features(geom, opts, 4)
+        assert feats[2] == geom.batch * tiles * (geom.c_in + prod(geom.strides) * geom.c_out) \
+            * nbins
+
+
+def test_one_shot_dft_multiply_adds_priced_at_their_own_rate():
+    """A one-shot call's kernel-spectra DFT multiply-adds are priced at fft_dft_cmac_s,
+    whatever the order of COST_UNITS."""
+    c = dict(current())
+    geom = _geom((1, 32, 48, 48), (32, 32, 9, 9))
+    budget = fft_mod.FFT_MEMORY_BUDGET
+    lay = fft_mod.fft_layout(geom, np.float32, one_shot=True)
+    pick = lambda options: [next(o for o in opts if o[:3] == (s, b, t))   # noqa: E731
+                            for opts, s, b, t in zip(options, lay.small, lay.block, lay.tiles)]
+    spectra = [fft_cost.layout(geom, np.float32, budget, True, fft_cost.unit_rates(
+        dict(c, fft_dft_cmac_s=r)), pick=pick).spectra for r in (0.0, 1e-9)]
+    fused = spectra_mod.fuses_lead(geom, lay.small)
+    feats = spectra_mod.spectrum_features(geom, lay.small, True)
+    assert feats[1] > 0 and fused
+    assert spectra[1] - spectra[0] == pytest.approx(feats[1] * 1e-9)
 
 
 def test_place_lines_priced_where_place2_gathers_from_memory(monkeypatch):

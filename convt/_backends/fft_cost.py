@@ -34,12 +34,14 @@ __all__ = ["COST_UNITS", "FftLayout", "estimate_parts", "fixed_seconds", "layout
 # ``_estimate``'s: bytes streamed from memory (the kernel spectra past the cache,
 # ``_fused_stream``, ``spectra_stream``, ``_place_lines``), a one-shot call's DFT
 # multiply-adds for its kernel spectra (``fft_spectra.spectrum_features``' second entry, at
-# the rate they were fitted with before the contraction's own terms), and output values
-# placed from the frames. One model: the tiling below and the dispatcher's estimate read
+# the rate they were fitted with before the contraction's own terms), output values placed
+# from the frames, and an overlap-add tiling's frame values (``_tile_frames``). One model: the tiling below and the dispatcher's estimate read
 # the same constants (``FftBackend.constants``).
 COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
               "fft_group_s", "fft_row_s", "fft_lane_s", "fft_read_s", "fft_dft_cmac_s",
-              "fft_place_s")
+              "fft_place_s", "fft_move_s")
+_DFT = COST_UNITS.index("fft_dft_cmac_s")
+_MOVE = COST_UNITS.index("fft_move_s")
 # Vector bytes of the per-bin contraction's loops at AVX2 and up (``_fftrow.h``:
 # fftrow_contract_wide = 0, so 256-bit vectors on AVX-512 machines too).
 _CONTRACT_BYTES = 32
@@ -135,14 +137,13 @@ def _features(geom, opts, itemsize):
     passes = geom.batch * prod(o[2] for o in opts)   # tile transforms per channel
     c_in, c_out = geom.c_in, geom.c_out
     logn = log2(max(pts, 2))
-    # overlap-add writes every tile frame once more (zeroed sum, added, reshaped);
-    # overlap-save writes each block's frame once, and pays per block group
+    # the frames' own copies: fft_place_s (the window placed), _tile_frames (overlap-add);
+    # overlap-save pays per block group
     groups = opts[0][3] if len(opts[0]) > 3 else 0
-    frames = 2 if passes > geom.batch and not groups else 1
     visits, lanes = _contraction(geom, passes * phases * nbins, itemsize)
     return (passes * (c_in + phases * c_out) * pts * logn,
             passes * phases * nbins * c_in * (c_out // geom.groups),
-            passes * (c_in * nbins + phases * c_out * (nbins + (frames - 1) * pts)),
+            passes * (c_in + phases * c_out) * nbins,
             passes * (c_in + phases * c_out) * sum(pts // n for n in small),
             groups, visits, lanes)
 
@@ -186,6 +187,26 @@ def _fused_stream(geom, small, itemsize):
     packed = (prod(geom.strides) * prod(rest) * geom.groups * weights * (taps[0] // 2 + 1)
               * 2 * parts * itemsize)
     return _streamed(packed, -(-(small[0] // 2 + 1) // 2))
+
+
+def _tile_frames(geom, opts):
+    """Frame values an overlap-add tiling moves, counted per pass over them and priced at
+    the rate the single copy unit had before the window's placement was split out
+    (``fft_move_s``): one pass where ``place2`` adds the tile frames straight into y
+    (2-D channels-first, up to ``PLACE_TILES`` tiles), two where ``_place_tiles`` does (NumPy
+    transposing adds, a call per tile), three past ``PLACE_TILES`` tiles (``_overlap_add``'s
+    zeroed sum and adds, then the sum placed). Measured on the (4, 64, 32, 32) layer, 4 x 4
+    kernel, stride 2 (2-core AMD EPYC, Zen 4): 6 tiles by place2 0.7 ns a frame value, 12
+    tiles by the overlap-add sum 2.9 ns. 0 for one tile or overlap-save."""
+    tiles = prod(o[2] for o in opts)
+    if len(opts[0]) > 3 or tiles == 1:
+        return 0
+    if tiles > PLACE_TILES:
+        passes = 3
+    else:
+        passes = 1 if geom.ndim == 2 and geom.data_format != "NXC" else 2
+    return passes * geom.batch * tiles * prod(geom.strides) * geom.c_out * prod(
+        o[0] for o in opts)
 
 
 def _place_lines(geom, opts, itemsize, chunk):
@@ -241,11 +262,12 @@ def _estimate(geom, opts, csize, rates, budget):
     reads = opts[0][3] if save else -(-geom.batch // chunk)
     streamed = _streamed(kernel, reads) + _place_lines(geom, opts, csize // 2, chunk)
     placed = geom.batch * geom.c_out * prod(geom.out_shape)
-    feats = (*_features(geom, opts, csize // 2), streamed, 0, placed)
+    feats = (*_features(geom, opts, csize // 2), streamed, 0, placed, _tile_frames(geom, opts))
     call = sum(f * c for f, c in zip(feats, rates))
     fuse = not save   # overlap-save: the whole spectra (``_spectra``)
     spec = list(spectrum_features(geom, small, fuse)) + [0.0] * (len(rates) - 4)
-    spec[1], spec[-1] = 0.0, spec[1]    # the DFTs' multiply-adds: fft_dft_cmac_s
+    spec[1], spec[_DFT] = 0.0, spec[1]    # the DFTs' multiply-adds: fft_dft_cmac_s
+    spec[2], spec[_MOVE] = 0.0, spec[2]   # the spectra's NumPy copies: fft_move_s
     read = COST_UNITS.index("fft_read_s")
     if fuse and fuses_lead(geom, small):
         spec[read] = _fused_stream(geom, small, csize // 2)

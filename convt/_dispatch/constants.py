@@ -133,6 +133,12 @@ DEFAULTS = {
     # of few input and many output channels 1.35x high), fitted 2026-11-27 with fft_copy_s
     # and fft_row_s on seeds 101-104 (docs/dispatch.md, "FFT and depthwise estimates")
     "fft_place_s": 0.244e-9,
+    # per value moved by the FFT's NumPy-level copies: an overlap-add tiling's frame values
+    # per pass over them (convt._backends.fft_cost._tile_frames) and a one-shot call's
+    # kernel-spectra copies (polyphase kernel, split layout); fft_copy_s's value before the
+    # split above, held (those passes ran 0.7-2.9 ns a value, the compiled ones 0.2-0.4; the
+    # tiling choices of docs/fft.md were made at this price)
+    "fft_move_s": 1.11e-9,
     # One-shot calls beyond a prepared call of the same backend (seeds 51-53, "one-shot minus
     # prepared" of the forced timings): the call's set-up (40-90 us measured on the smallest
     # direct layers, not priced before; priced for the FFT's one-shot calls too, beside
