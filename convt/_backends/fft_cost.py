@@ -35,8 +35,9 @@ __all__ = ["COST_UNITS", "FftLayout", "estimate_parts", "fixed_seconds", "layout
 # ``_fused_stream``, ``spectra_stream``, ``_place_lines``), a one-shot call's DFT
 # multiply-adds for its kernel spectra (``fft_spectra.spectrum_features``' second entry, at
 # the rate they were fitted with before the contraction's own terms), output values placed
-# from the frames, and an overlap-add tiling's frame values (``_tile_frames``). One model: the tiling below and the dispatcher's estimate read
-# the same constants (``FftBackend.constants``).
+# from the frames, and the NumPy-level moves (an overlap-add tiling's frame values per pass,
+# ``_tile_frames``; a one-shot call's kernel-spectra copies). One model: the tiling below
+# and the dispatcher's estimate read the same constants (``FftBackend.constants``).
 COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
               "fft_group_s", "fft_row_s", "fft_lane_s", "fft_read_s", "fft_dft_cmac_s",
               "fft_place_s", "fft_move_s")
