@@ -379,3 +379,48 @@ def test_cli_bfloat16_layer(capsys):
     pytest.importorskip("ml_dtypes")
     assert main(["explain", "x=1,4,6,4 w=4,2,3,3 dtype=bfloat16"]) == 0
     assert "dtype bfloat16" in capsys.readouterr().out
+
+
+def _fake_runs(times):
+    """Candidates whose calls take ``times[name](k)`` seconds of a fake clock on their k-th
+    call, and the clock; ``calls`` records the order."""
+    now, calls = [0.0], []
+
+    def run(name):
+        def f():
+            now[0] += times[name](sum(c == name for c in calls))
+            calls.append(name)
+        return f
+    return {n: run(n) for n in times}, (lambda: now[0]), calls
+
+
+@pytest.mark.parametrize("b_time, passes", [
+    (1.5e-3, 1),      # far apart: one pass decides
+    (1.01e-3, 1),     # a tie (within _TIE): either pick is as good
+    (1.1e-3, 4),      # close: passes until _CLOSE_PASSES
+])
+def test_time_candidates_passes_follow_the_gap(b_time, passes):
+    runs, clock_fn, calls = _fake_runs({"a": lambda k: 1e-3, "b": lambda k: b_time})
+    best = _tune.time_candidates(runs, clock_fn=clock_fn)
+    assert best == pytest.approx({"a": 1e-3, "b": b_time})
+    assert passes <= _tune._CLOSE_PASSES
+    assert len(calls) == 2 + passes * 4 * _tune._ROUNDS
+
+
+def test_time_candidates_close_passes_can_reverse_the_ranking():
+    """The later passes' best counts: b led a noisy first pass, a leads once timed again."""
+    def a(k):   # slow first pass (15 rounds of 2 calls after the warm-up), then fast
+        return 1.2e-3 if k <= 2 * _tune._ROUNDS else 0.9e-3
+    runs, clock_fn, calls = _fake_runs({"a": a, "b": lambda k: 1.0e-3})
+    best = _tune.time_candidates(runs, clock_fn=clock_fn)
+    assert min(best, key=best.get) == "a"
+    # a's lead of 1.11x stays close: every pass is run
+    assert len(calls) == 2 + _tune._CLOSE_PASSES * 4 * _tune._ROUNDS
+
+
+def test_time_candidates_extra_passes_are_bounded_in_time():
+    """A close pair of slow calls stops after _CLOSE_BUDGET_S of extra passes."""
+    slow = _tune._CLOSE_BUDGET_S
+    runs, clock_fn, calls = _fake_runs({"a": lambda k: slow, "b": lambda k: 1.1 * slow})
+    _tune.time_candidates(runs, clock_fn=clock_fn)
+    assert len(calls) == 2 + 2 * 4 * _tune._MIN_ROUNDS

@@ -44,7 +44,7 @@ import numpy as np
 
 from .direct.pixel import bias_filled
 from .fft_blocks import contract, irfft_into, place2, rfft_into, run_save
-from .fft_cost import FftLayout, layout, unit_rates
+from .fft_cost import PLACE_TILES as _PLACE_TILES, FftLayout, layout, unit_rates
 from .fft_cost import estimate_parts as _cost_parts, fixed_seconds as _fixed_seconds
 from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_spectra, phase_taps
 
@@ -63,11 +63,6 @@ FFT_OVERLAP_SAVE = None
 # Kernel spectra kept per prepared operator, keyed by transform lengths (a new batch size or
 # an input shape with the same lengths reuses them); the oldest goes first.
 _SPECTRA_KEPT = 4
-# Up to this many tiles the tile frames are added straight into y, each at its offset, rather
-# than summed into one overlap-add frame first (a zeroed array, a pass per spill): the 9 x 9
-# layer's one-shot 2 x 2 tiles, 2-core AMD EPYC, the sum and its placing 0.22 ms, the four
-# direct adds ~0.1 ms. More tiles pay ~10 us of Python each.
-_PLACE_TILES = 8
 
 
 def fft_layout(geom, compute_dtype, budget=None, pick=None, one_shot=False, constants=None):

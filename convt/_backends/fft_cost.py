@@ -25,20 +25,24 @@ from .fft_spectra import fuses_lead, phase_taps, spectrum_features
 from .._kernels import _cpu
 
 __all__ = ["COST_UNITS", "FftLayout", "estimate_parts", "fixed_seconds", "layout",
-           "layout_seconds", "unit_rates"]
+           "layout_seconds", "PLACE_TILES", "spectra_stream", "unit_rates"]
 
 # The cost model's constants (``convt._dispatch.constants``) that price one unit of each
 # ``_features`` entry: transform samples * log2(transform length), per-bin GEMM complex
-# multiply-adds, values copied, 1-D transforms started, overlap-save block groups, the
-# contraction's item visits and scalar-column steps (``_contraction``), and bytes of the
-# kernel spectra streamed from memory (``_estimate``, ``_fused_stream``); a one-shot call's
-# kernel spectra price their DFT multiply-adds apart (``fft_spectra.spectrum_features``'
-# second entry), at the rate they were fitted with before the contraction's own terms. One
-# model:
-# the tiling below and the dispatcher's estimate read the same constants
-# (``FftBackend.constants``).
+# multiply-adds, spectra values copied, 1-D transforms started, overlap-save block groups,
+# the contraction's item visits and scalar-column steps (``_contraction``); then
+# ``_estimate``'s: bytes streamed from memory (the kernel spectra past the cache,
+# ``_fused_stream``, ``spectra_stream``, ``_place_lines``), a one-shot call's DFT
+# multiply-adds for its kernel spectra (``fft_spectra.spectrum_features``' second entry, at
+# the rate they were fitted with before the contraction's own terms), output values placed
+# from the frames, and the NumPy-level moves (an overlap-add tiling's frame values per pass,
+# ``_tile_frames``; a one-shot call's kernel-spectra copies). One model: the tiling below
+# and the dispatcher's estimate read the same constants (``FftBackend.constants``).
 COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
-              "fft_group_s", "fft_row_s", "fft_lane_s", "fft_read_s", "fft_dft_cmac_s")
+              "fft_group_s", "fft_row_s", "fft_lane_s", "fft_read_s", "fft_dft_cmac_s",
+              "fft_place_s", "fft_move_s")
+_DFT = COST_UNITS.index("fft_dft_cmac_s")
+_MOVE = COST_UNITS.index("fft_move_s")
 # Vector bytes of the per-bin contraction's loops at AVX2 and up (``_fftrow.h``:
 # fftrow_contract_wide = 0, so 256-bit vectors on AVX-512 machines too).
 _CONTRACT_BYTES = 32
@@ -47,6 +51,19 @@ _CONTRACT_BYTES = 32
 # L2s) the 15 MB spectra of the 32 -> 32-channel 9 x 9 layer on 48 x 48 inputs were priced
 # as streamed and its prepared call moved to 2 x 2 tiles: 2.2-2.3 ms against 1.0-1.7 ms whole.
 _STREAM_BYTES = 16 << 20
+# A frame array larger than this is not in a core's cache when ``place2`` gathers from it:
+# a Zen 4 core's 1 MiB L2. The 2-D placement (``_fftmul.fft_place2``) reads, per output row
+# of a group, each pixel's run of C_out/G frame values; with a few channels a group (depthwise)
+# every value costs a 64-byte line: 2d_n2_c47-47_i24x55_k27x27_s2x2_d2x1_dw47 (5.4 MB of
+# frames) placed in 3.3 ms, 2.4 ns a value, against 0.4 ns from cache (2-core AMD EPYC, Zen 4).
+_PLACE_CACHE = 1 << 20
+_LINE = 64
+# Up to this many tiles a 2-D channels-first call's frames are added straight into y, each
+# at its offset (``convt._backends.fft``), rather than summed into one overlap-add frame
+# first (a zeroed array, a pass per spill): the 9 x 9 layer's one-shot 2 x 2 tiles, 2-core
+# AMD EPYC, the sum and its placing 0.22 ms, the four direct adds ~0.1 ms. More tiles pay
+# ~10 us of Python each.
+PLACE_TILES = 8
 
 
 @dataclass(frozen=True)
@@ -121,14 +138,13 @@ def _features(geom, opts, itemsize):
     passes = geom.batch * prod(o[2] for o in opts)   # tile transforms per channel
     c_in, c_out = geom.c_in, geom.c_out
     logn = log2(max(pts, 2))
-    # overlap-add writes every tile frame once more (zeroed sum, added, reshaped);
-    # overlap-save writes each block's frame once, and pays per block group
+    # the frames' own copies: fft_place_s (the window placed), _tile_frames (overlap-add);
+    # overlap-save pays per block group
     groups = opts[0][3] if len(opts[0]) > 3 else 0
-    frames = 2 if passes > geom.batch and not groups else 1
     visits, lanes = _contraction(geom, passes * phases * nbins, itemsize)
     return (passes * (c_in + phases * c_out) * pts * logn,
             passes * phases * nbins * c_in * (c_out // geom.groups),
-            passes * (c_in * nbins + phases * c_out * (nbins + frames * pts)),
+            passes * (c_in + phases * c_out) * nbins,
             passes * (c_in + phases * c_out) * sum(pts // n for n in small),
             groups, visits, lanes)
 
@@ -174,6 +190,59 @@ def _fused_stream(geom, small, itemsize):
     return _streamed(packed, -(-(small[0] // 2 + 1) // 2))
 
 
+def _tile_frames(geom, opts):
+    """Frame values an overlap-add tiling moves, counted per pass over them and priced at
+    the rate the single copy unit had before the window's placement was split out
+    (``fft_move_s``): one pass where ``place2`` adds the tile frames straight into y
+    (2-D channels-first, up to ``PLACE_TILES`` tiles), two where ``_place_tiles`` does (NumPy
+    transposing adds, a call per tile), three past ``PLACE_TILES`` tiles (``_overlap_add``'s
+    zeroed sum and adds, then the sum placed). Measured on the (4, 64, 32, 32) layer, 4 x 4
+    kernel, stride 2 (2-core AMD EPYC, Zen 4): 6 tiles by place2 0.7 ns a frame value, 12
+    tiles by the overlap-add sum 2.9 ns. 0 for one tile or overlap-save."""
+    tiles = prod(o[2] for o in opts)
+    if len(opts[0]) > 3 or tiles == 1:
+        return 0
+    if tiles > PLACE_TILES:
+        passes = 3
+    else:
+        passes = 1 if geom.ndim == 2 and geom.data_format != "NXC" else 2
+    return passes * geom.batch * tiles * prod(geom.strides) * geom.c_out * prod(
+        o[0] for o in opts)
+
+
+def _place_lines(geom, opts, itemsize, chunk):
+    """Bytes ``fft_place2`` fetches from frames outside the cache (``_PLACE_CACHE``): per
+    output pixel of each batch element, group and tile, the lines of its C_out/G values
+    (a 2-D channels-first call of at most ``PLACE_TILES`` tiles; 0 on other paths, or when
+    a chunk's frames fit)."""
+    tiles = prod(o[2] for o in opts)
+    if (geom.ndim != 2 or geom.data_format == "NXC" or len(opts[0]) > 3
+            or tiles > PLACE_TILES):
+        return 0
+    frames = chunk * geom.c_out * prod(o[0] for o in opts) * prod(geom.strides) * tiles
+    if frames * itemsize <= _PLACE_CACHE:
+        return 0
+    mg = geom.c_out // geom.groups
+    lines = -(-mg * itemsize // _LINE)
+    return geom.batch * geom.groups * prod(geom.out_shape) * tiles * lines * _LINE
+
+
+def spectra_stream(geom, small, itemsize):
+    """Bytes a one-shot call's whole kernel spectra (``fft_spectra.kernel_spectrum``) move
+    through memory: each array of the chain larger than ``_STREAM_BYTES`` is written and
+    read once (the polyphase kernel and its contiguous copy; per axis the transform's output
+    and its split or contiguous copy). 1-D c215-13 k364 s4 d3 float64 (24 MB polyphase
+    kernel, 27 MB spectra): 29 ms measured, ~17 priced without these (2-core AMD EPYC)."""
+    taps = phase_taps(geom)
+    cols = prod(geom.strides) * geom.c_in * (geom.c_out // geom.groups)
+    dims = list(taps)
+    total = 2 * _streamed(cols * prod(dims) * itemsize, 2)
+    for a in reversed(range(geom.ndim)):
+        dims[a] = small[a] // 2 + 1 if a == geom.ndim - 1 else small[a]
+        total += 2 * _streamed(cols * prod(dims) * 2 * itemsize, 2)
+    return total
+
+
 def _estimate(geom, opts, csize, rates, budget):
     """(kernel bytes, work bytes per batch element, seconds per call, seconds of the kernel
     spectra) of one choice per axis, at ``rates`` seconds per unit of each feature. The
@@ -190,14 +259,21 @@ def _estimate(geom, opts, csize, rates, budget):
     # spectra (each about nbins complex values a channel), the products, the inverse's real
     # frames and the overlap-add frame (each about nbins a phase and output channel).
     work = int(tiles * nbins * csize * (2 * geom.c_in + 3 * phases * geom.c_out))
-    reads = opts[0][3] if save else -(-geom.batch // _chunk(geom, budget, kernel, work))
-    feats = (*_features(geom, opts, csize // 2), _streamed(kernel, reads), 0)
+    chunk = _chunk(geom, budget, kernel, work)
+    reads = opts[0][3] if save else -(-geom.batch // chunk)
+    streamed = _streamed(kernel, reads) + _place_lines(geom, opts, csize // 2, chunk)
+    placed = geom.batch * geom.c_out * prod(geom.out_shape)
+    feats = (*_features(geom, opts, csize // 2), streamed, 0, placed, _tile_frames(geom, opts))
     call = sum(f * c for f, c in zip(feats, rates))
     fuse = not save   # overlap-save: the whole spectra (``_spectra``)
     spec = list(spectrum_features(geom, small, fuse)) + [0.0] * (len(rates) - 4)
-    spec[1], spec[-1] = 0.0, spec[1]    # the DFTs' multiply-adds: fft_dft_cmac_s
+    spec[1], spec[_DFT] = 0.0, spec[1]    # the DFTs' multiply-adds: fft_dft_cmac_s
+    spec[2], spec[_MOVE] = 0.0, spec[2]   # the spectra's NumPy copies: fft_move_s
+    read = COST_UNITS.index("fft_read_s")
     if fuse and fuses_lead(geom, small):
-        spec[COST_UNITS.index("fft_read_s")] = _fused_stream(geom, small, csize // 2)
+        spec[read] = _fused_stream(geom, small, csize // 2)
+    else:
+        spec[read] = spectra_stream(geom, small, csize // 2)
     spectra = sum(f * c for f, c in zip(spec, rates))
     return kernel, work, call, spectra
 

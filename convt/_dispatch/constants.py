@@ -80,11 +80,14 @@ DEFAULTS = {
     # depthwise kernel (convt._backends.direct.depthwise): multiply-adds in vector blocks,
     # per row term set-up, the cost of a multiply-add taken one vector at a time (a chain of
     # dependent masked FMAs over every tap of the phase) relative to a blocked one, and per
-    # call of the row kernel (refitted on the random sweep's seed 12, above)
-    "depthwise_macs_per_s": 19.0e9,
-    "depthwise_row_s": 1.84e-9,
-    "depthwise_border": 4.91,
-    "depthwise_call_s": 25.8e-9,
+    # call of the row kernel (refitted on the random sweep's seed 12, above; again
+    # 2026-11-27 on seeds 101-104's depthwise calls, priced 1.12x high: `--names
+    # depthwise_macs_per_s depthwise_row_s depthwise_border depthwise_call_s`, docs/dispatch.md
+    # "FFT and depthwise estimates")
+    "depthwise_macs_per_s": 20.4e9,
+    "depthwise_row_s": 1.87e-9,
+    "depthwise_border": 4.21,
+    "depthwise_call_s": 23.4e-9,
     "bytes_per_s": 16.0e9,         # copies and writes of x and y
     "thread_efficiency": 0.759,    # second and later threads
     "direct_f64": 1.79,
@@ -96,7 +99,7 @@ DEFAULTS = {
     # fft_cmac_s fft_copy_s fft_transform_s fft_f64`), checked on seeds 73-74
     "fft_sample_log_s": 2.17e-10,
     "fft_cmac_s": 1.62e-10,        # refitted 2026-11-27 with the contraction's terms, below
-    "fft_copy_s": 1.11e-9,
+    "fft_copy_s": 0.372e-9,       # spectra values only since 2026-11-27: fft_place_s, below
     "fft_transform_s": 1.16e-8,
     "fft_f64": 1.50,
     # FFT backend's fixed cost: per call, per call and spatial axis, and a one-shot call's
@@ -125,13 +128,24 @@ DEFAULTS = {
     # seeds 81-83 and the FFT probes 1-2 (`python docs/scripts/dispatch_random.py --fit
     # r81.json r82.json s83.json p1.json p2.json --names fft_cmac_s fft_row_s fft_lane_s
     # fft_read_s fft_call_s`; docs/dispatch.md), checked on seed 84, then 91-92
-    "fft_row_s": 1.23e-9,
+    "fft_row_s": 1.98e-9,         # refitted with fft_copy_s and fft_place_s, below
     "fft_lane_s": 0.667e-9,
     "fft_read_s": 0.0381e-9,
     # a one-shot call's kernel spectra, per DFT multiply-add as spectrum_features counts
     # them: fft_cmac_s's value before the refit above (the contraction's own terms split out
     # of it lowered fft_cmac_s; the spectra's price stays the one seeds 71-72 fitted)
     "fft_dft_cmac_s": 2.16e-10,
+    # per output value placed from the frames (the output window, batch x C_out x outputs;
+    # fft_copy_s counted every frame value at the spectra's rate before, and priced calls
+    # of few input and many output channels 1.35x high), fitted 2026-11-27 with fft_copy_s
+    # and fft_row_s on seeds 101-104 (docs/dispatch.md, "FFT and depthwise estimates")
+    "fft_place_s": 0.244e-9,
+    # per value moved by the FFT's NumPy-level copies: an overlap-add tiling's frame values
+    # per pass over them (convt._backends.fft_cost._tile_frames) and a one-shot call's
+    # kernel-spectra copies (polyphase kernel, split layout); fft_copy_s's value before the
+    # split above, held (those passes ran 0.7-2.9 ns a value, the compiled ones 0.2-0.4; the
+    # tiling choices of docs/fft.md were made at this price)
+    "fft_move_s": 1.11e-9,
     # One-shot calls beyond a prepared call of the same backend (seeds 51-53, "one-shot minus
     # prepared" of the forced timings): the call's set-up (40-90 us measured on the smallest
     # direct layers, not priced before; priced for the FFT's one-shot calls too, beside

@@ -49,10 +49,15 @@ _store = {"dir": None, "env_checked": False}
 _ROUNDS = 15
 _MIN_ROUNDS = 3
 _BUDGET_S = 1.0
-# A close call (the two best within this factor) gets as many rounds again: on issue 38's
-# random sweeps most of tune's misses of 1.10x were such pairs, which one measurement of
-# each backend a second apart ranked the other way (docs/dispatch.md, "The random sweep").
+# A close call (the two best within _CLOSE of each other) gets more passes of as many rounds,
+# up to _CLOSE_PASSES in all and _CLOSE_BUDGET_S of extra time, while the two stay within
+# _CLOSE of each other and further apart than _TIE: on issue 38's random sweeps most of tune's
+# misses of 1.10x were such pairs, which one measurement of each backend a second apart ranked
+# the other way (docs/dispatch.md, "The random sweep"); within _TIE either pick is as good.
 _CLOSE = 1.25
+_CLOSE_PASSES = 4
+_CLOSE_BUDGET_S = 2.0
+_TIE = 1.02
 clock = time.perf_counter
 
 
@@ -99,25 +104,39 @@ def signature(geom, compute_dtype, workers):
 def time_candidates(runs, clock_fn=None):
     """Best-of seconds of each callable in ``runs`` ({name: run}), interleaved rounds after
     one warm-up call each, each timed call right after an untimed one of the same callable
-    (see ``_ROUNDS``), twice as many rounds for a close call (``_CLOSE``)."""
+    (see ``_ROUNDS``), more passes of rounds while the two best are close (``_CLOSE``)."""
     clock_fn = clock_fn or clock
     for run in runs.values():
         run()
     best = dict.fromkeys(runs, float("inf"))
-    for _ in range(2):
-        start = clock_fn()
-        for r in range(_ROUNDS):
-            for name, run in runs.items():
-                run()   # timed after a run of itself, not straight after another's
-                t = clock_fn()
-                run()
-                best[name] = min(best[name], clock_fn() - t)
-            if r + 1 >= _MIN_ROUNDS and clock_fn() - start > _BUDGET_S:
-                break
-        ranked = sorted(best.values())
-        if len(ranked) < 2 or ranked[1] > _CLOSE * ranked[0]:
+    _timed_pass(runs, best, clock_fn)
+    extra = clock_fn()
+    for _ in range(_CLOSE_PASSES - 1):
+        if not _close(best) or clock_fn() - extra > _CLOSE_BUDGET_S:
             break
+        _timed_pass(runs, best, clock_fn)
     return best
+
+
+def _timed_pass(runs, best, clock_fn):
+    """Up to ``_ROUNDS`` interleaved rounds (``_MIN_ROUNDS`` at least, then until
+    ``_BUDGET_S`` has passed), each candidate's best time kept in ``best``."""
+    start = clock_fn()
+    for r in range(_ROUNDS):
+        for name, run in runs.items():
+            run()   # timed after a run of itself, not straight after another's
+            t = clock_fn()
+            run()
+            best[name] = min(best[name], clock_fn() - t)
+        if r + 1 >= _MIN_ROUNDS and clock_fn() - start > _BUDGET_S:
+            break
+
+
+def _close(best):
+    """True when the two best times are within ``_CLOSE`` of each other but not a tie
+    (``_TIE``): another pass may change the ranking, and the ranking matters."""
+    ranked = sorted(best.values())
+    return len(ranked) >= 2 and _TIE * ranked[0] < ranked[1] <= _CLOSE * ranked[0]
 
 
 def lookup(key):
