@@ -49,12 +49,12 @@ from ._types cimport real
 
 cdef extern from "_dwkernel.h" nogil:
     int CONVT_DW_HAVE_AVX2
-    void convt_dw_row_f32(int isa, float* y, int64_t s2, int64_t qa, const int64_t* qe,
+    void convt_dw_row_f32(int isa, int row4, float* y, int64_t s2, int64_t qa, const int64_t* qe,
                           const int64_t* lo, const int64_t* hi, const int64_t* nt,
                           const float* x, const int64_t* off, const int64_t* e, const float* w,
                           int64_t I2, float b, int64_t nrows, int64_t xstep, int64_t ystep,
                           int stream)
-    void convt_dw_row_f64(int isa, double* y, int64_t s2, int64_t qa, const int64_t* qe,
+    void convt_dw_row_f64(int isa, int row4, double* y, int64_t s2, int64_t qa, const int64_t* qe,
                           const int64_t* lo, const int64_t* hi, const int64_t* nt,
                           const double* x, const int64_t* off, const int64_t* e,
                           const double* w, int64_t I2, double b, int64_t nrows, int64_t xstep,
@@ -207,7 +207,8 @@ cdef void _interleave(real* yr, const real* buf, const int64_t* phases, int64_t 
 cdef void _row_avx2(real* yr, const real* x, const real* w, const int64_t* arow, int64_t na,
                     const int64_t* phases, const int64_t* ptaps, int64_t qa, int64_t QB, real b,
                     int64_t wstride, int64_t I2, int64_t s2, int64_t nrows, int64_t ystep,
-                    int64_t* off, int64_t* te, real* wv, int isa, int stream) noexcept nogil:
+                    int64_t* off, int64_t* te, real* wv, int isa, int row4,
+                    int stream) noexcept nogil:
     # nrows row blocks, s2 = 1 or 2, by _dwkernel.h at level isa (1 AVX2, 2 AVX-512; phases'
     # terms laid out one after the other): row r at yr + r*ystep with every term one input
     # row (I2) further than row r-1's.
@@ -224,10 +225,10 @@ cdef void _row_avx2(real* yr, const real* x, const real* w, const int64_t* arow,
                        wv + first)
         first += nt[c]
     if real is float:
-        convt_dw_row_f32(isa, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep,
+        convt_dw_row_f32(isa, row4, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep,
                          stream)
     else:
-        convt_dw_row_f64(isa, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep,
+        convt_dw_row_f64(isa, row4, yr, s2, qa, qe, lo, hi, nt, x, off, te, wv, I2, b, nrows, I2, ystep,
                          stream)
 
 
@@ -239,7 +240,8 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
                    real* buf) noexcept nogil:
     # Block qb of output row (n, g*Mg + m, o0, o1) and, by the AVX2 kernel, of the nrows - 1
     # rows after it in its run (each ystep further in y, its taps one input row further).
-    # dims: N, C_in, G, Cg, Mg, I0, I1, I2, O0, O1, O2, K0, K1, K2, s2, QB, nqb, isa, stream
+    # dims: N, C_in, G, Cg, Mg, I0, I1, I2, O0, O1, O2, K0, K1, K2, s2, QB, nqb, isa, stream,
+    # row4
     cdef int64_t C_in = dims[1], G = dims[2], Cg = dims[3], Mg = dims[4]
     cdef int64_t I0 = dims[5], I1 = dims[6], I2 = dims[7]
     cdef int64_t O0 = dims[8], O1 = dims[9], O2 = dims[10]
@@ -261,7 +263,7 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
                 na += 1
     if dims[17] and s2 <= 2:
         _row_avx2(yr, x, w, arow, na, phases, ptaps, qa, QB, b, wstride, I2, s2, nrows, ystep,
-                  off, te, wv, <int> dims[17], <int> dims[18])
+                  off, te, wv, <int> dims[17], <int> dims[19], <int> dims[18])
         return
     if dims[17]:
         # s2 >= 3: the AVX2 kernel phase by phase (as stride 1) into the phase buffer, then
@@ -269,7 +271,7 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
         for c in range(s2):
             if phases[5 * c] > qa:
                 _row_avx2(buf + c * QB - qa, x, w, arow, na, phases + 5 * c, ptaps, qa, QB, b,
-                          wstride, I2, 1, 1, 0, off, te, wv, <int> dims[17], 0)
+                          wstride, I2, 1, 1, 0, off, te, wv, <int> dims[17], 0, 0)
         _interleave(yr, buf, phases, s2, QB, qa)
         return
     if s2 == 1:
@@ -350,9 +352,10 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
                   int64_t qblock,                      # IN  outputs q per task and phase
                   int num_threads,
                   int isa=-1,                          # level (_cpu), -1 _cpu.ISA
-                  bint stream=False):                  # y's whole vectors past the caches
+                  bint stream=False,                   # y's whole vectors past the caches
+                  bint row4=True):                     # stride-2 4-tap rows' own kernel (A/B)
     """Compute y in place; releases the GIL. See the module docstring for the contract."""
-    cdef int64_t dims[19]
+    cdef int64_t dims[20]
     cdef int64_t s2 = phases.shape[0], nqb, nrows, ntasks, t, maxa
     cdef int err[1]
     cdef int* errp = err
@@ -371,6 +374,7 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
     if CONVT_DW_HAVE_AVX2:
         dims[17] = _cpu.kernel_level("depthwise", None if isa < 0 else isa)
     dims[18] = stream and dims[17] > 0
+    dims[19] = row4
     nrows = y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3] * nqb
     ntasks = (nrows + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     maxa = w.shape[4] * w.shape[1] * w.shape[2]

@@ -228,6 +228,99 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     }                                                                                    \
 }
 
+/* Stride 2 with 4 taps in each phase (a 4 x 4 stride-2 kernel's rows with both tap rows in
+ * the data: depthwise_bilinear's), rows of nrows as CONVT_DW_ROW: blocks of 4 vectors of both
+ * phases from qa while vectors 1 and 2 of a block are inside the common interior and every
+ * vector is stored whole; returns where the blocks end (the caller's generic row takes the
+ * rest). The 8 weights stay broadcast in registers for the call and the 8 tap pointers for
+ * a row, the loops fully unrolled: the generic row reloads them for every block and tap, and
+ * takes a row's border vectors one at a time, each one dependent chain. Here vector 0 of the
+ * first block and vector 3 of the last take masked taps (masks worked out once per call: they
+ * depend on q, e and I2 only; all lanes where a tap is in range), in the block's independent
+ * chains. The same sums in the same order as CONVT_DW_ROW, so the same bits. */
+#define CONVT_DW_ROW4(NAME, TARGET, T, V, LANES, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, \
+                      ZIPHI, MT, MKMASK, MFMA)                                           \
+__attribute__((target(TARGET)))                                                          \
+static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,               \
+                    const int64_t* hi, const T* x, const int64_t* off, const int64_t* e,  \
+                    const T* w, int64_t I2, T b, int64_t nrows, int64_t xstep,            \
+                    int64_t ystep, int stream)                                            \
+{                                                                                        \
+    int64_t L = qa, H = qe[0], E = qe[0], nb = 0, qt, q, r, k, c, t, i_, s_;             \
+    int st_, hb, tb;                                                                     \
+    V w0[4], w1[4], a_[4], b_[4], l_, bv = SET1(b);                                      \
+    MT m0[8], m3[8];   /* [4c + t]: lanes of vector 0 of the first block, 3 of the last */ \
+    const T* p0[4];                                                                      \
+    const T* p1[4];                                                                      \
+    for (c = 0; c < 2; c++) {                                                            \
+        L = lo[c] > L ? lo[c] : L;                                                       \
+        H = hi[c] < H ? hi[c] : H;                                                       \
+        H = qe[c] < H ? qe[c] : H;                                                       \
+        E = qe[c] < E ? qe[c] : E;                                                       \
+    }                                                                                    \
+    while (qa + (nb + 1) * 4 * LANES <= E && qa + LANES >= L                             \
+           && qa + nb * 4 * LANES + 3 * LANES <= H)                                      \
+        nb++;                                                                            \
+    if (nb == 0)                                                                         \
+        return qa;                                                                       \
+    qt = qa + (nb - 1) * 4 * LANES;                                                      \
+    hb = qa < L;                                                                         \
+    tb = qt + 4 * LANES > H;                                                             \
+    for (t = 0; t < 8; t++) {                                                            \
+        s_ = qa + e[t];                                                                  \
+        m0[t] = MKMASK(convt_dw_clamp(-s_, LANES), convt_dw_clamp(I2 - s_, LANES));      \
+        s_ = qt + 3 * LANES + e[t];                                                      \
+        m3[t] = MKMASK(convt_dw_clamp(-s_, LANES), convt_dw_clamp(I2 - s_, LANES));      \
+    }                                                                                    \
+    for (t = 0; t < 4; t++) {                                                            \
+        w0[t] = SET1(w[t]);                                                              \
+        w1[t] = SET1(w[4 + t]);                                                          \
+    }                                                                                    \
+    for (r = 0; r < nrows; r++, y += ystep, x += xstep) {                                \
+        st_ = stream && (uintptr_t) (y + 2 * qa) % 64 == 0;                              \
+        for (t = 0; t < 4; t++) {                                                        \
+            p0[t] = x + off[t];                                                          \
+            p1[t] = x + off[4 + t];                                                      \
+        }                                                                                \
+        for (k = 0, q = qa; k < nb; k++, q += 4 * LANES) {                               \
+            for (i_ = 0; i_ < 4; i_++)                                                   \
+                a_[i_] = b_[i_] = bv;                                                    \
+            if ((k == 0 && hb) || (k == nb - 1 && tb)) {                                 \
+                /* vector 0 of the first block, 3 of the last, masked (a select here ran \
+                 * faster than a block body per case: 184 against 194-204 ps an output) */ \
+                for (t = 0; t < 4; t++) {                                                \
+                    const T* u0 = p0[t] + q;                                             \
+                    const T* u1 = p1[t] + q;                                             \
+                    a_[0] = k == 0 ? MFMA(a_[0], w0[t], u0, m0[t])                       \
+                                   : FMADD(w0[t], LOADU(u0), a_[0]);                     \
+                    b_[0] = k == 0 ? MFMA(b_[0], w1[t], u1, m0[4 + t])                   \
+                                   : FMADD(w1[t], LOADU(u1), b_[0]);                     \
+                    for (i_ = 1; i_ < 3; i_++) {                                         \
+                        a_[i_] = FMADD(w0[t], LOADU(u0 + i_ * LANES), a_[i_]);           \
+                        b_[i_] = FMADD(w1[t], LOADU(u1 + i_ * LANES), b_[i_]);           \
+                    }                                                                    \
+                    a_[3] = k == nb - 1 ? MFMA(a_[3], w0[t], u0 + 3 * LANES, m3[t])      \
+                                        : FMADD(w0[t], LOADU(u0 + 3 * LANES), a_[3]);    \
+                    b_[3] = k == nb - 1 ? MFMA(b_[3], w1[t], u1 + 3 * LANES, m3[4 + t])  \
+                                        : FMADD(w1[t], LOADU(u1 + 3 * LANES), b_[3]);    \
+                }                                                                        \
+            } else {                                                                     \
+                for (t = 0; t < 4; t++)                                                  \
+                    for (i_ = 0; i_ < 4; i_++) {                                         \
+                        a_[i_] = FMADD(w0[t], LOADU(p0[t] + q + i_ * LANES), a_[i_]);    \
+                        b_[i_] = FMADD(w1[t], LOADU(p1[t] + q + i_ * LANES), b_[i_]);    \
+                    }                                                                    \
+            }                                                                            \
+            for (i_ = 0; i_ < 4; i_++) {                                                 \
+                CONVT_DW_ZIP(ZIPLO, ZIPHI, a_[i_], b_[i_], l_);                          \
+                CONVT_DW_ST(STREAM, STOREU, y + 2 * (q + i_ * LANES), a_[i_]);           \
+                CONVT_DW_ST(STREAM, STOREU, y + 2 * (q + i_ * LANES) + LANES, b_[i_]);   \
+            }                                                                            \
+        }                                                                                \
+    }                                                                                    \
+    return qa + nb * 4 * LANES;                                                          \
+}
+
 /* AVX2: lane masks from the tables, masked load, fused multiply-add, blend back. */
 #define CONVT_DW_MASK32(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m32 + 8 - (z)))
 #define CONVT_DW_MASK64(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m64 + 4 - (z)))
@@ -246,6 +339,12 @@ CONVT_DW_ROW(convt_dw_row_f32_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps
 CONVT_DW_ROW(convt_dw_row_f64_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
              _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_fmadd_pd, convt_zip_lo_pd,
              convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64)
+CONVT_DW_ROW4(convt_dw_row4_f32_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
+              _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps, _mm256_fmadd_ps,
+              convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32)
+CONVT_DW_ROW4(convt_dw_row4_f64_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
+              _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_fmadd_pd,
+              convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64)
 
 /* AVX-512: the same row with zmm vectors (16 float32, 8 float64) and opmask registers: lanes
  * [lo, hi) as a bit mask, a zero-masking load and a merge-masked fused multiply-add (lanes
@@ -266,6 +365,14 @@ CONVT_DW_ROW(convt_dw_row_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,f
              _mm512_fmadd_pd,
              convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
              CONVT_DW_MFMA512_64)
+CONVT_DW_ROW4(convt_dw_row4_f32_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
+              __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps,
+              _mm512_fmadd_ps, convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16,
+              (__mmask16) CONVT_DW_MK512, CONVT_DW_MFMA512_32)
+CONVT_DW_ROW4(convt_dw_row4_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
+              __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd,
+              _mm512_fmadd_pd, convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8,
+              (__mmask8) CONVT_DW_MK512, CONVT_DW_MFMA512_64)
 
 __attribute__((target("avx2")))
 static void convt_dw_probe_avx2(const float* src, float* dst, int64_t n, int64_t r)
@@ -296,18 +403,32 @@ static void convt_dw_probe_avx2(const float* src, float* dst, int64_t n, int64_t
 #define CONVT_DW_PICK(NAME, ...) (void) isa
 #endif
 
-#define CONVT_DW_DISPATCH(NAME, T)                                                       \
-static inline void NAME(int isa, T* y, int64_t s2, int64_t qa, const int64_t* qe,        \
+#if CONVT_HAVE_AVX2_PATH
+#define CONVT_DW_PICK4(NAME, ...) (isa >= 2 ? NAME##_avx512(__VA_ARGS__) : NAME##_avx2(__VA_ARGS__))
+#else
+#define CONVT_DW_PICK4(NAME, y, qa, ...) (qa)
+#endif
+
+/* Stride 2 with 4 taps a phase: CONVT_DW_ROW4 takes what its blocks hold (unless row4 is 0:
+ * the tests' A/B), the generic row the rest. */
+#define CONVT_DW_DISPATCH(NAME, NAME4, T)                                                \
+static inline void NAME(int isa, int row4, T* y, int64_t s2, int64_t qa, const int64_t* qe, \
                         const int64_t* lo, const int64_t* hi, const int64_t* nt,         \
                         const T* x, const int64_t* off, const int64_t* e, const T* w,    \
                         int64_t I2, T b, int64_t nrows, int64_t xstep, int64_t ystep,    \
                         int stream)                                                      \
 {                                                                                        \
+    if (row4 && s2 == 2 && nt[0] == 4 && nt[1] == 4 && isa >= 1) {                      \
+        qa = CONVT_DW_PICK4(NAME4, y, qa, qe, lo, hi, x, off, e, w, I2, b, nrows, xstep, \
+                            ystep, stream);                                              \
+        if (qa >= qe[0])                                                                 \
+            return;                                                                      \
+    }                                                                                    \
     CONVT_DW_PICK(NAME, y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep,    \
                   ystep, stream);                                                        \
 }
-CONVT_DW_DISPATCH(convt_dw_row_f32, float)
-CONVT_DW_DISPATCH(convt_dw_row_f64, double)
+CONVT_DW_DISPATCH(convt_dw_row_f32, convt_dw_row4_f32, float)
+CONVT_DW_DISPATCH(convt_dw_row_f64, convt_dw_row4_f64, double)
 
 /* The kernel's memory traffic with no arithmetic (docs/scripts/depthwise_traffic.py's floor):
  * each of the n / 8 vectors of 8 values of src (n a multiple of 8) stored r times in a row

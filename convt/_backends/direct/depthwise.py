@@ -43,6 +43,10 @@ _MIN_QBLOCK = 64
 # streamed stores (docs/performance.md, "depthwise: streamed stores").
 _STREAM_BYTES = 8 << 20
 _ALIGN = 64
+# Rows of stride 2 with 4 taps a phase (a 4 x 4 stride-2 kernel's: depthwise_bilinear's) run
+# _dwkernel.h's own row kernel (CONVT_DW_ROW4; the same bits as the generic row, which the
+# tests switch back to with this).
+_ROW4 = True
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,7 @@ def _ncx(x, y, b, layout, geom, plan, stream=False):
     depthwise_ncx(x.reshape(geom.batch, geom.c_in, *i3), plan.w_packed, b,
                   y.reshape(geom.batch, geom.c_out, *o3), layout.tabs[0], layout.tabs[1],
                   layout.rows1, layout.steps, layout.phases, layout.ptaps, layout.qblock,
-                  plan.threads(geom), _cpu.ISA, stream)
+                  plan.threads(geom), _cpu.ISA, stream, _ROW4)
 
 
 # Below this many input or output channels per group, the depthwise kernel (memory-bound,
