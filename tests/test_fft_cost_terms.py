@@ -139,16 +139,18 @@ def test_spectra_stream_mirrors_kernel_spectrum(monkeypatch):
     assert not spectra_mod.fuses_lead(geom, lay.small)
     taps = spectra_mod.phase_taps(geom)[0]
     cols = 4 * 215 * 13
+    assert not spectra_mod.uses_dft(taps, lay.small[0], last=True)   # scipy.fft's rfft
     poly, spec = cols * taps * 8, cols * (lay.small[0] // 2 + 1) * 16
+    padded = cols * lay.small[0] * 8   # the polyphase copy, padded to the rfft's length
     assert poly > fft_cost._STREAM_BYTES and spec > fft_cost._STREAM_BYTES
-    assert fft_cost.spectra_stream(geom, lay.small, 8) == 4 * poly + 4 * spec
+    assert fft_cost.spectra_stream(geom, lay.small, 8) == 2 * poly + 2 * padded + 4 * spec
     made = []
     real = spectra_mod._polyphase
     monkeypatch.setattr(spectra_mod, "_polyphase",
                         lambda *a: made.append(real(*a)) or made[-1])
     w = np.zeros((215, 13, 364))
     out = spectra_mod.kernel_spectrum(w, geom, lay.small, np.float64, 2)
-    assert made[0].nbytes == poly and out.nbytes == spec
+    assert made[0].nbytes == padded and out.nbytes == spec
     c = dict(current())
     rates = fft_cost.unit_rates(c)
     none = fft_cost.unit_rates(dict(c, fft_read_s=0.0))
@@ -156,6 +158,7 @@ def test_spectra_stream_mirrors_kernel_spectrum(monkeypatch):
     pick = lambda options: [(lay.small[0], lay.block[0], lay.tiles[0])]   # noqa: E731
     a = fft_cost.layout(geom, np.float64, budget, True, rates, pick=pick)
     b = fft_cost.layout(geom, np.float64, budget, True, none, pick=pick)
-    assert a.spectra - b.spectra == pytest.approx((4 * poly + 4 * spec) * c["fft_read_s"])
+    assert a.spectra - b.spectra == pytest.approx((2 * poly + 2 * padded + 4 * spec)
+                                                  * c["fft_read_s"])
     small = _geom((1, 8, 64), (8, 8, 9))
     assert fft_cost.spectra_stream(small, fft_mod.fft_layout(small, np.float32).small, 4) == 0

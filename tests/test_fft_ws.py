@@ -190,3 +190,40 @@ def test_a_changed_private_pocketfft_is_not_used(monkeypatch):
     assert np.array_equal(y, kept)
     ref = convt.conv_transpose(x, w, method="reference")
     assert np.max(np.abs(y - ref)) / np.max(np.abs(ref)) <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, w_shape, strides, dilations", [
+    ((2, 3, 9), (3, 2, 301), (3,), (1,)),           # 1-D, rfft of the padded polyphase copy
+    ((1, 2, 4, 6), (2, 2, 3, 200), (1, 2), (1, 1)),  # 2-D, last axis by rfft, axis 0 after
+    ((1, 3, 5), (3, 4, 100), (1,), (2,)),           # dilated: zeros between the taps
+    ((1, 3, 5), (3, 4, 200), (1,), (1,)),           # one phase: the transposing copy
+])
+def test_spectra_chain_writes_only_the_buffers_it_is_given(x_shape, w_shape, strides,
+                                                          dilations, dtype):
+    """A one-shot call's kernel spectra (``kernel_spectrum`` with the call's workspace) map
+    no new arrays for the polyphase kernel, its transform or its split copy, and give the
+    bits of the chain on new arrays (what a prepared operator keeps)."""
+    from convt._backends import fft_spectra
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    x = np.zeros(x_shape, dtype)
+    geom = convt.explain(x, w, strides=strides, dilations=dilations, method="fft").geometry
+    small = tuple(fft_mod.fft_layout(geom, dtype, one_shot=True).small)
+    taps = fft_spectra.phase_taps(geom)
+    assert not fft_spectra.uses_dft(taps[-1], small[-1], last=True)
+    given = {}
+
+    def buffer(name, shape, dt):
+        given[name] = np.full(shape, np.nan, dt) if np.dtype(dt).kind == "f" else \
+            np.full(shape, np.nan + 1j * np.nan, dt)
+        return given[name]
+
+    made = fft_spectra.kernel_spectrum(w, geom, small, dtype, 2, buffer)
+    new = fft_spectra.kernel_spectrum(w, geom, small, dtype, 2)
+    assert {"fft-poly", "fft-rspec", "fft-split"} <= set(given)
+    assert ("fft-poly-z" in given) == (strides + dilations != (1,) * 2 * len(strides))
+    assert np.array_equal(made, new)
+    if geom.ndim == 1:
+        assert made is given["fft-split"] or np.shares_memory(made, given["fft-split"])

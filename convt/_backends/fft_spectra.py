@@ -20,7 +20,7 @@ import scipy.fft as sfft
 
 from .blas import blas_threads
 from .._kernels._fftmul import FFTROW_BLOCK, fft_pack_weights
-from .fft_blocks import Lead, thread_pool
+from .fft_blocks import Lead, rfft_into, thread_pool
 
 # Below this many multiply-adds a DFT GEMM runs on one thread. The GEMM takes ~0.1 ms per 4 M
 # multiply-adds on one Zen 4 core; a new pool per call cost ~0.3 ms, and even the persistent
@@ -110,21 +110,34 @@ def _real_dft(length, taps, dtype):
     return out
 
 
-def _polyphase(w_iox, geom, taps, ct):
+def _polyphase(w_iox, geom, taps, ct, buffer=None, length=None):
     """Kernel as (P, *Q, G * C_in/G * C_out/G) real in ``ct``: per phase r (of prod(strides))
-    the polyphase component h_r[q] = wd[q*s + r] of the zero-inserted (dilated) kernel."""
+    the polyphase component h_r[q] = wd[q*s + r] of the zero-inserted (dilated) kernel.
+
+    ``length``: the last Q axis zero-padded to that transform length (the rows past Q
+    zero), as ``scipy.fft.rfft(n=length)`` would pad it. ``buffer(name, shape, dtype)``
+    gives the arrays (a one-shot call's workspace; default new ones)."""
+    buffer = _new if buffer is None else buffer
     g, nd, st = geom.groups, geom.ndim, geom.strides
     c_in, mg = w_iox.shape[:2]
+    rows = tuple(taps[:-1]) + ((taps[-1] if length is None else length),)
+    out = buffer("fft-poly", (prod(st), *rows, g * (c_in // g) * mg), ct)
+    if length is not None:
+        out[..., taps[-1]:, :] = 0
+    body = out[..., :taps[-1], :]
     if all(v == 1 for v in st + geom.dilations):   # one phase, no zeros: one transposing copy
         wt = w_iox.reshape(c_in * mg, prod(geom.kernel)).T
-        return np.ascontiguousarray(wt, dtype=ct).reshape(1, *taps, -1)
-    wd = np.zeros((*[q * s for q, s in zip(taps, st)], g, c_in // g, mg), ct)
+        np.copyto(body, wt.reshape(1, *taps, -1), casting="unsafe")
+        return out
+    wd = buffer("fft-poly-z", (*[q * s for q, s in zip(taps, st)], g, c_in // g, mg), ct)
+    wd.fill(0)
     wg = w_iox.reshape(g, c_in // g, mg, *geom.kernel)
     wd[tuple(slice(0, (k - 1) * d + 1, d) for k, d in zip(geom.kernel, geom.dilations))] = \
         wg.transpose(*range(3, 3 + nd), 0, 1, 2)
     wd = wd.reshape(*[v for q, s in zip(taps, st) for v in (q, s)], g * (c_in // g) * mg)
     wd = wd.transpose(*range(1, 2 * nd, 2), *range(0, 2 * nd, 2), 2 * nd)
-    return np.ascontiguousarray(wd).reshape(prod(st), *taps, -1)
+    np.copyto(body, wd.reshape(prod(st), *taps, -1))
+    return out
 
 
 def _new(name, shape, dtype):
@@ -149,9 +162,15 @@ def _split(c):
 def _last_axis(wd, length, ct, workers, buffer):
     """Real (P, *Q, R) -> split (P, 2, *Q[:-1], L//2 + 1, R) along the last of the Q axes."""
     q = wd.shape[-2]
-    if not uses_dft(q, length, last=True):
-        threads = fft_threads(wd.size // q * length, (length,), workers)
-        return _split(sfft.rfft(wd, n=length, axis=wd.ndim - 2, workers=threads))
+    if not uses_dft(q, length, last=True):   # wd comes zero-padded to ``length``
+        threads = fft_threads(wd.size, (length,), workers)
+        bins = length // 2 + 1
+        spec = buffer("fft-rspec", wd.shape[:-2] + (bins, wd.shape[-1]), np.promote_types(ct, np.complex64))
+        rfft_into(wd, (wd.ndim - 2,), spec, threads)
+        out = buffer("fft-split", (wd.shape[0], 2) + spec.shape[1:], ct)
+        np.copyto(out[:, 0], spec.real)
+        np.copyto(out[:, 1], spec.imag)
+        return out
     f = _real_dft(length, q, np.dtype(ct))
     bins = f.shape[1]
     parts = _matmul(f.reshape(2 * bins, q), wd, workers,   # (P, ..., 2 * bins, R)
@@ -200,7 +219,8 @@ def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None, lead=True):
     g, nd = geom.groups, geom.ndim
     c_in, mg = w_iox.shape[:2]
     taps = phase_taps(geom)
-    spec = _polyphase(w_iox, geom, taps, ct)
+    rfft = (lead or nd > 1) and not uses_dft(taps[-1], small[-1], last=True)
+    spec = _polyphase(w_iox, geom, taps, ct, buffer, small[-1] if rfft else None)
     if not lead and nd == 1:
         return spec.reshape(prod(geom.strides), 1, taps[0], g, -1)
     spec = _last_axis(spec, small[-1], ct, workers, buffer)
