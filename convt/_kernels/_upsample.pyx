@@ -13,7 +13,8 @@ the block the thread copies next are prefetched, a slice of channels per tile (w
 task's run of rows, a thread's next row is r + 1): the copy then finds x in cache instead of
 waiting for one line per channel, each in a 4 KiB page of its own. So the x transpose, the
 tile buffer and the channels-first write-out of the micro variant are gone, and no BLAS call
-packs the operands (unet_up2x2: DESIGN.md's "phase decomposition" with one tap per phase is one GEMM).
+packs the operands (unet_up2x2: DESIGN.md's "phase decomposition" with one tap per phase is
+one GEMM).
 
 Each output is one tile's sum over the channels in order: bit-identical for any thread count,
 and equal to the micro variant's bits (same order, FMA, bias added last).
