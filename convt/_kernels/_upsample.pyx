@@ -3,14 +3,18 @@ the last, no padding.
 
 Every output position then has exactly one tap: y[n, co, i0*s0 + a0, i1*s1 + a1, 2j + b] =
 sum over ci of x[n, ci, i0, i1, j] * w[ci, co, a0, a1, b] (per group), one GEMM per input row
-whose outputs interleave along the last axis. A task owns one input row (n, i0, i1). Block by
-block of at most 3 vectors along j, it copies the block's C_in x 3V inputs into the thread's
-scratch (one contiguous run per channel: the tile reads them in order, from L1), then for
-each pair of output rows (co, a0, a1) x 2 runs _upkernel.h's tile, which keeps the block's
-4 x 3 vectors of sums in registers over all the group's input channels and stores them,
-interleaved and with the bias, straight into y. So the x transpose, the tile buffer and the
-channels-first write-out of the micro variant are gone, and no BLAS call packs the operands
-(unet_up2x2: DESIGN.md's "phase decomposition" with one tap per phase is one GEMM).
+whose outputs interleave along the last axis. A task owns a run of input rows (n, i0, i1).
+Block by block of at most 3 vectors along j, it copies the block's C_in x 3V inputs into the
+thread's scratch (one contiguous run per channel: the tile reads them in order, from L1),
+then for each pair of output rows (co, a0, a1) x 2 runs _upkernel.h's tile, which keeps the
+block's 4 x 3 vectors of sums in registers over all the group's input channels and stores
+them, interleaved and with the bias, straight into y. While a block's tiles run, the lines of
+the block the thread copies next are prefetched, a slice of channels per tile (within a
+task's run of rows, a thread's next row is r + 1): the copy then finds x in cache instead of
+waiting for one line per channel, each in a 4 KiB page of its own. So the x transpose, the
+tile buffer and the channels-first write-out of the micro variant are gone, and no BLAS call
+packs the operands (unet_up2x2: DESIGN.md's "phase decomposition" with one tap per phase is
+one GEMM).
 
 Each output is one tile's sum over the channels in order: bit-identical for any thread count,
 and equal to the micro variant's bits (same order, FMA, bias added last).
@@ -26,6 +30,7 @@ from libc.string cimport memcpy, memset
 from ._types cimport real
 
 cdef extern from "_upkernel.h" nogil:
+    void convt_up_prefetch(const char* p, int64_t stride, int64_t n, int64_t nbytes)
     void convt_up_tile_f32(const float* xp, const float* w, int64_t kc, int nv, float* y0,
                            float* y1, const float* b, int64_t valid)
     void convt_up_tile_f64(const double* xp, const double* w, int64_t kc, int nv, double* y0,
@@ -51,17 +56,24 @@ cdef inline void _tile(const real* xp, const real* w, int64_t kc, int nv, real* 
             convt_up_tile_f64(xp, w, kc, nv, y0, y1, b, valid)
 
 
+cdef inline const real* _xrow(const real* x, const int64_t* dm, int64_t r) noexcept nogil:
+    # input row r = (n, i0, i1) of x, channel 0
+    cdef int64_t R0 = dm[1], R1 = dm[2]
+    return x + (r // (R1 * R0)) * dm[10] + ((r // R1) % R0) * dm[12] + (r % R1) * dm[13]
+
+
 cdef void _row(const real* x, const real* wp, const real* pb, real* y, const int64_t* dm,
                const int64_t* poff, const int64_t* blocks, real* xp,
-               int64_t r) noexcept nogil:
+               int64_t r, int64_t rend) noexcept nogil:
     cdef int64_t R0 = dm[1], R1 = dm[2], W = dm[3], C = dm[4], G = dm[5], Cg = dm[6]
     cdef int64_t T = dm[7], V = dm[8], nb = dm[9]
     cdef bint zmm = V * <int64_t> sizeof(real) == 64
     cdef int64_t i1 = r % R1, i0 = (r // R1) % R0, n = r // (R1 * R0)
-    cdef const real* xr = x + n * dm[10] + i0 * dm[12] + i1 * dm[13]
+    cdef const real* xr = _xrow(x, dm, r)
     cdef real* yr = y + n * dm[14] + i0 * dm[15] + i1 * dm[16]
-    cdef int64_t bi, c, g, t, j0, nv, width, have
+    cdef int64_t bi, c, g, t, j0, nv, width, have, k, c0, c1, nj, nhave
     cdef const int64_t* pq
+    cdef const real* nx
     cdef real* y1
     for bi in range(nb):
         # the block's inputs: xp[c * nv * V + j], zeros past W
@@ -72,8 +84,24 @@ cdef void _row(const real* x, const real* wp, const real* pb, real* y, const int
             memcpy(xp + c * width, xr + c * dm[11] + j0, have * sizeof(real))
             if have < width:
                 memset(xp + c * width + have, 0, (width - have) * sizeof(real))
+        # the next block's inputs (this row's next block, else, within the task's rows, the
+        # next row's first: the block this thread copies next), prefetched channel slice by
+        # channel slice over the tiles
+        nx = NULL
+        if bi + 1 < nb:
+            nx, nj = xr, blocks[2 * bi + 2]
+            nhave = min(blocks[2 * bi + 3] * V, W - nj)
+        elif r + 1 < rend:
+            nx, nj = _xrow(x, dm, r + 1), 0
+            nhave = min(blocks[1] * V, W)
+        k = 0
         for g in range(G):
             for t in range(g * T, (g + 1) * T):
+                if nx != NULL:
+                    c0, c1 = k * C // (G * T), (k + 1) * C // (G * T)
+                    convt_up_prefetch(<const char*> (nx + c0 * dm[11] + nj),
+                                      dm[11] * sizeof(real), c1 - c0, nhave * sizeof(real))
+                k += 1
                 pq = poff + 2 * t
                 y1 = yr + pq[1] + 2 * j0 if pq[1] >= 0 else NULL
                 _tile(xp + g * Cg * width, wp + t * Cg * 4, Cg, <int> nv,
@@ -93,10 +121,14 @@ def upsample_conv(const real[::1] x,        # IN  (N, C_in, *in) channels-first,
                   real[::1] scratch,        # OUT nthreads * C_in * 3 vectors
                   int num_threads):
     """Compute y; releases the GIL. See the module docstring."""
-    cdef int64_t rows = dims[0] * dims[1] * dims[2], r, tid
+    cdef int64_t rows = dims[0] * dims[1] * dims[2], r, tid, task, r0, r1
     cdef int64_t per = scratch.shape[0] // max(num_threads, 1)
     if rows == 0 or y.shape[0] == 0:
         return
+    # a task: a run of consecutive rows (about four a thread), so that within it the row
+    # after r is the one the thread takes next, and the dynamic schedule still evens out
+    cdef int64_t run = max(1, rows // (4 * max(num_threads, 1)))
+    cdef int64_t tasks = (rows + run - 1) // run
     cdef const real* xptr = &x[0]
     cdef const real* wptr = &wp[0]
     cdef const real* bptr = &pbias[0]
@@ -106,6 +138,9 @@ def upsample_conv(const real[::1] x,        # IN  (N, C_in, *in) channels-first,
     cdef const int64_t* bl = &blocks[0]
     cdef real* sp = &scratch[0]
     with nogil:
-        for r in prange(rows, schedule="dynamic", num_threads=num_threads):
+        for task in prange(tasks, schedule="dynamic", num_threads=num_threads):
             tid = threadid()
-            _row(xptr, wptr, bptr, yptr, dm, po, bl, sp + tid * per, r)
+            r0 = task * run
+            r1 = min(rows, r0 + run)
+            for r in range(r0, r1):
+                _row(xptr, wptr, bptr, yptr, dm, po, bl, sp + tid * per, r, r1)
