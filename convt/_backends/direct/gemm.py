@@ -317,11 +317,11 @@ def _run_gemm(xa, state, geom, plan, out=None):
                         arena, out)
 
 
-# scipy's OpenBLAS (0.3.30, SkylakeX kernels on this CPU) runs our (M, N, K) as its (N, M,
-# K): unpacked on its small-matrix kernels when M N K <= 100**3 (kernel/x86_64/sgemm_small_
-# kernel_permit_skylakex.c, CNAME), else packed, in blocks of 16 of N (KERNEL.SKYLAKEX:
-# sgemm_kernel_16x4, dgemm_kernel_16x2) whose narrow tails reuse a packed value less: K =
-# 85, N = 2 to 32, 24 to 9 ns a row beyond the multiply-adds (docs/dispatch.md).
+# scipy's OpenBLAS runs our (M, N, K) as its (N, M, K): unpacked on small-matrix kernels when
+# M N K <= 100**3 (x86-64 builds set SMALL_MATRIX_OPT; that bound in the permits of kernel/
+# generic/ and, on AVX-512 cores, kernel/x86_64/sgemm_small_kernel_permit_skylakex.c), else
+# packed, in blocks of 16 of N (0.3.30's SkylakeX kernels here: sgemm_kernel_16x4) whose
+# narrow tails reuse a packed value less: K = 85, N = 2-32, 24 to 9 ns a row (docs/dispatch.md).
 _BLAS_SMALL_MNK = 100 ** 3
 _BLAS_UNROLL_N = 16
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
