@@ -165,7 +165,8 @@ def _last_axis(wd, length, ct, workers, buffer):
     if not uses_dft(q, length, last=True):   # wd comes zero-padded to ``length``
         threads = fft_threads(wd.size, (length,), workers)
         bins = length // 2 + 1
-        spec = buffer("fft-rspec", wd.shape[:-2] + (bins, wd.shape[-1]), np.promote_types(ct, np.complex64))
+        cplx = np.promote_types(ct, np.complex64)
+        spec = buffer("fft-rspec", wd.shape[:-2] + (bins, wd.shape[-1]), cplx)
         rfft_into(wd, (wd.ndim - 2,), spec, threads)
         out = buffer("fft-split", (wd.shape[0], 2) + spec.shape[1:], ct)
         np.copyto(out[:, 0], spec.real)
