@@ -3,6 +3,7 @@ convt/_kernels/_bf16kernel.h): against the float64 reference of the bfloat16 inp
 wide space of layers, the same bits for any thread count and from the portable body, the
 CONVT_ISA cap, and the documented edges (odd channel counts, denormals, NaN and Inf)."""
 import hashlib
+import itertools
 import json
 import os
 import subprocess
@@ -273,7 +274,8 @@ def test_the_isa_cap_turns_the_bf16_tiles_off(cap):
 
 
 @pytest.mark.parametrize("n, s, g, cg", [(2, 37, 1, 32), (1, 64, 2, 17), (3, 9, 3, 5),
-                                         (1, 8, 1, 48), (2, 23, 4, 16), (1, 1, 1, 1)])
+                                         (1, 8, 1, 48), (2, 23, 4, 16), (1, 1, 1, 1),
+                                         (1, 600, 1, 20), (3, 300, 2, 16)])
 @pytest.mark.parametrize("channels_first", [True, False])
 def test_to_pairs_nxc_pads_each_group_to_even(n, s, g, cg, channels_first, rng):
     from convt._kernels._bf16 import to_pairs_nxc
@@ -282,9 +284,9 @@ def test_to_pairs_nxc_pads_each_group_to_even(n, s, g, cg, channels_first, rng):
     want = np.zeros((n, s, g, cg2), np.uint16)
     want[..., :cg] = np.moveaxis(x, 1, -1).reshape(n, s, g, cg)
     src = x if channels_first else np.ascontiguousarray(np.moveaxis(x, 1, -1))
-    for isa in _cpu.levels():
+    for isa, sblock in itertools.product(_cpu.levels(), (0, 32, 64, 256, 1 << 20)):
         got = np.full(n * s * g * cg2, 7, np.uint16)
-        to_pairs_nxc(src.reshape(-1), got, n, s, g, cg, channels_first, 2, isa)
+        to_pairs_nxc(src.reshape(-1), got, n, s, g, cg, channels_first, 2, isa, sblock)
         np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 
