@@ -3,6 +3,7 @@ convt/_kernels/_bf16kernel.h): against the float64 reference of the bfloat16 inp
 wide space of layers, the same bits for any thread count and from the portable body, the
 CONVT_ISA cap, and the documented edges (odd channel counts, denormals, NaN and Inf)."""
 import hashlib
+import itertools
 import json
 import os
 import subprocess
@@ -273,7 +274,8 @@ def test_the_isa_cap_turns_the_bf16_tiles_off(cap):
 
 
 @pytest.mark.parametrize("n, s, g, cg", [(2, 37, 1, 32), (1, 64, 2, 17), (3, 9, 3, 5),
-                                         (1, 8, 1, 48), (2, 23, 4, 16), (1, 1, 1, 1)])
+                                         (1, 8, 1, 48), (2, 23, 4, 16), (1, 1, 1, 1),
+                                         (1, 600, 1, 20), (3, 300, 2, 16)])
 @pytest.mark.parametrize("channels_first", [True, False])
 def test_to_pairs_nxc_pads_each_group_to_even(n, s, g, cg, channels_first, rng):
     from convt._kernels._bf16 import to_pairs_nxc
@@ -282,9 +284,40 @@ def test_to_pairs_nxc_pads_each_group_to_even(n, s, g, cg, channels_first, rng):
     want = np.zeros((n, s, g, cg2), np.uint16)
     want[..., :cg] = np.moveaxis(x, 1, -1).reshape(n, s, g, cg)
     src = x if channels_first else np.ascontiguousarray(np.moveaxis(x, 1, -1))
-    for isa in _cpu.levels():
+    for isa, sblock in itertools.product(_cpu.levels(), (0, 32, 64, 256, 1 << 20)):
         got = np.full(n * s * g * cg2, 7, np.uint16)
-        to_pairs_nxc(src.reshape(-1), got, n, s, g, cg, channels_first, 2, isa)
+        to_pairs_nxc(src.reshape(-1), got, n, s, g, cg, channels_first, 2, isa, sblock)
         np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 
+
+
+@pytest.mark.parametrize("xs, ws, kw", [
+    ((16, 16, 16, 16), (16, 8, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),  # dcgan_g3's cut
+    ((1, 8, 40, 40), (8, 12, 2, 2), dict(strides=(2, 2))),
+    ((3, 6, 50), (6, 4, 5), dict(strides=(3,), pads=(2, 1))),
+])
+def test_equal_blocks_cover_the_rows_with_the_same_bits(xs, ws, kw, rng):
+    """The tasks re-cut into equal blocks (micro_bf16._even_tasks) cover each set's rows once,
+    in order, within the tile memory (mb rows), and give the bits of micro_layout's cut."""
+    x = rng.standard_normal(xs).astype(BF16)
+    w = rng.standard_normal(ws).astype(BF16)
+    op = convt.ConvTranspose(w, **kw)
+    geom = op._plan.geometry(x.shape).geom
+    _, _, (lay, wp) = micro_bf16.VARIANT.prepare(geom, op._plan, None)
+    old = micro_bf16.micro_layout(geom, lay.nr)
+    for key in {tuple(t[:2]) for t in old.tasks.tolist()}:
+        mine = lay.tasks[(lay.tasks[:, 0] == key[0]) & (lay.tasks[:, 1] == key[1])]
+        before = old.tasks[(old.tasks[:, 0] == key[0]) & (old.tasks[:, 1] == key[1])]
+        assert len(mine) == len(before)
+        assert mine[0, 2] == 0 and (mine[1:, 2] == mine[:-1, 2] + mine[:-1, 3]).all()
+        rows = max(geom.batch * int(np.prod(lay.phases[p, :3]))
+                   for p in range(key[0], key[0] + key[1]))
+        assert mine[-1, 2] + mine[-1, 3] >= rows and (mine[:, 3] <= lay.mb).all()
+    results = []
+    for tasks in (lay.tasks, old.tasks):
+        state = (micro_bf16.dataclasses.replace(lay, tasks=tasks), wp)
+        results.append(micro_bf16.run_f32(x, state, geom, op._plan))
+    np.testing.assert_array_equal(results[0].view(np.uint32), results[1].view(np.uint32))
+    if xs[0] == 16:
+        assert not np.array_equal(lay.tasks, old.tasks)   # the case the re-cut is for

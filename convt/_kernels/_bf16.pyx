@@ -5,7 +5,7 @@ multiply at once is one aligned 32-bit slot of a group. No conversion: the copy 
 the bytes of the float32 path's.
 
 to_pairs_nxc: channels-first (N, C, S) or channels-last (N, S, C) -> (N, S, G * Cg2), Cg2 =
-Cg rounded up to even. Channels-first, per block of _SBLOCK positions of one image (an
+Cg rounded up to even. Channels-first, per block of 32 to 256 positions of one image (an
 OpenMP prange over the blocks, each written by one thread), 8 positions x 16 channels at a
 time in registers: two channel rows zipped into pairs, then an 8 x 8 transpose of the 32-bit
 pairs (one value per store ran unet_up2x2's 1M values in 0.34 ms, 2 threads).
@@ -107,7 +107,11 @@ BF16_ON, BF16_HW, BF16_WIDE = CONVT_BF16_ON, CONVT_BF16_HW, CONVT_BF16_WIDE
 BF16_AMX = CONVT_BF16_AMX
 
 cdef enum:
-    _SBLOCK = 32     # positions per work item: 32 x 512 channels x 2 bytes = 32 KiB of xp
+    _SBLOCK = 32     # positions per work item: 32 x 512 channels x 2 bytes = 32 KiB of xp,
+    _SBLOCK_MAX = 256  # doubled up to this while every thread keeps 8 items: each channel row
+                       # then streams 256 positions. unet_up2x2's copy in the call (its x
+                       # cold after the previous call's tiles): 0.31-0.38 -> 0.22-0.32 ms
+                       # (AMD EPYC Zen 4, 2 threads; docs/performance.md)
 
 
 cdef void _block_ncx(int isa, const uint16_t* x, uint16_t* xp, int64_t S, int64_t s0,
@@ -162,11 +166,18 @@ cdef void _block_nxc(const uint16_t* x, uint16_t* xp, int64_t s0, int64_t m, int
 def to_pairs_nxc(const uint16_t[::1] x,   # IN  bfloat16 bits, (N, C, S) or (N, S, C)
                  uint16_t[::1] xp,        # OUT (N, S, G * Cg2)
                  int64_t N, int64_t S, int64_t groups, int64_t Cg, bint channels_first,
-                 int num_threads, int isa=-1):
+                 int num_threads, int isa=-1, int64_t sblock=0):
     """Copy x into xp, channels-last with each group's Cg channels padded to Cg2 (even);
-    releases the GIL. See the module docstring."""
+    releases the GIL. See the module docstring. ``sblock``: positions per work item (0: from
+    32 doubled up to 256 while every thread keeps 8 items)."""
     cdef int64_t Cg2 = Cg + Cg % 2, C = groups * Cg, C2 = groups * Cg2
-    cdef int64_t nb = (S + _SBLOCK - 1) // _SBLOCK, item, n, s0, m
+    cdef int64_t nb, item, n, s0, m
+    if sblock <= 0:
+        sblock = _SBLOCK
+        while (sblock < _SBLOCK_MAX
+               and N * ((S + 2 * sblock - 1) // (2 * sblock)) >= 8 * num_threads):
+            sblock *= 2
+    nb = (S + sblock - 1) // sblock
     if N == 0 or S == 0 or C == 0:
         return
     if x.shape[0] < N * S * C or xp.shape[0] < N * S * C2:
@@ -179,8 +190,8 @@ def to_pairs_nxc(const uint16_t[::1] x,   # IN  bfloat16 bits, (N, C, S) or (N, 
     with nogil:
         for item in prange(N * nb, schedule="static", num_threads=num_threads):
             n = item // nb
-            s0 = (item % nb) * _SBLOCK
-            m = min(<int64_t> _SBLOCK, S - s0)
+            s0 = (item % nb) * sblock
+            m = min(sblock, S - s0)
             if channels_first:
                 _block_ncx(isa, xs + n * C * S, xd + n * S * C2, S, s0, m, groups, Cg, Cg2)
             else:

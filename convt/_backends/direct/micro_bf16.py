@@ -31,7 +31,7 @@ from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_WIDE, to_pairs_nxc
 from ..._kernels._micro import NR_F32
 from ..._kernels._pack import pack_pairs   # in 8 x 8 blocks (_packkernel.h's convt_pairs)
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
-from .micro import (KC, MAX_TB, PARALLEL_PACK_VALUES, micro_layout, micro_macs, micro_rate,
+from .micro import (KC, MAX_TB, MR, PARALLEL_PACK_VALUES, micro_layout, micro_macs, micro_rate,
                     pack_tables, packing_arrays, tile_call)
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 
@@ -155,7 +155,35 @@ def bf16_layout(geom):
     cc = max(1, min(pairs, KC))
     ldc = geom.groups * lay.panels * nr + NR_F32 if nr > NR_F32 else lay.ldc
     return dataclasses.replace(lay, phases=phases, cc=cc, tb=max(1, min(MAX_TB, KC // cc)),
-                               packed=lay.packed // cg * pairs, ldc=ldc)
+                               packed=lay.packed // cg * pairs, ldc=ldc,
+                               tasks=_even_tasks(lay.tasks, lay.phases, geom.batch, lay.mb))
+
+
+def _even_tasks(tasks, phases, n, mb):
+    """``tasks`` (first phase, phases, first row, rows) with each set's rows cut into as many
+    blocks as before, of whole 12-row tiles, as equal as they come: micro_layout cut
+    dcgan_g3's 4096 rows into 21 blocks of 192 and one of 64, so one thread ran 11 full
+    blocks and the other 10 and the short one. The rows each output is summed over, and so
+    its bits, do not depend on the cut. A set whose last block holds at least half a block's
+    rows (dcgan_g1: 90, 90, 76) keeps its cut, as does one whose blocks would pass ``mb``."""
+    out, unit = [], 2 * MR
+    for first, count in dict.fromkeys(map(tuple, tasks[:, :2].tolist())):
+        rows = max(n * int(np.prod(phases[p, :3])) for p in range(first, first + count))
+        mine = tasks[(tasks[:, 0] == first) & (tasks[:, 1] == count)]
+        nt = len(mine)
+        if 2 * (rows - mine[-1, 2]) >= mine[0, 3]:
+            out.extend(map(tuple, mine.tolist()))
+            continue
+        units = -(-rows // unit)
+        nt = min(nt, units)
+        base, extra, r = units // nt, units % nt, 0
+        if (base + (extra > 0)) * unit > mb:
+            return tasks
+        for k in range(nt):
+            size = (base + (k < extra)) * unit
+            out.append((first, count, r, min(size, rows - r)))
+            r += size
+    return np.array(out, np.int64).reshape(-1, 4)
 
 
 def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
