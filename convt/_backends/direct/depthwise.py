@@ -223,6 +223,22 @@ def depthwise_kind(geom, per_axis=None, exact=None):
     return DirectKind("depthwise", "", sets * (fast + slow), exact, rows, sets * slow)
 
 
+# Output rows (blocks of an innermost row) per task of the channels-first kernel
+# (_depthwise.pyx's _ROWS_PER_TASK): a call of fewer rows than threads x this runs on fewer
+# threads than it is given (1-D layers of few output channels and long rows: one task).
+_ROWS_PER_TASK = 64
+
+
+def _row_blocks(geom):
+    """(output rows, blocks per innermost row) of the channels-first kernel: its task rows
+    are their product (N x C_out x O0 x O1 x blocks)."""
+    s2 = geom.strides[-1]
+    q = -(-geom.out_shape[-1] // s2)
+    block = max(1, min(q, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    o0, o1, _ = pad3(geom.out_shape, 1)
+    return geom.batch * geom.c_out * o0 * o1, -(-q // block)
+
+
 def _row_calls(geom):
     """Row kernel calls of the channels-first kernel (_row_ncx): per output row of axis 0 and
     block of an innermost row, with innermost stride 1-2 one per run of axis 1's rows (a
@@ -276,6 +292,16 @@ class Depthwise(Variant):
         # (docs/dispatch.md, "The random sweep").
         return (kind.rows * c["depthwise_row_s"] + _row_calls(geom) * c["depthwise_call_s"]
                 + kind.border * (c["depthwise_border"] - 1) / rate)
+
+    def tasks(self, geom, kind, itemsize=4):
+        # the channels-first kernel's tasks of _ROWS_PER_TASK row blocks (1d_n1_c204-4_i2821_
+        # k67_s4_g2_f64: 24 row blocks, one task, so one thread: 9.2 ms measured on 2 workers,
+        # priced 4.2 as two threads' work); the channels-last one (one channel per group)
+        # takes a pixel per task
+        if geom.data_format == "NXC" and geom.c_in == geom.groups == geom.c_out:
+            return None
+        rows, blocks = _row_blocks(geom)
+        return -(-rows * blocks // _ROWS_PER_TASK)
 
     def layout(self, geom, mode):
         return depthwise_layout(geom)
