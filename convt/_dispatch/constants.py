@@ -153,6 +153,13 @@ DEFAULTS = {
     # weights measured, median by variant; at bytes_per_s it was priced 0.125 ns)
     "oneshot_call_s": 48e-6,
     "pack_bytes_per_s": 9.9e9,
+    # A one-shot Winograd call with late sums (convt._backends.direct.winograd.pack_seconds):
+    # its kernel taps' pack per byte read and written, one thread's rate (8.4 MB of taps in
+    # 0.37 ms on 2 workers), and per product value a task sums from them (0.34-0.71 ms for
+    # dcgan_g1's 4.7 M and hifigan_up1's 3.1 M); set 2026-11-27 by hand from those two
+    # (docs/dispatch.md, "The Winograd one-shot set-up")
+    "wino_taps_bytes_per_s": 25.8e9,
+    "wino_late_sum_s": 0.23e-9,
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")

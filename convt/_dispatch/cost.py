@@ -9,7 +9,6 @@ NaN or Inf, which runs the pixel kernel instead, docs/reliability.md).
 from __future__ import annotations
 
 import functools
-from math import prod
 from typing import NamedTuple
 
 import numpy as np
@@ -89,13 +88,14 @@ def seconds(geom, compute_dtype, workers, method, constants=None):
     return BACKENDS[method].estimate(geom, compute_dtype, workers, c)
 
 
-def _packing_seconds(geom, compute_dtype, c):
+def _packing_seconds(geom, compute_dtype, c, kind=None, workers=1):
     """What a one-shot direct call costs beyond a prepared one: its set-up (``oneshot_call_s``:
-    planning the variant, the packing's buffers and calls) and its weight packing, the
-    weights read and written once at ``pack_bytes_per_s``."""
-    weights = geom.c_in * (geom.c_out // geom.groups) * prod(geom.kernel)
-    return (c["oneshot_call_s"]
-            + 2 * weights * np.dtype(compute_dtype).itemsize / c["pack_bytes_per_s"])
+    planning the variant, the packing's buffers and calls) and its weights' packing as the
+    variant of ``kind`` (default: the rule's) does it on ``workers`` threads (``pack_seconds``:
+    by default the weights read and written once at ``pack_bytes_per_s``)."""
+    kind = direct_kind(geom) if kind is None else kind
+    return c["oneshot_call_s"] + direct.BY_NAME[kind.variant].pack_seconds(
+        geom, kind, c, np.dtype(compute_dtype).itemsize, direct_threads(geom, workers))
 
 
 def estimate(geom, compute_dtype, workers, constants=None, one_shot=False, storage=None):
@@ -111,7 +111,7 @@ def estimate(geom, compute_dtype, workers, constants=None, one_shot=False, stora
     c = current() if constants is None else constants
     kind = direct.storage_kind(geom, direct_kind(geom), storage)
     run = direct.BACKEND.estimate(geom, compute_dtype, workers, c, kind)
-    pack = _packing_seconds(geom, compute_dtype, c)
+    pack = _packing_seconds(geom, compute_dtype, c, kind, workers)
     split = {"direct": (run, run + pack, pack)}
     times = {"direct": run + pack if one_shot else run}
     note = ""

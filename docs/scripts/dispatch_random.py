@@ -228,7 +228,7 @@ def _model(geom, ct, workers, m, one_shot, c):
         return (_cost.BACKENDS["fft"].estimate(geom, ct, workers, c, one_shot)
                 + (c["oneshot_call_s"] if one_shot else 0.0))
     run = _cost.seconds(geom, ct, workers, m, c)
-    return run + (_cost._packing_seconds(geom, ct, c) if one_shot else 0.0)
+    return run + (_cost._packing_seconds(geom, ct, c, None, workers) if one_shot else 0.0)
 
 
 def fit(paths, names=None):

@@ -223,19 +223,39 @@ def depthwise_kind(geom, per_axis=None, exact=None):
     return DirectKind("depthwise", "", sets * (fast + slow), exact, rows, sets * slow)
 
 
+# Output rows (blocks of an innermost row) per task of the channels-first kernel
+# (_depthwise.pyx's _ROWS_PER_TASK): a call of fewer rows than threads x this runs on fewer
+# threads than it is given (1-D layers of few output channels and long rows: one task).
+_ROWS_PER_TASK = 64
+
+
+def _row_blocks(geom):
+    """(output rows, blocks per innermost row) of the channels-first kernel: its task rows
+    are their product (N x C_out x O0 x O1 x blocks)."""
+    s2 = geom.strides[-1]
+    q = -(-geom.out_shape[-1] // s2)
+    block = max(1, min(q, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    o0, o1, _ = pad3(geom.out_shape, 1)
+    return geom.batch * geom.c_out * o0 * o1, -(-q // block)
+
+
 def _row_calls(geom):
     """Row kernel calls of the channels-first kernel (_row_ncx): per output row of axis 0 and
     block of an innermost row, with innermost stride 1-2 one per run of axis 1's rows (a
     phase's rows with its full set of taps are one run, each border row one: at most 2T - 1
     runs of a phase with T taps; at least one per task of 64 rows), from stride 3 on one per
-    row of axis 1 and phase."""
-    s2 = geom.strides[-1]
-    q = -(-geom.out_shape[-1] // s2)
+    row of axis 1, block and phase with outputs in the block (phase c < s2 has
+    ceil((O2 - c) / s2): rows shorter than the stride leave phases empty, never called)."""
+    s2, o2 = geom.strides[-1], geom.out_shape[-1]
+    q = -(-o2 // s2)
     block = max(1, min(q, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
     o0, o1, _ = pad3(geom.out_shape, 1)
-    outer = geom.batch * geom.c_out * o0 * -(-q // block)
     if s2 > 2:
-        return outer * o1 * s2
+        # 2d_n1_c8-120_i16x1_k3x3_s1x3_d2x1_g8: rows of one output, 1 of 3 phases called
+        # (0.10 ms measured, priced 0.22 with every phase called)
+        blocks = sum(-(-max(0, -(-(o2 - c) // s2)) // block) for c in range(s2))
+        return geom.batch * geom.c_out * o0 * o1 * blocks
+    outer = geom.batch * geom.c_out * o0 * -(-q // block)
     s1, d1, k1 = (pad3(v, 1)[1] for v in (geom.strides, geom.dilations, geom.kernel))
     runs = sum(min(q1, max(1, 2 * len(taps) - 1))
                for q1, taps in axis_phases(s1, d1, k1, pad3(geom.pads_begin, 0)[1], o1))
@@ -276,6 +296,16 @@ class Depthwise(Variant):
         # (docs/dispatch.md, "The random sweep").
         return (kind.rows * c["depthwise_row_s"] + _row_calls(geom) * c["depthwise_call_s"]
                 + kind.border * (c["depthwise_border"] - 1) / rate)
+
+    def tasks(self, geom, kind, itemsize=4):
+        # the channels-first kernel's tasks of _ROWS_PER_TASK row blocks (1d_n1_c204-4_i2821_
+        # k67_s4_g2_f64: 24 row blocks, one task, so one thread: 9.2 ms measured on 2 workers,
+        # priced 4.2 as two threads' work); the channels-last one (one channel per group)
+        # takes a pixel per task
+        if geom.data_format == "NXC" and geom.c_in == geom.groups == geom.c_out:
+            return None
+        rows, blocks = _row_blocks(geom)
+        return -(-rows * blocks // _ROWS_PER_TASK)
 
     def layout(self, geom, mode):
         return depthwise_layout(geom)

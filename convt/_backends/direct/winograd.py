@@ -21,6 +21,7 @@ import numpy as np
 from . import cfwino, micro
 from .cfwino import cf_layout as _cf_rule_layout   # (tests patch cfwino.cf_layout)
 from .base import DirectKind, Variant
+from ..base import parallel
 from .micro import packing_arrays
 from .pixel import bias_filled, element_strides, new_output, pad3
 from .storage import half_kind, padded_nxc
@@ -235,6 +236,28 @@ class Winograd(Variant):
         # tiles pair outputs from the block's start: a block takes the whole array's pairs
         # and Winograd axes, so its outputs are the same sums
         return self.name, wino_alignment(geom, out_starts)
+
+    def pack_seconds(self, geom, kind, c, itemsize, threads):
+        # A one-shot call with late sums (late_sums) packs the kernel taps (wino_taps: a
+        # transpose, read and written once, streamed past the caches) and its tasks sum their
+        # phases' product weights from them in the kernel, each product value once per task
+        # holding its phase (dcgan_g1, hifigan_up1 in float32: the taps' pack 0.37 ms, the
+        # sums 0.34-0.71 ms, against 1.70 ms priced at pack_bytes_per_s; docs/dispatch.md,
+        # "The Winograd one-shot set-up"). That is pack_taps' path (float32 compute, 16
+        # output channels a group); float64's taps go through pack_wino, and its one-shot
+        # calls ran the default's price (3.4-3.8 ms over prepared, priced 3.4). Otherwise
+        # the products are packed: the default.
+        lay = wino_layout(geom, micro.NR_F32) if itemsize == 4 else None
+        if (lay is None or kind.mode == "channels-first" or (geom.c_out // geom.groups) % 16
+                or not late_sums(lay, True, itemsize)):
+            return super().pack_seconds(geom, kind, c, itemsize, threads)
+        weights = geom.c_in * (geom.c_out // geom.groups) * prod(geom.kernel)
+        pack = threads if weights >= _PARALLEL_PACK_VALUES else 1
+        tasks = len(lay.tasks)
+        held = min(threads, tasks / -(-tasks // threads))   # the busiest thread's share
+        sums = lay.packed * int(lay.tasks[:, 3].sum()) / max(len(lay.real), 1)
+        return (2 * weights * itemsize / c["wino_taps_bytes_per_s"] / parallel(pack, c)
+                + sums * c["wino_late_sum_s"] / parallel(held, c))
 
     def extra_moved(self, geom, kind):
         # x made channels-last, y written channels-last then transposed

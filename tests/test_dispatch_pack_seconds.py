@@ -1,0 +1,82 @@
+"""A one-shot direct call's packing as its variant does it (``Variant.pack_seconds``): by
+default the weights read and written once at ``pack_bytes_per_s``; the Winograd variant's
+late sums (float32, large products) pack the kernel taps and sum the products' weights per
+task in the kernel. No timings."""
+from math import prod
+
+import numpy as np
+import pytest
+
+from convt._backends.base import parallel
+from convt._backends.direct import micro as _micro
+from convt._backends.direct import registry as _direct
+from convt._backends.direct import winograd as _wino
+from convt._dispatch import cost as _cost
+from convt._geometry.geometry import OpSpec, PadRule, resolve
+
+
+def _geom(x, w, strides, pads):
+    nd = len(strides)
+    spec = OpSpec("t", strides, (1,) * nd, w[2:], 1, w[0], w[1],
+                  PadRule("explicit", (0,) * nd, pads, pads))
+    return resolve(spec, x)
+
+
+# bench workloads dcgan_g1 and hifigan_up1: float32 one-shot calls run the late sums
+DCGAN_G1 = _geom((16, 512, 4, 4), (512, 256, 4, 4), (2, 2), (1, 1))
+HIFIGAN_UP1 = _geom((1, 512, 256), (512, 256, 16), (8,), (4,))
+
+
+def _generic(geom, itemsize, c):
+    weights = geom.c_in * (geom.c_out // geom.groups) * prod(geom.kernel)
+    return 2 * weights * itemsize / c["pack_bytes_per_s"]
+
+
+@pytest.mark.parametrize("geom", [DCGAN_G1, HIFIGAN_UP1], ids=["dcgan_g1", "hifigan_up1"])
+def test_late_sums_price_the_taps_and_the_sums(geom):
+    c = _cost.current()
+    kind = _cost.direct_kind(geom)
+    assert kind.variant == "winograd"
+    lay = _wino.wino_layout(geom, _micro.NR_F32)
+    assert _wino.late_sums(lay, True, 4)
+    weights = geom.c_in * geom.c_out * prod(geom.kernel)
+    # one phase a task: every product value summed once
+    assert (lay.tasks[:, 3] == 1).all() and len(lay.tasks) == len(lay.real)
+    tasks = len(lay.tasks)
+    expect = (2 * weights * 4 / c["wino_taps_bytes_per_s"] / parallel(2, c)
+              + lay.packed * c["wino_late_sum_s"] / parallel(min(2, tasks / -(-tasks // 2)), c))
+    got = _wino.VARIANT.pack_seconds(geom, kind, c, 4, 2)
+    assert got == pytest.approx(expect)
+    assert got < _generic(geom, 4, c)
+    split = _cost.estimate(geom, np.float32, 2, one_shot=True).split["direct"]
+    assert split[2] == pytest.approx(c["oneshot_call_s"] + got)
+    assert split[1] == pytest.approx(split[0] + split[2])
+
+
+@pytest.mark.parametrize("geom", [DCGAN_G1, HIFIGAN_UP1], ids=["dcgan_g1", "hifigan_up1"])
+def test_float64_keeps_the_default(geom):
+    # float64's taps go through pack_wino (3.4-3.8 ms over a prepared call, priced 3.4)
+    c = _cost.current()
+    kind = _cost.direct_kind(geom)
+    assert _wino.VARIANT.pack_seconds(geom, kind, c, 8, 2) == pytest.approx(_generic(geom, 8, c))
+
+
+def test_products_packed_keep_the_default():
+    # products under _LATE_SUM_BYTES are packed by wino_weights: the default price
+    geom = _geom((4, 128, 8, 8), (128, 64, 4, 4), (2, 2), (1, 1))
+    c = _cost.current()
+    kind = _cost.direct_kind(geom)
+    lay = _wino.wino_layout(geom, _micro.NR_F32)
+    assert kind.variant == "winograd" and not _wino.late_sums(lay, True, 4)
+    assert _wino.VARIANT.pack_seconds(geom, kind, c, 4, 2) == pytest.approx(_generic(geom, 4, c))
+
+
+@pytest.mark.parametrize("name", sorted(set(_direct.BY_NAME) - {"winograd"}))
+def test_other_variants_read_and_write_the_weights_once(name):
+    c = _cost.current()
+    geom = _geom((2, 6, 9), (6, 10, 5), (2,), (1,))
+    kind = _cost.direct_kind(geom)
+    assert _direct.BY_NAME[name].pack_seconds(geom, kind, c, 4, 2) == pytest.approx(
+        _generic(geom, 4, c))
+    assert _cost._packing_seconds(geom, np.float64, c) == pytest.approx(
+        c["oneshot_call_s"] + _generic(geom, 8, c))
