@@ -90,8 +90,9 @@ def test_winograd_matches_reference(case, dtype, isa, monkeypatch):
 EDGES = [
     # 1-D, 2 taps per phase, odd Q (the last tile's second output is not one)
     ((2, 8, 7), (8, 12, 4), dict(strides=(2,), pads=(1, 1))),
-    # hifigan-like: 8 phases of 2 taps, C_in 300 (channel chunks of 256 + 44)
-    ((1, 300, 9), (300, 20, 16), dict(strides=(8,), pads=(4, 4))),
+    # hifigan-like: 8 phases of 2 taps, C_in 560 (channel chunks of 512 + 48: past KC, one
+    # tap a block)
+    ((1, 560, 9), (560, 20, 16), dict(strides=(8,), pads=(4, 4))),
     # 2-D, 2 x 2 taps, several tasks per phase (rows past one task), a padded last panel
     ((3, 16, 23, 21), (16, 33, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
     # 3 x 3 stride 2 with output_padding: phases of 1 and 2 taps per axis mixed
@@ -138,6 +139,9 @@ EDGES = [
     # outputs of its set-mates (a block of 8 never holds a bias-only row)
     ((1, 8, 5, 4), (8, 16, 4, 7), dict(strides=(2, 8), pads=(1, 0, 1, 0),
                                        output_padding=(0, 1))),
+    # hifigan_up1's channels: tiles 2 x 512 channels (4 KiB in float32) apart, so the plain
+    # product's rows are copied (_tile.pxd's _wino_build), one chunk of 512
+    ((1, 512, 7), (512, 20, 16), dict(strides=(8,), pads=(4, 4))),
 ]
 
 
@@ -183,6 +187,33 @@ def test_sets_write_the_staged_bits(xs, ws, kw, dtype, isa, monkeypatch):
         y, lay = _sets_or_staged(w, b, kw, x, dtype, True, monkeypatch, workers)
         np.testing.assert_array_equal(y, staged)
         assert lay.sets == (_winograd_layout._sets(lay.real.tolist()) is not None)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("data_format", ["NCX", "NXC"])
+@pytest.mark.parametrize("edge", [1, 20])
+def test_wide_chunks_give_the_bits_of_kc_chunks(edge, data_format, dtype, monkeypatch):
+    """Past KC channels the products take chunks of up to _WIDE_KC (one tap a block): the
+    tile sums each output over the channels in the same order, so y is bit for bit what
+    chunks of KC give."""
+    xs, ws, kw = EDGES[edge]
+    x, w, b = _data(xs, ws, kw, 4)
+    if data_format == "NXC":
+        x = np.moveaxis(x, 1, -1).copy()
+        kw = dict(kw, data_format="NXC")
+    ys, ccs = [], []
+    for wide in (_winograd_layout._WIDE_KC, _micro.KC):
+        with monkeypatch.context() as m:
+            _force(m)
+            m.setattr(_winograd_layout, "_WIDE_KC", wide)
+            _winograd_layout.wino_layout.cache_clear()
+            op = convt.ConvTranspose(w.astype(dtype), b.astype(dtype), method="direct", **kw)
+            ys.append(op(x.astype(dtype)))
+            ccs.append(op._plan.geometry(x.shape).state[0].cc)
+    _winograd_layout.wino_layout.cache_clear()
+    assert ccs == [512, 256]
+    np.testing.assert_array_equal(ys[0].view(f"u{ys[0].itemsize}"),
+                                  ys[1].view(f"u{ys[1].itemsize}"))
 
 
 def test_sets_reach_what_they_name():
@@ -234,7 +265,7 @@ def test_edges_reach_what_they_name():
 
     e = [layout(*edge) for edge in EDGES]
     assert (e[0].real[:, 13] % 2 == 1).all()                       # odd Q, 1-D
-    assert len(e[1].real) == 8 and e[1].cc == 256                  # chunks of 256 + 44
+    assert len(e[1].real) == 8 and e[1].cc == 512 and e[1].tb == 1  # chunks of 512 + 48
     assert len(e[2].tasks) > len(e[2].real) and e[2].panels == 3   # 33 = 2 panels + 1
     assert sorted(set(e[3].real[:, 10])) == [1, 3, 9]              # 1, 3 or 9 products
     assert e[4].prod_max == 27
@@ -252,6 +283,7 @@ def test_edges_reach_what_they_name():
     assert e[16].ostep == (2, 1, 2) and e[16].real[:, 10].max() == 48
     assert np.count_nonzero(e[16].cf, axis=1).max() == 18
     assert sorted(set(e[17].real[:, 10])) == [9, 12, 16]           # 3 x 3, 3 x 4, 4 x 4
+    assert e[20].cc == 512 and e[20].gstep[2] * 2 * 4 % 4096 == 0   # copied plain rows
     # every input transform: differences one and two apart, sums, plain
     codes = {int(k) >> (2 * a) & 3 for lay in e for k in lay.tkind for a in range(3)}
     assert codes == {0, 1, 2, 3}

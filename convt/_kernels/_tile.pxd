@@ -4,6 +4,7 @@
 # channels. cdef inline in a .pxd, so that each module compiles its own copy: no call
 # crosses modules.
 from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
 
 from ._packkernel cimport CONVT_WSUM_MAX, _wsum
 from ._types cimport real
@@ -134,14 +135,19 @@ cdef inline void _wino_build(int isa, const real* x, const real* zero, const int
                              const real** ptr) noexcept nogil:
     # As _pointers, for a Winograd product (wino_conv): row r0 + i is the tile (n, j0, j1,
     # j2) and its tap t reads the pixel x + toff[tap] + n * d[22] + sum of m_a * j_a * d[19 + a]
-    # (steps m_a in ph[3:6]) of the zero-haloed grid. A tap of kind 0 reads it in place; one
-    # of another kind reads its input transform, built here into v (row t * mpad + i, C_in
+    # (steps m_a in ph[3:6]) of the zero-haloed grid. A tap of kind 0 reads it in place (or
+    # a copy: below); one of another kind reads its input transform, built here into v (row t * mpad + i, C_in
     # values): the signed sum of the pixel's corners along the kind's axes (_corners.h's
     # convt_corners), 2 bits per axis a at bit 2a: 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] +
     # x[u+1] (convt._backends.direct.winograd's PLAIN, DIFF, DIFF2, SUM). The planner keeps every read inside
     # the grid. The rows' pixels first, then tap by tap (a tap's corners made once for all its
     # rows).
     cdef int64_t C = d[11], i, t, tap, kind, a, j, n, at, code
+    # plain taps read x in place, unless consecutive tiles along the last axis are a multiple
+    # of 4 KiB apart (hifigan_up1: 2 pixels of 512 channels): their rows would then share
+    # one L1 set (64 sets of 64 bytes) and the register tile's 12 rows evict each other, so
+    # they are copied into v like the transforms (hifigan_up1 1.06-1.09x, in-process A/B)
+    cdef bint copy = (ph[5] * d[21] * <int64_t> sizeof(real)) % 4096 == 0
     cdef int neg
     cdef int64_t q[4]
     cdef int64_t off[8]
@@ -160,6 +166,12 @@ cdef inline void _wino_build(int isa, const real* x, const real* zero, const int
         for i in range(m, mpad):
             ptr[t * mpad + i] = zero
         if kind == 0:
+            if copy:
+                for i in range(m):
+                    dst = v + (t * mpad + i) * C
+                    memcpy(dst, x + at + base[i], C * sizeof(real))
+                    ptr[t * mpad + i] = dst
+                continue
             for i in range(m):
                 ptr[t * mpad + i] = x + at + base[i]
             continue
