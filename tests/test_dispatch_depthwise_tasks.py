@@ -1,8 +1,6 @@
 """The depthwise variant's estimate shares the threads as its kernel does: the channels-first
 kernel (convt._kernels._depthwise) takes tasks of _ROWS_PER_TASK row blocks, so a call of
 few output rows (1-D, few output channels, long rows) is one task on one thread. No timings."""
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,11 +22,6 @@ def _geom(batch, c_in, c_out, spatial, kernel, stride, groups, data_format="NCX"
                   data_format=data_format)
     shape = (batch, c_in, *spatial) if data_format == "NCX" else (batch, *spatial, c_in)
     return resolve(spec, shape)
-
-
-def test_rows_per_task_is_the_kernels():
-    text = (Path(_dw.__file__).parents[2] / "_kernels" / "_depthwise.pyx").read_text()
-    assert int(re.search(r"DEF _ROWS_PER_TASK = (\d+)", text).group(1)) == _dw._ROWS_PER_TASK
 
 
 def _kernel_tasks(args):

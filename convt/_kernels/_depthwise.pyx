@@ -67,6 +67,7 @@ from . import _cpu
 # Output rows (blocks) per channels-first task: enough to amortise decoding the task index
 # and give runs their length (64 over 16: 1.04x on depthwise_bilinear, 2 threads).
 DEF _ROWS_PER_TASK = 64
+ROWS_PER_TASK = _ROWS_PER_TASK   # for the cost model (convt._backends.direct.depthwise)
 
 
 cdef inline void _chunk(real* d, const real* x, const int64_t* off, const real* wv, int nt,

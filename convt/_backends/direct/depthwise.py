@@ -24,7 +24,7 @@ from .phases import axes, axis_phases, gemm_counts
 from .pixel import bias_filled, new_output, pad3, tables
 from .storage import as_compute
 from ..._kernels import _cpu
-from ..._kernels._depthwise import depthwise_ncx
+from ..._kernels._depthwise import ROWS_PER_TASK as _ROWS_PER_TASK, depthwise_ncx
 from ..._kernels._depthwise_nxc import depthwise_nxc
 
 __all__ = ["VARIANT", "DepthwiseLayout", "depthwise_kind", "depthwise_layout", "inner_phases",
@@ -223,10 +223,9 @@ def depthwise_kind(geom, per_axis=None, exact=None):
     return DirectKind("depthwise", "", sets * (fast + slow), exact, rows, sets * slow)
 
 
-# Output rows (blocks of an innermost row) per task of the channels-first kernel
-# (_depthwise.pyx's _ROWS_PER_TASK): a call of fewer rows than threads x this runs on fewer
+# _ROWS_PER_TASK (imported from the kernel): output rows (blocks of an innermost row) per
+# task of the channels-first kernel; a call of fewer rows than threads x this runs on fewer
 # threads than it is given (1-D layers of few output channels and long rows: one task).
-_ROWS_PER_TASK = 64
 
 
 def _row_blocks(geom):
