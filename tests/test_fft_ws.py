@@ -198,6 +198,7 @@ def test_a_changed_private_pocketfft_is_not_used(monkeypatch):
     ((1, 2, 4, 6), (2, 2, 3, 200), (1, 2), (1, 1)),  # 2-D, last axis by rfft, axis 0 after
     ((1, 3, 5), (3, 4, 100), (1,), (2,)),           # dilated: zeros between the taps
     ((1, 3, 5), (3, 4, 200), (1,), (1,)),           # one phase: the transposing copy
+    ((1, 2, 3, 4), (2, 2, 120, 150), (2, 1), (1, 1)),  # 2-D, axis 0 by scipy.fft too
 ])
 def test_spectra_chain_writes_only_the_buffers_it_is_given(x_shape, w_shape, strides,
                                                           dilations, dtype):
@@ -227,3 +228,5 @@ def test_spectra_chain_writes_only_the_buffers_it_is_given(x_shape, w_shape, str
     assert np.array_equal(made, new)
     if geom.ndim == 1:
         assert made is given["fft-split"] or np.shares_memory(made, given["fft-split"])
+    elif not fft_spectra.uses_dft(taps[0], small[0]):   # axis 0's split copy: a buffer too
+        assert np.shares_memory(made, given["fft-dft-b"])

@@ -154,24 +154,25 @@ def _split_dft(length, taps, dtype):
     return out
 
 
-def _split(c):
-    """Complex (P, ...) -> real (P, 2, ...): real parts, then imaginary parts."""
-    return np.ascontiguousarray(np.stack([c.real, c.imag], axis=1))
+def _split(c, out):
+    """Complex (P, ...) -> real (P, 2, ...) in ``out``: real parts, then imaginary parts."""
+    np.copyto(out[:, 0], c.real)
+    np.copyto(out[:, 1], c.imag)
+    return out
 
 
-def _last_axis(wd, length, ct, workers, buffer):
-    """Real (P, *Q, R) -> split (P, 2, *Q[:-1], L//2 + 1, R) along the last of the Q axes."""
-    q = wd.shape[-2]
-    if not uses_dft(q, length, last=True):   # wd comes zero-padded to ``length``
+def _last_axis(wd, length, ct, workers, buffer, rfft):
+    """Real (P, *Q, R) -> split (P, 2, *Q[:-1], L//2 + 1, R) along the last of the Q axes.
+    ``rfft``: by ``scipy.fft`` (wd comes zero-padded to ``length``), else by a DFT matrix;
+    ``kernel_spectrum`` decides it once (``uses_dft``)."""
+    if rfft:
         threads = fft_threads(wd.size, (length,), workers)
         bins = length // 2 + 1
         cplx = np.promote_types(ct, np.complex64)
         spec = buffer("fft-rspec", wd.shape[:-2] + (bins, wd.shape[-1]), cplx)
         rfft_into(wd, (wd.ndim - 2,), spec, threads)
-        out = buffer("fft-split", (wd.shape[0], 2) + spec.shape[1:], ct)
-        np.copyto(out[:, 0], spec.real)
-        np.copyto(out[:, 1], spec.imag)
-        return out
+        return _split(spec, buffer("fft-split", (wd.shape[0], 2) + spec.shape[1:], ct))
+    q = wd.shape[-2]
     f = _real_dft(length, q, np.dtype(ct))
     bins = f.shape[1]
     parts = _matmul(f.reshape(2 * bins, q), wd, workers,   # (P, ..., 2 * bins, R)
@@ -189,7 +190,8 @@ def _lead_axis(spec, axis, length, workers, buffer, name):
     if not uses_dft(q, length):
         c = spec[:, 0] + 1j * spec[:, 1]
         threads = fft_threads(c.size // q * length, (length,), workers)
-        return _split(sfft.fft(c, n=length, axis=1 + axis, workers=threads, overwrite_x=True))
+        c = sfft.fft(c, n=length, axis=1 + axis, workers=threads, overwrite_x=True)
+        return _split(c, buffer(name, (c.shape[0], 2) + c.shape[1:], spec.dtype))
     m = _split_dft(length, q, spec.dtype)
     x = np.ascontiguousarray(np.moveaxis(spec, 1, 1 + axis))     # (P, ..., 2, Q, rest)
     head, tail = x.shape[:1 + axis], x.shape[3 + axis:]
@@ -224,7 +226,7 @@ def kernel_spectrum(w_iox, geom, small, ct, workers, buffer=None, lead=True):
     spec = _polyphase(w_iox, geom, taps, ct, buffer, small[-1] if rfft else None)
     if not lead and nd == 1:
         return spec.reshape(prod(geom.strides), 1, taps[0], g, -1)
-    spec = _last_axis(spec, small[-1], ct, workers, buffer)
+    spec = _last_axis(spec, small[-1], ct, workers, buffer, rfft)
     for a in reversed(range(nd - 1) if lead else range(1, nd - 1)):
         name = "fft-dft-b" if (nd - 2 - a) % 2 == 0 else "fft-dft-a"   # never its input
         spec = _lead_axis(spec, a, small[a], workers, buffer, name)
