@@ -36,11 +36,12 @@ __all__ = ["COST_UNITS", "FftLayout", "estimate_parts", "fixed_seconds", "layout
 # multiply-adds for its kernel spectra (``fft_spectra.spectrum_features``' second entry, at
 # the rate they were fitted with before the contraction's own terms), output values placed
 # from the frames, and the NumPy-level moves (an overlap-add tiling's frame values per pass,
-# ``_tile_frames``; a one-shot call's kernel-spectra copies). One model: the tiling below
-# and the dispatcher's estimate read the same constants (``FftBackend.constants``).
+# ``_tile_frames``; a one-shot call's kernel-spectra copies), and ``place2``'s channel runs
+# (``_place_runs``). One model: the tiling below and the dispatcher's estimate read the same
+# constants (``FftBackend.constants``).
 COST_UNITS = ("fft_sample_log_s", "fft_cmac_s", "fft_copy_s", "fft_transform_s",
               "fft_group_s", "fft_row_s", "fft_lane_s", "fft_read_s", "fft_dft_cmac_s",
-              "fft_place_s", "fft_move_s")
+              "fft_place_s", "fft_move_s", "fft_place_run_s")
 _DFT = COST_UNITS.index("fft_dft_cmac_s")
 _MOVE = COST_UNITS.index("fft_move_s")
 # Vector bytes of the per-bin contraction's loops at AVX2 and up (``_fftrow.h``:
@@ -227,6 +228,33 @@ def _place_lines(geom, opts, itemsize, chunk):
     return geom.batch * geom.groups * prod(geom.out_shape) * tiles * lines * _LINE
 
 
+# Per output row of 16 columns (a block of ``fft_place2``: its transposes in and out of the
+# thread's 16 x 16 scratch and the tile loop's set-up), the price of this many channel runs.
+_PLACE_BLOCK_RUNS = 4
+
+
+def _place_runs(geom, opts):
+    """Channel runs of ``fft_place2`` (2-D channels-first, at most ``PLACE_TILES`` tiles; 0
+    on the other paths): per output pixel of each batch element and group, a run of its
+    C_out/G values in blocks of 16 (the kernel's inner loop, started for each block), plus
+    ``_PLACE_BLOCK_RUNS`` a row block of 16 columns. Measured on synthetic frames (2-core
+    AMD EPYC, Zen 4, float32, in cache, 2 threads): 1.8-2.2 ns an output value with one
+    channel a group, 1.0-1.2 with two, 0.6-0.7 with four, 0.4-0.5 from eight on (the
+    ``fft_place_s`` the placement had was fitted at 0.24); rows of 8 columns ~1 ns a value
+    more than rows of 160. ``2d_n2_c2-2_i138x8_k25x7_s3x3_d2x2_dw2``'s placement took
+    0.12 ms, priced 0.01 without these (its one-thread run on fewer than
+    ``fft_blocks._MIN_PLACE_THREADED`` outputs is left unpriced: doing so lost a seed's
+    geometry on the stored sweeps)."""
+    tiles = prod(o[2] for o in opts)
+    if (geom.ndim != 2 or geom.data_format == "NXC" or len(opts[0]) > 3
+            or tiles > PLACE_TILES):
+        return 0
+    mg = geom.c_out // geom.groups
+    o0, o1 = geom.out_shape
+    return (geom.batch * geom.groups * o0 * -(-mg // 16)
+            * (o1 + _PLACE_BLOCK_RUNS * -(-o1 // 16)))
+
+
 def spectra_stream(geom, small, itemsize):
     """Bytes a one-shot call's whole kernel spectra (``fft_spectra.kernel_spectrum``) move
     through memory: each array of the chain larger than ``_STREAM_BYTES`` is written and
@@ -266,7 +294,8 @@ def _estimate(geom, opts, csize, rates, budget):
     reads = opts[0][3] if save else -(-geom.batch // chunk)
     streamed = _streamed(kernel, reads) + _place_lines(geom, opts, csize // 2, chunk)
     placed = geom.batch * geom.c_out * prod(geom.out_shape)
-    feats = (*_features(geom, opts, csize // 2), streamed, 0, placed, _tile_frames(geom, opts))
+    feats = (*_features(geom, opts, csize // 2), streamed, 0, placed, _tile_frames(geom, opts),
+             _place_runs(geom, opts))
     call = sum(f * c for f, c in zip(feats, rates))
     fuse = not save   # overlap-save: the whole spectra (``_spectra``)
     spec = list(spectrum_features(geom, small, fuse)) + [0.0] * (len(rates) - 4)

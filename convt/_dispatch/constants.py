@@ -146,6 +146,11 @@ DEFAULTS = {
     # split above, held (those passes ran 0.7-2.9 ns a value, the compiled ones 0.2-0.4; the
     # tiling choices of docs/fft.md were made at this price)
     "fft_move_s": 1.11e-9,
+    # per run of fft_place2 (an output pixel's C_out/G values in blocks of 16; 1-4 channels a
+    # group placed 2-8x slower a value than 16), set 2026-11-27 by hand at 2 workers' rate
+    # from synthetic frames (1.65 ns a run over fft_place_s's value), 2-core AMD EPYC
+    # (Zen 4); docs/dispatch.md, "Few channels a group in the FFT's placement"
+    "fft_place_run_s": 1.65e-9,
     # One-shot calls beyond a prepared call of the same backend (seeds 51-53, "one-shot minus
     # prepared" of the forced timings): the call's set-up (40-90 us measured on the smallest
     # direct layers, not priced before; priced for the FFT's one-shot calls too, beside
