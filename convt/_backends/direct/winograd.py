@@ -115,8 +115,13 @@ def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
 
 
 def tap_values(layout, c_in):
-    """Values of one kernel tap in ``wino_taps``' layout (G x panels x C_in / G x NR)."""
-    return layout.panels * c_in * layout.nr
+    """Values from one kernel tap to the next in ``wino_taps``' layout: its G x panels x
+    C_in / G x NR values, then a gap of one 64-byte line (NR values)."""
+    # The gap: taps a power of two apart (dcgan_g1, hifigan_up1: 512 KiB) put the 16 lines
+    # of a block the pack stores at once, and the taps a late sum reads together, in one
+    # cache set; one line more, and the streamed pack took 0.38 ms against 0.60 (2 threads;
+    # docs/performance.md, "One-shot Winograd: the taps one line apart").
+    return (layout.panels * c_in + 1) * layout.nr
 
 
 def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=None):
