@@ -81,8 +81,9 @@ def late_sums(layout, one_shot, itemsize):
 
 def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
     """(taps, finite): the kernel taps as ``wino_conv``'s late sums read them, tap k's lines
-    at k * ``tap_values(layout, C_in)`` laid out [G][panel][C_in / G][NR] (``pack_wino`` with
-    one product per tap, each the tap itself, stored past the caches as the products are),
+    at k * ``tap_values(layout, C_in)`` laid out [G][panel][C_in / G][NR], then a gap of NR
+    values never read (``pack_wino`` with one product per tap, each the tap itself, stored
+    past the caches as the products are),
     starting on a 64-byte boundary; finite is False when a weight is 2^(emax + 1 - spare) or
     more in magnitude, spare = log2 of the most taps a product's weight sums, so that no sum
     can overflow (the caller runs another variant then, as for ``wino_weights``' non-finite
