@@ -247,12 +247,12 @@ class Winograd(Variant):
         # A one-shot call with late sums (late_sums) packs the kernel taps (wino_taps: a
         # transpose, read and written once, streamed past the caches) and its tasks sum their
         # phases' product weights from them in the kernel, each product value once per task
-        # holding its phase (dcgan_g1, hifigan_up1 in float32: the taps' pack 0.37 ms, the
-        # sums 0.34-0.71 ms, against 1.70 ms priced at pack_bytes_per_s; docs/dispatch.md,
-        # "The Winograd one-shot set-up"). That is pack_taps' path (float32 compute, 16
-        # output channels a group); float64's taps go through pack_wino, and its one-shot
-        # calls ran the default's price (3.4-3.8 ms over prepared, priced 3.4). Otherwise
-        # the products are packed: the default.
+        # holding its phase (dcgan_g1, hifigan_up1 in float32: the taps' pack 0.44 ms, one-
+        # shot minus prepared 0.82-0.97 ms, against 1.70 ms priced at pack_bytes_per_s;
+        # docs/performance.md, "One-shot Winograd: the taps one line apart"). That is
+        # pack_taps' path (float32 compute, 16 output channels a group); float64's taps go
+        # through pack_wino, and its one-shot calls ran the default's price (3.4-3.8 ms over
+        # prepared, priced 3.4). Otherwise the products are packed: the default.
         lay = wino_layout(geom, micro.NR_F32) if itemsize == 4 else None
         if (lay is None or kind.mode == "channels-first" or (geom.c_out // geom.groups) % 16
                 or not late_sums(lay, True, itemsize)):
