@@ -473,9 +473,10 @@ def test_late_sums_on_the_edges(xs, ws, kw, dtype, stream, isa, monkeypatch):
 def test_late_sums_taps_layout(xs, ws, kw, dtype, isa, stream, monkeypatch):
     """wino_taps against its layout written out in numpy: tap k of input channel c (group
     g) and output channel m of the group at k * line + ((g * panels + m // NR) * Cg + c) * NR
-    + m % NR, zeros in a last panel's padding; by 8 x 8 transposes and the taps past the
-    last 8 one by one (float32, whole panels: e11, e12, k9, k3) or by pack_wino's one-term
-    sums, on 1 and 2 threads."""
+    + m % NR, zeros in a last panel's padding, line = tap_values (a tap's values and a gap
+    of NR, never read); by 8 x 8 transposes and the taps past the last 8 one by one
+    (float32, whole panels: e11, e12, k9, k3) or by pack_wino's one-term sums, on 1 and 2
+    threads."""
     if stream:
         monkeypatch.setattr(_winograd, "_STREAM_PACK_BYTES", 0)
     w = np.random.default_rng(7).standard_normal(ws).astype(dtype)
@@ -487,10 +488,13 @@ def test_late_sums_taps_layout(xs, ws, kw, dtype, isa, stream, monkeypatch):
     wk = np.zeros((g, cg, np_ * nr, kt), dtype)
     wk[:, :, :mg] = w.reshape(g, cg, mg, kt)
     want[:] = wk.reshape(g, cg, np_, nr, kt).transpose(4, 0, 2, 1, 3)
+    line = _winograd.tap_values(layout, ws[0])
+    assert line == (np_ * ws[0] + 1) * nr
     for workers in (1, 2):
         taps, ok = _winograd.wino_taps(layout, plan.w_iox_compute, g, workers, isa)
-        assert ok
-        np.testing.assert_array_equal(taps, want.reshape(-1))
+        assert ok and taps.size == kt * line
+        np.testing.assert_array_equal(taps.reshape(kt, line)[:, :-nr],
+                                      want.reshape(kt, -1))
 
 
 @pytest.mark.parametrize("bad", ["wbuf", "rstride", "cf"])
@@ -506,7 +510,7 @@ def test_wino_conv_refuses_late_sums_it_cannot_hold(bad, monkeypatch):
         if bad == "wbuf":
             kw["wbuf"] = kw["wbuf"][:-1]
         elif bad == "rstride":
-            kw["rstride"] -= 1
+            kw["rstride"] -= 16 + 1   # the gap after a tap's lines (tap_values), and one more
         else:
             kw["cf"] = kw["cf"][:-1]
         return real(*args, **kw)

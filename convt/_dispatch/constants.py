@@ -159,12 +159,13 @@ DEFAULTS = {
     "oneshot_call_s": 48e-6,
     "pack_bytes_per_s": 9.9e9,
     # A one-shot Winograd call with late sums (convt._backends.direct.winograd.pack_seconds):
-    # its kernel taps' pack per byte read and written, one thread's rate (8.4 MB of taps in
-    # 0.37 ms on 2 workers), and per product value a task sums from them (0.34-0.71 ms for
-    # dcgan_g1's 4.7 M and hifigan_up1's 3.1 M); set 2026-11-27 by hand from those two
-    # (docs/dispatch.md, "The Winograd one-shot set-up")
-    "wino_taps_bytes_per_s": 25.8e9,
-    "wino_late_sum_s": 0.23e-9,
+    # its kernel taps' pack per byte read and written, one thread's rate (8.4 MB of taps one
+    # line apart in 0.44 ms on 2 workers, inside the call), and per product value a task sums
+    # from them (the rest of one-shot minus prepared: 0.85-0.97 ms for dcgan_g1's 4.7 M,
+    # 0.82-0.96 for hifigan_up1's 3.1 M); set 2026-11-27 (session 6) by hand from those
+    # (docs/performance.md, "One-shot Winograd: the taps one line apart")
+    "wino_taps_bytes_per_s": 21.7e9,
+    "wino_late_sum_s": 0.18e-9,
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")

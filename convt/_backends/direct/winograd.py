@@ -81,8 +81,9 @@ def late_sums(layout, one_shot, itemsize):
 
 def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
     """(taps, finite): the kernel taps as ``wino_conv``'s late sums read them, tap k's lines
-    at k * ``tap_values(layout, C_in)`` laid out [G][panel][C_in / G][NR] (``pack_wino`` with
-    one product per tap, each the tap itself, stored past the caches as the products are),
+    at k * ``tap_values(layout, C_in)`` laid out [G][panel][C_in / G][NR], then a gap of NR
+    values never read (``pack_wino`` with one product per tap, each the tap itself, stored
+    past the caches as the products are),
     starting on a 64-byte boundary; finite is False when a weight is 2^(emax + 1 - spare) or
     more in magnitude, spare = log2 of the most taps a product's weight sums, so that no sum
     can overflow (the caller runs another variant then, as for ``wino_weights``' non-finite
@@ -115,8 +116,13 @@ def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
 
 
 def tap_values(layout, c_in):
-    """Values of one kernel tap in ``wino_taps``' layout (G x panels x C_in / G x NR)."""
-    return layout.panels * c_in * layout.nr
+    """Values from one kernel tap to the next in ``wino_taps``' layout: its G x panels x
+    C_in / G x NR values, then a gap of one 64-byte line (NR values)."""
+    # The gap: taps a power of two apart (dcgan_g1, hifigan_up1: 512 KiB) put the 16 lines
+    # of a block the pack stores at once, and the taps a late sum reads together, in one
+    # cache set; one line more, and the streamed pack took 0.38 ms against 0.60 (2 threads;
+    # docs/performance.md, "One-shot Winograd: the taps one line apart").
+    return (layout.panels * c_in + 1) * layout.nr
 
 
 def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=None):
@@ -241,12 +247,12 @@ class Winograd(Variant):
         # A one-shot call with late sums (late_sums) packs the kernel taps (wino_taps: a
         # transpose, read and written once, streamed past the caches) and its tasks sum their
         # phases' product weights from them in the kernel, each product value once per task
-        # holding its phase (dcgan_g1, hifigan_up1 in float32: the taps' pack 0.37 ms, the
-        # sums 0.34-0.71 ms, against 1.70 ms priced at pack_bytes_per_s; docs/dispatch.md,
-        # "The Winograd one-shot set-up"). That is pack_taps' path (float32 compute, 16
-        # output channels a group); float64's taps go through pack_wino, and its one-shot
-        # calls ran the default's price (3.4-3.8 ms over prepared, priced 3.4). Otherwise
-        # the products are packed: the default.
+        # holding its phase (dcgan_g1, hifigan_up1 in float32: the taps' pack 0.44 ms, one-
+        # shot minus prepared 0.82-0.97 ms, against 1.70 ms priced at pack_bytes_per_s;
+        # docs/performance.md, "One-shot Winograd: the taps one line apart"). That is
+        # pack_taps' path (float32 compute, 16 output channels a group); float64's taps go
+        # through pack_wino, and its one-shot calls ran the default's price (3.4-3.8 ms over
+        # prepared, priced 3.4). Otherwise the products are packed: the default.
         lay = wino_layout(geom, micro.NR_F32) if itemsize == 4 else None
         if (lay is None or kind.mode == "channels-first" or (geom.c_out // geom.groups) % 16
                 or not late_sums(lay, True, itemsize)):
