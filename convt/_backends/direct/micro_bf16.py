@@ -156,17 +156,23 @@ def bf16_layout(geom):
     ldc = geom.groups * lay.panels * nr + NR_F32 if nr > NR_F32 else lay.ldc
     return dataclasses.replace(lay, phases=phases, cc=cc, tb=max(1, min(MAX_TB, KC // cc)),
                                packed=lay.packed // cg * pairs, ldc=ldc,
-                               tasks=_even_tasks(lay.tasks, lay.phases, geom.batch, lay.mb))
+                               tasks=_even_tasks(lay.tasks, lay.phases, geom.batch, lay.mb,
+                                                       lay.batch_inner))
 
 
-def _even_tasks(tasks, phases, n, mb):
+def _even_tasks(tasks, phases, n, mb, batch_inner=False):
     """``tasks`` (first phase, phases, first row, rows) with each set's rows cut into as many
     blocks as before, of whole 12-row tiles, as equal as they come: micro_layout cut
     dcgan_g3's 4096 rows into 21 blocks of 192 and one of 64, so one thread ran 11 full
     blocks and the other 10 and the short one. The rows each output is summed over, and so
     its bits, do not depend on the cut. A set whose last block holds at least half a block's
-    rows (dcgan_g1: 90, 90, 76) keeps its cut, as does one whose blocks would pass ``mb``."""
-    out, unit = [], 2 * MR
+    rows (dcgan_g1: 90, 90, 76) keeps its cut, as does one whose blocks would pass ``mb``.
+    Blocks are of whole output lines (``_line``) where the set's phases have lines of 12 to
+    ``mb / 4`` rows: dcgan_g3's 4096 then go as 14 x 192 + 8 x 176, and every block's runs
+    of 16 rows are whole lines for the channels-first write-out's 16-row blocks and its
+    border rows one per line (the kernels take any number of rows: _tile.pxd's
+    _rows_outer)."""
+    out = []
     for first, count in dict.fromkeys(map(tuple, tasks[:, :2].tolist())):
         rows = max(n * int(np.prod(phases[p, :3])) for p in range(first, first + count))
         mine = tasks[(tasks[:, 0] == first) & (tasks[:, 1] == count)]
@@ -174,6 +180,7 @@ def _even_tasks(tasks, phases, n, mb):
         if 2 * (rows - mine[-1, 2]) >= mine[0, 3]:
             out.extend(map(tuple, mine.tolist()))
             continue
+        unit = _line(phases[first:first + count], mb, batch_inner)
         units = -(-rows // unit)
         nt = min(nt, units)
         base, extra, r = units // nt, units % nt, 0
@@ -184,6 +191,14 @@ def _even_tasks(tasks, phases, n, mb):
             out.append((first, count, r, min(size, rows - r)))
             r += size
     return np.array(out, np.int64).reshape(-1, 4)
+
+
+def _line(phases, mb, batch_inner):
+    """Rows of a block unit for ``_even_tasks``: a line of the phases' last axis when they
+    share one of 2 * MR to ``mb / 4`` rows, in (n, q0, q1, q2) order; else 2 * MR."""
+    q = {int(p[2]) for p in phases}
+    line = q.pop() if len(q) == 1 else 0
+    return line if not batch_inner and 2 * MR <= line <= mb // 4 else 2 * MR
 
 
 def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
