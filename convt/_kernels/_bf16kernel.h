@@ -1,7 +1,9 @@
 /* The bfloat16 register tiles of the micro variant (convt._backends.direct.micro_bf16): the
  * float32 tiles of _ukernel.h with pairs of input channels multiplied in one dot-product
- * step, AVX512-BF16's vdpbf16ps. One call computes an MR x 16 (or 2*MR x 16) tile of float32
- * C (rows: output pixels, columns: output channels):
+ * step, AVX512-BF16's vdpbf16ps. One call computes a tile of 1 to 2*MR rows x 16 (or 32)
+ * columns of float32 C (rows: output pixels, any rows of the task's tile through row
+ * pointers, the rows that read data for the same taps: _tile.pxd's _rows_outer; columns:
+ * output channels):
  *
  *     C[i][j] (+)= sum over taps t < ntaps, pairs p < kp of
  *                  a_i[2p] * b[t][p][j][0] + a_i[2p + 1] * b[t][p][j][1]
