@@ -1,7 +1,9 @@
 /* The bfloat16 register tiles of the micro variant (convt._backends.direct.micro_bf16): the
  * float32 tiles of _ukernel.h with pairs of input channels multiplied in one dot-product
- * step, AVX512-BF16's vdpbf16ps. One call computes an MR x 16 (or 2*MR x 16) tile of float32
- * C (rows: output pixels, columns: output channels):
+ * step, AVX512-BF16's vdpbf16ps. One call computes a tile of 1 to 2*MR rows x 16 (or 32)
+ * columns of float32 C (rows: output pixels, any rows of the task's tile through row
+ * pointers, the rows that read data for the same taps: _tile.pxd's _rows_outer; columns:
+ * output channels):
  *
  *     C[i][j] (+)= sum over taps t < ntaps, pairs p < kp of
  *                  a_i[2p] * b[t][p][j][0] + a_i[2p + 1] * b[t][p][j][1]
@@ -47,17 +49,17 @@ static inline float convt_bf16_to_f32(uint16_t v)
     return f;
 }
 
-/* rows = CONVT_BF16_MR or 2 * CONVT_BF16_MR; nr = 16 or 32. */
+/* rows: 1 to 2 * CONVT_BF16_MR; nr = 16 or 32; row i of C at cr[i] + coff. */
 static void convt_ukernel_bf16_generic(int rows, int nr, int64_t ntaps, int64_t kp,
                                        const float* const* a, int64_t astride, int64_t aoff,
-                                       const float* b, int64_t bstride, float* c, int64_t ldc,
-                                       int acc)
+                                       const float* b, int64_t bstride, float* const* cr,
+                                       int64_t coff, int acc)
 {
     float s[2 * CONVT_BF16_MR][32];
     int64_t i, j, t, p;
     for (i = 0; i < rows; i++)
         for (j = 0; j < nr; j++)
-            s[i][j] = acc ? c[i * ldc + j] : 0.f;
+            s[i][j] = acc ? cr[i][coff + j] : 0.f;
     for (t = 0; t < ntaps; t++) {
         const uint16_t* bt = (const uint16_t*) (b + t * bstride);
         for (i = 0; i < rows; i++) {
@@ -74,7 +76,7 @@ static void convt_ukernel_bf16_generic(int rows, int nr, int64_t ntaps, int64_t 
     }
     for (i = 0; i < rows; i++)
         for (j = 0; j < nr; j++)
-            c[i * ldc + j] = s[i][j];
+            cr[i][coff + j] = s[i][j];
 }
 
 #if CONVT_HAVE_AVX2_PATH
@@ -94,18 +96,29 @@ static inline int32_t convt_bf16_pair(const float* p)
 #define CONVT_BF_BCAST(r) (__m512bh) _mm512_set1_epi32(convt_bf16_pair(a##r + p))
 #define CONVT_BF_DECL(r) __m512 c##r; const float* a##r;
 #define CONVT_BF_DECL2(r) __m512 c##r, d##r; const float* a##r;
-#define CONVT_BF_LOAD(r) c##r = _mm512_loadu_ps(c + r * ldc);
-#define CONVT_BF_LOAD2(r) CONVT_BF_LOAD(r) d##r = _mm512_loadu_ps(c + r * ldc + 16);
+#define CONVT_BF_LOAD(r) c##r = _mm512_loadu_ps(cr[r] + coff);
+#define CONVT_BF_LOAD2(r) CONVT_BF_LOAD(r) d##r = _mm512_loadu_ps(cr[r] + coff + 16);
 #define CONVT_BF_ZERO(r) c##r = _mm512_setzero_ps();
 #define CONVT_BF_ZERO2(r) CONVT_BF_ZERO(r) d##r = _mm512_setzero_ps();
-#define CONVT_BF_STORE(r) _mm512_storeu_ps(c + r * ldc, c##r);
-#define CONVT_BF_STORE2(r) CONVT_BF_STORE(r) _mm512_storeu_ps(c + r * ldc + 16, d##r);
+#define CONVT_BF_STORE(r) _mm512_storeu_ps(cr[r] + coff, c##r);
+#define CONVT_BF_STORE2(r) CONVT_BF_STORE(r) _mm512_storeu_ps(cr[r] + coff + 16, d##r);
 #define CONVT_BF_PTR(r) a##r = a[t * astride + r] + aoff;
 #define CONVT_BF_ROW(r) CONVT_BF_DPB(c##r, CONVT_BF_BCAST(r), w0)
 #define CONVT_BF_ROW2(r) { __m512bh x_ = CONVT_BF_BCAST(r);                              \
     CONVT_BF_DPB(c##r, x_, w0) CONVT_BF_DPB(d##r, x_, w1) }
-#define CONVT_BF_ROWS6(M) M(0) M(1) M(2) M(3) M(4) M(5)
-#define CONVT_BF_ROWS12(M) CONVT_BF_ROWS6(M) M(6) M(7) M(8) M(9) M(10) M(11)
+/* the first n rows: CONVT_BF_ROWS##n(M) */
+#define CONVT_BF_ROWS1(M) M(0)
+#define CONVT_BF_ROWS2(M) CONVT_BF_ROWS1(M) M(1)
+#define CONVT_BF_ROWS3(M) CONVT_BF_ROWS2(M) M(2)
+#define CONVT_BF_ROWS4(M) CONVT_BF_ROWS3(M) M(3)
+#define CONVT_BF_ROWS5(M) CONVT_BF_ROWS4(M) M(4)
+#define CONVT_BF_ROWS6(M) CONVT_BF_ROWS5(M) M(5)
+#define CONVT_BF_ROWS7(M) CONVT_BF_ROWS6(M) M(6)
+#define CONVT_BF_ROWS8(M) CONVT_BF_ROWS7(M) M(7)
+#define CONVT_BF_ROWS9(M) CONVT_BF_ROWS8(M) M(8)
+#define CONVT_BF_ROWS10(M) CONVT_BF_ROWS9(M) M(9)
+#define CONVT_BF_ROWS11(M) CONVT_BF_ROWS10(M) M(10)
+#define CONVT_BF_ROWS12(M) CONVT_BF_ROWS11(M) M(11)
 /* W: zmm per row, 1 (NR 16) or 2 (NR 32), with the row macros for it */
 #define CONVT_BF_BODY(ROWS, W, DECL, LOAD, ZERO, STORE, ROW)                             \
     ROWS(DECL)                                                                           \
@@ -129,58 +142,75 @@ static inline int32_t convt_bf16_pair(const float* p)
 
 #define CONVT_BF_ARGS                                                                    \
     int64_t ntaps, int64_t kp, const float* const* a, int64_t astride, int64_t aoff,     \
-    const float* b, int64_t bstride, float* c, int64_t ldc, int acc
+    const float* b, int64_t bstride, float* const* cr, int64_t coff, int acc
 #define CONVT_BF_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
-CONVT_BF_TARGET static void convt_ukernel_bf16_12x16(CONVT_BF_ARGS)
-{
-    CONVT_BF_BODY(CONVT_BF_ROWS12, 1, CONVT_BF_DECL, CONVT_BF_LOAD, CONVT_BF_ZERO,
-                  CONVT_BF_STORE, CONVT_BF_ROW)
+/* convt_ukernel_bf16_<n>x16 and _<n>x32: n rows of one or two zmm */
+#define CONVT_BF_KERNELS(n)                                                              \
+CONVT_BF_TARGET static void convt_ukernel_bf16_##n##x16(CONVT_BF_ARGS)                   \
+{                                                                                        \
+    CONVT_BF_BODY(CONVT_BF_ROWS##n, 1, CONVT_BF_DECL, CONVT_BF_LOAD, CONVT_BF_ZERO,      \
+                  CONVT_BF_STORE, CONVT_BF_ROW)                                          \
+}                                                                                        \
+CONVT_BF_TARGET static void convt_ukernel_bf16_##n##x32(CONVT_BF_ARGS)                   \
+{                                                                                        \
+    CONVT_BF_BODY(CONVT_BF_ROWS##n, 2, CONVT_BF_DECL2, CONVT_BF_LOAD2, CONVT_BF_ZERO2,   \
+                  CONVT_BF_STORE2, CONVT_BF_ROW2)                                        \
 }
+CONVT_BF_KERNELS(1) CONVT_BF_KERNELS(2) CONVT_BF_KERNELS(3) CONVT_BF_KERNELS(4)
+CONVT_BF_KERNELS(5) CONVT_BF_KERNELS(6) CONVT_BF_KERNELS(7) CONVT_BF_KERNELS(8)
+CONVT_BF_KERNELS(9) CONVT_BF_KERNELS(10) CONVT_BF_KERNELS(11) CONVT_BF_KERNELS(12)
 
-CONVT_BF_TARGET static void convt_ukernel_bf16_6x16(CONVT_BF_ARGS)
-{
-    CONVT_BF_BODY(CONVT_BF_ROWS6, 1, CONVT_BF_DECL, CONVT_BF_LOAD, CONVT_BF_ZERO,
-                  CONVT_BF_STORE, CONVT_BF_ROW)
-}
-
-CONVT_BF_TARGET static void convt_ukernel_bf16_12x32(CONVT_BF_ARGS)
-{
-    CONVT_BF_BODY(CONVT_BF_ROWS12, 2, CONVT_BF_DECL2, CONVT_BF_LOAD2, CONVT_BF_ZERO2,
-                  CONVT_BF_STORE2, CONVT_BF_ROW2)
-}
-
-CONVT_BF_TARGET static void convt_ukernel_bf16_6x32(CONVT_BF_ARGS)
-{
-    CONVT_BF_BODY(CONVT_BF_ROWS6, 2, CONVT_BF_DECL2, CONVT_BF_LOAD2, CONVT_BF_ZERO2,
-                  CONVT_BF_STORE2, CONVT_BF_ROW2)
-}
+typedef void (*convt_bf16_kernel_t)(CONVT_BF_ARGS);
+/* [rows - 1][wide] */
+static const convt_bf16_kernel_t convt_bf16_kernels[2 * CONVT_BF16_MR][2] = {
+    {convt_ukernel_bf16_1x16, convt_ukernel_bf16_1x32},
+    {convt_ukernel_bf16_2x16, convt_ukernel_bf16_2x32},
+    {convt_ukernel_bf16_3x16, convt_ukernel_bf16_3x32},
+    {convt_ukernel_bf16_4x16, convt_ukernel_bf16_4x32},
+    {convt_ukernel_bf16_5x16, convt_ukernel_bf16_5x32},
+    {convt_ukernel_bf16_6x16, convt_ukernel_bf16_6x32},
+    {convt_ukernel_bf16_7x16, convt_ukernel_bf16_7x32},
+    {convt_ukernel_bf16_8x16, convt_ukernel_bf16_8x32},
+    {convt_ukernel_bf16_9x16, convt_ukernel_bf16_9x32},
+    {convt_ukernel_bf16_10x16, convt_ukernel_bf16_10x32},
+    {convt_ukernel_bf16_11x16, convt_ukernel_bf16_11x32},
+    {convt_ukernel_bf16_12x16, convt_ukernel_bf16_12x32},
+};
 #endif
 
 /* Dispatch on the mode bits (CONVT_BF16_*): the vdpbf16ps bodies when CONVT_BF16_HW (the
- * caller's convt._kernels._cpu.bf16()), otherwise the portable one; rows: CONVT_BF16_MR or
- * twice that. */
+ * caller's convt._kernels._cpu.bf16()), otherwise the portable one; rows: 1 to
+ * 2 * CONVT_BF16_MR, row i of C at cr[i] + coff (the rows a tile's border taps leave in
+ * one group: _tile.pxd's _rows_outer). */
+static inline void convt_ukernel_bf16_rows(int mode, int rows, int64_t ntaps, int64_t kp,
+                                           const float* const* a, int64_t astride,
+                                           int64_t aoff, const float* b, int64_t bstride,
+                                           float* const* cr, int64_t coff, int acc)
+{
+    int wide = (mode & CONVT_BF16_WIDE) != 0;
+#if CONVT_HAVE_AVX2_PATH
+    if (mode & CONVT_BF16_HW) {
+        convt_bf16_kernels[rows - 1][wide](ntaps, kp, a, astride, aoff, b, bstride, cr, coff,
+                                           acc);
+        return;
+    }
+#endif
+    convt_ukernel_bf16_generic(rows, wide ? 32 : 16, ntaps, kp, a, astride, aoff, b, bstride,
+                               cr, coff, acc);
+}
+
+/* ... with rows ldc apart from c */
 static inline void convt_ukernel_bf16(int mode, int rows, int64_t ntaps, int64_t kp,
                                       const float* const* a, int64_t astride, int64_t aoff,
                                       const float* b, int64_t bstride, float* c, int64_t ldc,
                                       int acc)
 {
-    int wide = (mode & CONVT_BF16_WIDE) != 0;
-#if CONVT_HAVE_AVX2_PATH
-    if (mode & CONVT_BF16_HW) {
-        if (rows > CONVT_BF16_MR && wide)
-            convt_ukernel_bf16_12x32(ntaps, kp, a, astride, aoff, b, bstride, c, ldc, acc);
-        else if (rows > CONVT_BF16_MR)
-            convt_ukernel_bf16_12x16(ntaps, kp, a, astride, aoff, b, bstride, c, ldc, acc);
-        else if (wide)
-            convt_ukernel_bf16_6x32(ntaps, kp, a, astride, aoff, b, bstride, c, ldc, acc);
-        else
-            convt_ukernel_bf16_6x16(ntaps, kp, a, astride, aoff, b, bstride, c, ldc, acc);
-        return;
-    }
-#endif
-    convt_ukernel_bf16_generic(rows, wide ? 32 : 16, ntaps, kp, a, astride, aoff, b, bstride,
-                               c, ldc, acc);
+    float* cr[2 * CONVT_BF16_MR];
+    int i;
+    for (i = 0; i < rows; i++)
+        cr[i] = c + i * ldc;
+    convt_ukernel_bf16_rows(mode, rows, ntaps, kp, a, astride, aoff, b, bstride, cr, 0, acc);
 }
 
 #endif /* CONVT_BF16KERNEL_H */

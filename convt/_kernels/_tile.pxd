@@ -30,6 +30,10 @@ cdef extern from "_bf16kernel.h" nogil:
     void convt_ukernel_bf16(int mode, int rows, int64_t ntaps, int64_t kp, const float* const* a,
                             int64_t astride, int64_t aoff, const float* b, int64_t bstride,
                             float* c, int64_t ldc, int acc)
+    void convt_ukernel_bf16_rows(int mode, int rows, int64_t ntaps, int64_t kp,
+                                 const float* const* a, int64_t astride, int64_t aoff,
+                                 const float* b, int64_t bstride, float* const* cr,
+                                 int64_t coff, int acc)
     int CONVT_BF16_AMX
 
 cdef extern from "_amxkernel.h" nogil:
@@ -51,6 +55,11 @@ cdef enum:
     PHASE_COLS = 9     # phase table columns: Q0, Q1, Q2, c0, c1, c2, first tap, taps,
                        # packed-weight offset (convt._backends.direct.micro writes the same)
     _WINO_ROWS = 192   # most rows of a Winograd task (convt._backends.direct.micro._MAX_MB): _wino_build's stack
+    _BF16_ROWS = 192   # most rows of a bfloat16 task (micro's MAX_MB): _rows_outer's stack
+    _BF16_TAPS = 64    # most taps of a block (micro's MAX_TB)
+    _BF16_TILE = 12    # most rows of a bfloat16 kernel call (_bf16kernel.h: 2 * CONVT_BF16_MR)
+    _BF16_KEYS = 16    # most masks grouped per block (the rows of others: _rows_outer's pool)
+    _BF16_LONE = 4     # a mask's last rows, when fewer, join the others' (_rows_outer)
 
 
 cdef inline void _ukernel(int isa, int64_t ntaps, int64_t kc, const real** a, int64_t astride,
@@ -235,26 +244,118 @@ cdef inline void _masked_ukernel(int isa, uint64_t mask, int64_t nt, int64_t kc,
         mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
 
 
-cdef inline void _rows_outer(int isa, const uint64_t* masks, int64_t nsub, int64_t nt,
-                             int64_t kc, const real** ptr, int64_t mpad, int64_t c0,
-                             const real* wph, int64_t T, int64_t t0, int64_t Cg, int64_t G,
-                             int64_t NP, int64_t NR, int64_t bstride, real* t, int64_t ldc,
-                             bint first, int bf16) noexcept nogil:
-    # _tile's block with the sub-tiles outer and the panels inner: a sub-tile's input rows
-    # (2 * MR rows of kc slots) stay in L1 across every panel while the panels stream from
-    # L2. The bfloat16 tiles (unet_up2x2: 8 panels of 128 pairs, 192 rows a task) ran its
-    # runner in 4.7 ms against 5.8 panels outer (AMD EPYC Zen 4, 2 threads).
-    cdef int64_t ir = 0, g, jp
-    cdef bint two
-    while ir < nsub:
-        two = isa >= 2 and ir + 1 < nsub and masks[ir] == masks[ir + 1]
+cdef inline void _bf16_chunk(int isa, const int64_t* rows, int64_t r, const uint64_t* rm,
+                             int64_t nt, int64_t kc, const real** ptr, int64_t mpad,
+                             int64_t c0, const real* wph, int64_t T, int64_t t0, int64_t Cg,
+                             int64_t G, int64_t NP, int64_t NR, int64_t bstride, real* t,
+                             int64_t ldc, bint first, int bf16) noexcept nogil:
+    # _rows_outer's kernel calls for the r (<= 2 * MR) tile rows rows[0..r): the taps any of
+    # them reads data for (runs of consecutive taps, one call each), per group and panel
+    cdef const float* ap[_BF16_TAPS * _BF16_TILE]
+    cdef float* cp[_BF16_TILE]
+    cdef uint64_t u = 0, mask
+    cdef int64_t i, k, g, jp, ts, run
+    cdef int acc
+    cdef const float* b
+    if real is float:
+        for i in range(r):
+            u |= rm[rows[i]]
+            cp[i] = t + rows[i] * ldc
+            for k in range(nt):
+                ap[k * r + i] = ptr[k * mpad + rows[i]]
         for g in range(G):
             for jp in range(NP):
-                _masked_ukernel(isa if two else min(isa, 1), masks[ir], nt, kc,
-                                ptr + ir * CONVT_MR, mpad, g * Cg + c0,
-                                wph + (((g * NP + jp) * T + t0) * Cg + c0) * NR, bstride,
-                                t + ir * CONVT_MR * ldc + (g * NP + jp) * NR, ldc, first, bf16)
-        ir += 2 if two else 1
+                b = wph + (((g * NP + jp) * T + t0) * Cg + c0) * NR
+                mask = u
+                acc = not first
+                if mask == 0 and first:   # no data at all: the rows are zeros
+                    convt_ukernel_bf16_rows(bf16, <int> r, 0, kc, ap, r, 0, b, bstride, cp,
+                                            (g * NP + jp) * NR, 0)
+                while mask:
+                    ts = convt_ctz64(mask)
+                    run = convt_ctz64(~(mask >> ts))
+                    convt_ukernel_bf16_rows(bf16, <int> r, run, kc, ap + ts * r, r,
+                                            g * Cg + c0, b + ts * bstride, bstride, cp,
+                                            (g * NP + jp) * NR, acc)
+                    acc = 1
+                    mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
+
+
+cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, int64_t kc,
+                             const real** ptr, int64_t mpad, int64_t c0, const real* wph,
+                             int64_t T, int64_t t0, int64_t Cg, int64_t G, int64_t NP,
+                             int64_t NR, int64_t bstride, real* t, int64_t ldc, bint first,
+                             int bf16) noexcept nogil:
+    # _tile's block for the bfloat16 tiles, rows outer and the panels inner: a group of up
+    # to 2 * MR rows keeps its input rows (kc pairs each) in L1 across every panel while the
+    # panels stream from L2 (unet_up2x2: 8 panels of 128 pairs, 192 rows a task, ran its
+    # runner in 4.7 ms against 5.8 panels outer; AMD EPYC Zen 4, 2 threads). The rows are
+    # grouped by the taps they read data for (their mask; all taps first), each group run
+    # in groups of up to 2 * MR rows through a kernel of exactly that many rows
+    # (_bf16kernel.h), so a border row no longer runs the taps that fall off the data for
+    # the rows it shares a fixed tile with (dcgan_g3: one row in 16 along each axis, 7% of
+    # its multiply-adds). Each row still sums its own data taps in the same order (the taps
+    # skipped add exact zeros), so the bits do not change. A mask's last rows, when fewer
+    # than _BF16_LONE (a kernel that short runs below its rate), join those of the other
+    # masks, run last with the taps of any of them.
+    cdef int64_t perm[_BF16_ROWS]
+    cdef int64_t pool[_BF16_ROWS]
+    cdef uint64_t rm[_BF16_ROWS]
+    cdef unsigned char bid[_BF16_ROWS]
+    cdef uint64_t key[_BF16_KEYS]
+    cdef int64_t at[_BF16_KEYS + 1]
+    cdef uint64_t full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
+    cdef uint64_t mask
+    cdef int64_t R = 2 * CONVT_MR if isa >= 2 else CONVT_MR
+    cdef int64_t i, k, b, nb = 1, npool = 0, left
+    # each row's mask and group (full first; past _BF16_KEYS masks, the pool), counted
+    key[0] = full
+    for b in range(_BF16_KEYS + 1):
+        at[b] = 0
+    for i in range(m):
+        mask = 0
+        for k in range(nt):
+            mask |= (<uint64_t> (ptr[k * mpad + i] != zero)) << k
+        rm[i] = mask
+        b = 0
+        while b < nb and key[b] != mask:
+            b += 1
+        if b == nb and nb < _BF16_KEYS:
+            key[nb] = mask
+            nb += 1
+        bid[i] = <unsigned char> b if b < nb else _BF16_KEYS
+        at[bid[i]] += 1
+    # the rows in group order: at[b], where group b starts
+    k = 0
+    for b in range(_BF16_KEYS + 1):
+        left = at[b]
+        at[b] = k
+        k += left
+    for i in range(m):
+        perm[at[bid[i]]] = i
+        at[bid[i]] += 1
+    # at[b] is now where group b ends; its rows run in groups of R, the last few pooled
+    k = 0
+    for b in range(nb):
+        i = k
+        left = at[b] - k
+        while left >= _BF16_LONE:
+            _bf16_chunk(isa, perm + i, min(R, left), rm, nt, kc, ptr, mpad, c0, wph, T, t0,
+                        Cg, G, NP, NR, bstride, t, ldc, first, bf16)
+            i += min(R, left)
+            left -= min(R, left)
+        for i in range(i, at[b]):
+            pool[npool] = perm[i]
+            npool += 1
+        k = at[b]
+    for i in range(at[nb - 1], m):   # the rows past _BF16_KEYS masks
+        pool[npool] = perm[i]
+        npool += 1
+    i = 0
+    while i < npool:
+        _bf16_chunk(isa, pool + i, min(R, npool - i), rm, nt, kc, ptr, mpad, c0, wph, T, t0,
+                    Cg, G, NP, NR, bstride, t, ldc, first, bf16)
+        i += min(R, npool - i)
 
 
 cdef inline void _tile_amx(const float* x, const float* zero, const float* wp,
@@ -318,15 +419,16 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
             _wino_build(isa, x, zero, ph, tap_e, tkind, t0, nt, r0, m, mpad, d, v, ptr)
         else:
             _pointers(x, zero, ph, tap_e, t0, nt, r0, m, mpad, d, ptr)
-        _tap_masks(zero, ptr, nt, mpad, masks)
+        if not bf16:   # (the bfloat16 rows make their own: _rows_outer)
+            _tap_masks(zero, ptr, nt, mpad, masks)
         c0 = 0
         while c0 < Cg:
             kc = min(CC, Cg - c0)
             # between a panel's taps: the panel's [tap][c][NR] (wb: kc channels of each)
             bstride = kc * NR if ck != NULL else Cg * NR
             if bf16:
-                _rows_outer(isa, masks, nsub, nt, kc, ptr, mpad, c0, wp + ph[8], T, t0, Cg, G,
-                            NP, NR, bstride, t, ldc, first, bf16)
+                _rows_outer(isa, zero, nt, m, kc, ptr, mpad, c0, wp + ph[8], T, t0, Cg, G, NP,
+                            NR, bstride, t, ldc, first, bf16)
             for g in range(G if not bf16 else 0):
                 for jp in range(NP):
                     if ck != NULL:

@@ -11,6 +11,8 @@ cdef extern from "_writeout.h" nogil:
                        const float* bias, float* y, int64_t cs)
     void convt_cf8_h16(int isa, int kind, const float* ta, const float* tb, int64_t ldc,
                        const float* bias, uint16_t* y, int64_t cs)
+    void convt_cf16_h16(int isa, int kind, const float* ta, const float* tb, int64_t ldc,
+                        const float* bias, uint16_t* y, int64_t cs)
     void convt_narrow_bias(int isa, int kind, const float* src, const float* bias,
                            uint16_t* dst, int64_t n)
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
@@ -18,6 +20,7 @@ cdef extern from "_writeout.h" nogil:
 
 cdef enum:
     _WRITE_ROWS = 16  # tile rows per block of the scalar channels-first write-out
+    _KIND_BF16 = 1    # _half.h's CONVT_BF16
 
 
 cdef inline void _write_nxc(const real* t, int64_t ldc, const real* bias, real* y, int64_t m,
@@ -146,9 +149,10 @@ cdef inline void _cols16(int hisa, int kind, const float* ta, const float* tb, i
 cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const float* tb,
                                  const float* bias, uint16_t* y, int64_t mp, const int64_t* d,
                                  int64_t cs, const int64_t* op, int64_t step) noexcept nogil:
-    # _write_blocks into a 16-bit y
+    # _write_blocks into a 16-bit y; bfloat16 at ISA level 2 in blocks of 16 channels x 16
+    # rows where they fit (_writeout.h's convt_cf16_h16: the same bits)
     cdef int64_t G = d[7], Mg = d[9], ldc = d[15], gw = d[10] * d[17]
-    cdef int64_t g, mm0, co, i, j, k
+    cdef int64_t g, mm0, co, i, j, k, h, nc
     cdef const float* a
     cdef const float* b
     for g in range(G):
@@ -161,16 +165,23 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
                 _cols16(hisa, kind, a, b, ldc, bias + co, y + co * cs, cs, op, 0, mp,
                         Mg - mm0)
                 break
+            nc = 16 if hisa >= 2 and kind == _KIND_BF16 and mm0 + 16 <= Mg else 8
             i = 0
             while i < mp:
                 j = i + 1
                 while j < mp and op[j] - op[j - 1] == step:
                     j += 1
                 k = i
+                while nc == 16 and k + 16 <= j:
+                    convt_cf16_h16(hisa, kind, a + k * ldc, b + k * ldc if b != NULL else NULL,
+                                   ldc, bias + co, y + co * cs + op[k], cs)
+                    k += 16
                 while k + 8 <= j:
-                    convt_cf8_h16(hisa, kind, a + k * ldc, b + k * ldc if b != NULL else NULL,
-                                  ldc, bias + co, y + co * cs + op[k], cs)
+                    for h in range(0, nc, 8):
+                        convt_cf8_h16(hisa, kind, a + k * ldc + h,
+                                      b + k * ldc + h if b != NULL else NULL, ldc,
+                                      bias + co + h, y + (co + h) * cs + op[k], cs)
                     k += 8
-                _cols16(hisa, kind, a, b, ldc, bias + co, y + co * cs, cs, op, k, j, 8)
+                _cols16(hisa, kind, a, b, ldc, bias + co, y + co * cs, cs, op, k, j, nc)
                 i = j
-            mm0 += 8
+            mm0 += nc

@@ -160,6 +160,130 @@ static inline void convt_cf8_h16(int isa, int kind, const float* ta, const float
     convt_cf8_h16_generic(kind, ta, tb, ldc, bias, y, cs);
 }
 
+#if CONVT_HAVE_AVX2_PATH
+/* The bfloat16 write-out of 16 tile rows x 16 channels on AVX-512 (convt_cf8_h16's formula
+ * and bits, 4 of its blocks at once): each tile row's 16 sums plus the bias vector are
+ * rounded in place (round to nearest even in integers, as _half.h's convt_f2bf, float32
+ * subnormals included), two rows' (or two phases') bfloat16 joined into 32-bit slots, then
+ * a 32-bit transpose, so that each channel's 16 outputs (32 bytes), or with tb the pair's 32
+ * (one 64-byte store), go out at once: dcgan_g3's write-out was 7% of its bfloat16 call in
+ * the 8 x 8 AVX2 blocks, whose per-vector rounding cost as much as the transposes
+ * (docs/performance.md). A block holding a NaN takes the portable body (NumPy's NaN bits).
+ * vcvtne2ps2bf16 is not used: it flushes float32 subnormals to zero. */
+#define CONVT_RNE_BF16_512(u) _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), \
+    _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)))
+
+__attribute__((target(CONVT_AVX512_TARGET)))
+static inline __m512i convt_bf16_join512(__m512i lo, __m512i hi)
+{
+    /* 32-bit slots of (lo's bfloat16, hi's bfloat16), each rounded: the low half from lo's
+     * rounded high bits, the high half hi's rounded high bits (the low 16 bits dropped) */
+    return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(CONVT_RNE_BF16_512(lo), 16),
+                                   CONVT_RNE_BF16_512(hi));
+}
+
+__attribute__((target(CONVT_AVX512_TARGET)))
+static inline void convt_tr16_i32(__m512i* r)
+{
+    /* r[j] = (r[0][j], ..., r[15][j]) for j < 16, in place */
+    __m512i t[16];
+    int k;
+    for (k = 0; k < 16; k += 2) {
+        t[k] = _mm512_unpacklo_epi32(r[k], r[k + 1]);
+        t[k + 1] = _mm512_unpackhi_epi32(r[k], r[k + 1]);
+    }
+    for (k = 0; k < 16; k += 4) {
+        r[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]);
+        r[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
+        r[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]);
+        r[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
+    }
+    /* r[4a + b] holds rows 4a..4a+3 of columns b + 4 * lane (lane = 128-bit lane) */
+    for (k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_i32x4(r[k], r[k + 4], 0x88);
+        t[k + 4] = _mm512_shuffle_i32x4(r[k], r[k + 4], 0xdd);
+        t[k + 8] = _mm512_shuffle_i32x4(r[k + 8], r[k + 12], 0x88);
+        t[k + 12] = _mm512_shuffle_i32x4(r[k + 8], r[k + 12], 0xdd);
+    }
+    for (k = 0; k < 8; k++) {
+        r[k] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0x88);
+        r[k + 8] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0xdd);
+    }
+}
+
+__attribute__((target(CONVT_AVX512_TARGET)))
+static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc,
+                                   const float* bias, uint16_t* y, int64_t cs)
+{
+    /* tb == NULL: y[j*cs + k] = bf16(ta[k*ldc + j] + bias[j]); otherwise y[j*cs + 2k] from
+     * ta and y[j*cs + 2k + 1] from tb; j, k < 16 */
+    __m512 bv = _mm512_loadu_ps(bias);
+    __m512i a[16], b[16];
+    __mmask16 nan = 0;
+    int k;
+    for (k = 0; k < 16; k++) {
+        __m512 v = _mm512_add_ps(_mm512_loadu_ps(ta + k * ldc), bv);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        a[k] = _mm512_castps_si512(v);
+        if (tb != NULL) {
+            v = _mm512_add_ps(_mm512_loadu_ps(tb + k * ldc), bv);
+            nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+            b[k] = _mm512_castps_si512(v);
+        }
+    }
+    if (nan) {
+        int k0, j0;
+        for (k0 = 0; k0 < 16; k0 += 8)
+            for (j0 = 0; j0 < 16; j0 += 8)
+                convt_cf8_h16_generic(CONVT_BF16, ta + k0 * ldc + j0,
+                                      tb != NULL ? tb + k0 * ldc + j0 : NULL, ldc, bias + j0,
+                                      y + j0 * cs + (tb != NULL ? 2 * k0 : k0), cs);
+        return;
+    }
+    if (tb != NULL) {
+        /* slot k of channel j: (ta's, tb's) row k */
+        for (k = 0; k < 16; k++)
+            a[k] = convt_bf16_join512(a[k], b[k]);
+        convt_tr16_i32(a);
+        for (k = 0; k < 16; k++)
+            _mm512_storeu_si512((void*) (y + k * cs), a[k]);
+        return;
+    }
+    {
+        /* slot k of channel j: rows 2k, 2k + 1; channels 0-7 and 8-15 as two 8 x 8 blocks */
+        __m256 lo[8], hi[8], c[8];
+        for (k = 0; k < 8; k++) {
+            __m512i p = convt_bf16_join512(a[2 * k], a[2 * k + 1]);
+            lo[k] = _mm256_castsi256_ps(_mm512_castsi512_si256(p));
+            hi[k] = _mm256_castsi256_ps(_mm512_extracti64x4_epi64(p, 1));
+        }
+        convt_tr8_f32(lo[0], lo[1], lo[2], lo[3], lo[4], lo[5], lo[6], lo[7], c);
+        for (k = 0; k < 8; k++)
+            _mm256_storeu_ps((float*) (y + k * cs), c[k]);
+        convt_tr8_f32(hi[0], hi[1], hi[2], hi[3], hi[4], hi[5], hi[6], hi[7], c);
+        for (k = 0; k < 8; k++)
+            _mm256_storeu_ps((float*) (y + (8 + k) * cs), c[k]);
+    }
+}
+#endif
+
+/* isa >= 2 and a bfloat16 kind: convt_cf16_bf16_avx512; otherwise four convt_cf8_h16 */
+static inline void convt_cf16_h16(int isa, int kind, const float* ta, const float* tb,
+                                  int64_t ldc, const float* bias, uint16_t* y, int64_t cs)
+{
+    int k0, j0;
+#if CONVT_HAVE_AVX2_PATH
+    if (isa >= 2 && kind == CONVT_BF16) {
+        convt_cf16_bf16_avx512(ta, tb, ldc, bias, y, cs);
+        return;
+    }
+#endif
+    for (k0 = 0; k0 < 16; k0 += 8)
+        for (j0 = 0; j0 < 16; j0 += 8)
+            convt_cf8_h16(isa, kind, ta + k0 * ldc + j0, tb != NULL ? tb + k0 * ldc + j0 : NULL,
+                          ldc, bias + j0, y + j0 * cs + (tb != NULL ? 2 * k0 : k0), cs);
+}
+
 /* The channels-first write-out of 8 consecutive outputs of a line of y, each a tile row of
  * its own (the Winograd variant's sets: phases and sub-phases interleave along the last
  * axis), 8 channels from channel coff of each row, with the bias:

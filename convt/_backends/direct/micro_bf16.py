@@ -31,8 +31,8 @@ from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_WIDE, to_pairs_nxc
 from ..._kernels._micro import NR_F32
 from ..._kernels._pack import pack_pairs   # in 8 x 8 blocks (_packkernel.h's convt_pairs)
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
-from .micro import (KC, MAX_TB, MR, PARALLEL_PACK_VALUES, micro_layout, micro_macs, micro_rate,
-                    pack_tables, packing_arrays, tile_call)
+from .micro import (KC, MAX_MB, MAX_TB, MR, PARALLEL_PACK_VALUES, micro_layout, micro_macs,
+                    micro_rate, pack_tables, packing_arrays, tile_call)
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 
 __all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
@@ -50,6 +50,13 @@ _PAD_OK = 2.0
 # (grouped_g8) to 2.14 (dcgan_g1), geometric mean 1.86 (AMD EPYC Zen 4, 2 threads,
 # 2026-11-26; docs/performance.md). vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
 _BF16_RATE = 1.9
+# The most rows a task and taps a block the bfloat16 tiles' row groups hold in their stack
+# tables (_tile.pxd's _BF16_ROWS and _BF16_TAPS): micro's blocking must stay within them.
+_STACK_ROWS, _STACK_TAPS = 192, 64
+if MAX_MB > _STACK_ROWS or MAX_TB > _STACK_TAPS:
+    raise RuntimeError(f"micro_bf16: tasks of {MAX_MB} rows or blocks of {MAX_TB} taps pass "
+                       f"_tile.pxd's row-group tables ({_STACK_ROWS}, {_STACK_TAPS}); this is "
+                       "a bug in convt")
 
 
 def _is_bf16(dtype):
@@ -156,17 +163,23 @@ def bf16_layout(geom):
     ldc = geom.groups * lay.panels * nr + NR_F32 if nr > NR_F32 else lay.ldc
     return dataclasses.replace(lay, phases=phases, cc=cc, tb=max(1, min(MAX_TB, KC // cc)),
                                packed=lay.packed // cg * pairs, ldc=ldc,
-                               tasks=_even_tasks(lay.tasks, lay.phases, geom.batch, lay.mb))
+                               tasks=_even_tasks(lay.tasks, lay.phases, geom.batch, lay.mb,
+                                                       lay.batch_inner))
 
 
-def _even_tasks(tasks, phases, n, mb):
+def _even_tasks(tasks, phases, n, mb, batch_inner=False):
     """``tasks`` (first phase, phases, first row, rows) with each set's rows cut into as many
     blocks as before, of whole 12-row tiles, as equal as they come: micro_layout cut
     dcgan_g3's 4096 rows into 21 blocks of 192 and one of 64, so one thread ran 11 full
     blocks and the other 10 and the short one. The rows each output is summed over, and so
     its bits, do not depend on the cut. A set whose last block holds at least half a block's
-    rows (dcgan_g1: 90, 90, 76) keeps its cut, as does one whose blocks would pass ``mb``."""
-    out, unit = [], 2 * MR
+    rows (dcgan_g1: 90, 90, 76) keeps its cut, as does one whose blocks would pass ``mb``.
+    Blocks are of whole output lines (``_line``) where the set's phases have lines of 12 to
+    ``mb / 4`` rows: dcgan_g3's 4096 then go as 14 x 192 + 8 x 176, and every block's runs
+    of 16 rows are whole lines for the channels-first write-out's 16-row blocks and its
+    border rows one per line (the kernels take any number of rows: _tile.pxd's
+    _rows_outer)."""
+    out = []
     for first, count in dict.fromkeys(map(tuple, tasks[:, :2].tolist())):
         rows = max(n * int(np.prod(phases[p, :3])) for p in range(first, first + count))
         mine = tasks[(tasks[:, 0] == first) & (tasks[:, 1] == count)]
@@ -174,6 +187,7 @@ def _even_tasks(tasks, phases, n, mb):
         if 2 * (rows - mine[-1, 2]) >= mine[0, 3]:
             out.extend(map(tuple, mine.tolist()))
             continue
+        unit = _line(phases[first:first + count], mb, batch_inner)
         units = -(-rows // unit)
         nt = min(nt, units)
         base, extra, r = units // nt, units % nt, 0
@@ -184,6 +198,14 @@ def _even_tasks(tasks, phases, n, mb):
             out.append((first, count, r, min(size, rows - r)))
             r += size
     return np.array(out, np.int64).reshape(-1, 4)
+
+
+def _line(phases, mb, batch_inner):
+    """Rows of a block unit for ``_even_tasks``: a line of the phases' last axis when they
+    share one of 2 * MR to ``mb / 4`` rows, in (n, q0, q1, q2) order; else 2 * MR."""
+    q = {int(p[2]) for p in phases}
+    line = q.pop() if len(q) == 1 else 0
+    return line if not batch_inner and 2 * MR <= line <= mb // 4 else 2 * MR
 
 
 def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
