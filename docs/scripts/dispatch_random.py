@@ -8,9 +8,9 @@ Issue 38's space: ranks 1-3, kernels 1-511 (long ones in 1-D), strides 1-4, dila
 channels 1-256, groups (dense, grouped, depthwise), batch 1-4, float32 and float64, sizes
 bounded so that one call of either backend takes well under a second. Per geometry the forced
 backends ("direct", "fft") are timed interleaved, best-of a few rounds, as prepared operators
-and, in a group of their own, as one-shot calls (``convt.conv_transpose``); "auto" is asked what it picks for each call
-kind (the cost model's pick, ``convt._dispatch.plan.pick``, for a prepared and a one-shot
-plan) and "tune" tunes the shape (after ``forget_tuning``). Regret = time(picked backend) /
+and, in a group of their own, as one-shot calls (``convt.conv_transpose``); "auto" is asked
+what it picks for each call kind (the cost model's pick, ``convt._dispatch.plan.pick``, for a
+prepared and a one-shot plan) and "tune" tunes the shape (after ``forget_tuning``). Regret = time(picked backend) /
 time(fastest forced backend) of the same call kind, from the same interleaved timings, so
 noise between two runs of one backend cannot read as regret. A case whose timings read a
 pick (auto's or tune's) as more than 1.25x slower than the fastest is timed once more, and
