@@ -202,6 +202,13 @@ def _portable_split(geom):
     return fast, slow
 
 
+def _whole_steps(start, n, lanes, lo, hi):
+    # of the single vectors at start + j * lanes, j < n: those inside [lo, hi)
+    first = max(0, -(-(lo - start) // lanes))
+    last = min(n, (hi - lanes - start) // lanes + 1)
+    return max(0, last - first)
+
+
 def _row_lanes(qa, qe, lo, hi, nts, lanes):
     """(lanes x taps of whole vectors, of masked vectors) of one row block as _dwkernel.h's
     CONVT_DW_ROW takes it: phases c < len(qe) of outputs [qa, qe[c]), interiors [lo[c],
@@ -210,25 +217,50 @@ def _row_lanes(qa, qe, lo, hi, nts, lanes):
     of phase c is whole when inside its own interior, else masked; every vector computes all
     its lanes, stored or not (a row of 9 outputs is 2 vectors of 8)."""
     first, last = max([qa, *lo]), min([qe[0], *hi, *qe])
-    whole = masked = 0
-    singles = []
+    steps = -(-(qe[0] - qa) // lanes)
+    whole = 0
+    runs = [(qa, steps)]
     if first < last:
-        pre = -(-(first - qa) // lanes)
+        pre = min(steps, -(-(first - qa) // lanes))
         start = qa + pre * lanes
         blocks = max(0, last - start) // (4 * lanes) * 4
         if max(0, last - start) - blocks * lanes >= 2 * lanes:
             blocks += 2
         whole += blocks * lanes * sum(nts)
-        singles = list(range(qa, min(start, qe[0]), lanes))
-        singles += range(start + blocks * lanes if start < last else start, qe[0], lanes)
-    else:
-        singles = range(qa, qe[0], lanes)
-    for q in singles:
-        for c, nt in enumerate(nts):
-            if lo[c] <= q and q + lanes <= min(hi[c], qe[c]):
-                whole += lanes * nt
-            else:
-                masked += lanes * nt
+        after = start + blocks * lanes
+        runs = [(qa, pre), (after, max(0, -(-(qe[0] - after) // lanes)))]
+    singles = sum(n for _, n in runs)
+    masked = 0
+    for c, nt in enumerate(nts):
+        inside = sum(_whole_steps(q, n, lanes, lo[c], min(hi[c], qe[c])) for q, n in runs)
+        whole += lanes * nt * inside
+        masked += lanes * nt * (singles - inside)
+    return whole, masked
+
+
+def _block_lanes(ph, cs, qa, qb, lanes):
+    return _row_lanes(qa, [min(qa + qb, int(ph[c, 0])) for c in cs],
+                      [int(ph[c, 1]) for c in cs], [int(ph[c, 2]) for c in cs],
+                      [int(ph[c, 4]) for c in cs], lanes)
+
+
+def _rows_lanes(ph, cs, qb, lanes):
+    # every block of a row of phases cs: blocks between two of the phases' breakpoints
+    # (interior bounds, lengths) count alike, so one of each run of them is counted
+    q = int(ph[cs[0], 0])
+    nb = -(-q // qb)
+    marks = {0, nb - 1}
+    for c in cs:
+        marks |= {min(nb - 1, max(0, int(v) // qb)) for v in ph[c, :3]}
+        marks |= {min(nb - 1, max(0, (int(v) - 1) // qb)) for v in ph[c, :3]}
+    marks = sorted(marks)
+    whole = masked = 0
+    for i, j in zip(marks, marks[1:] + [nb]):
+        v, m = _block_lanes(ph, cs, i * qb, qb, lanes)
+        whole, masked = whole + v, masked + m
+        if j > i + 1:
+            v, m = _block_lanes(ph, cs, (i + 1) * qb, qb, lanes)
+            whole, masked = whole + v * (j - i - 1), masked + m * (j - i - 1)
     return whole, masked
 
 
@@ -246,18 +278,19 @@ def inner_split(geom, lanes=None):
         lanes = 8 << (level - 1) if level > 0 else 0
     if not lanes:
         return _portable_split(geom)
-    lay = depthwise_layout(geom)
-    ph, qb = lay.phases, lay.qblock
-    s2 = ph.shape[0]
+    # the innermost axis's phases and block only (depthwise_layout's tables of the other
+    # axes are the size of the output's rows: an estimate allocates nothing that large)
+    s2 = geom.strides[-1]
+    ph, _ = inner_phases(s2, geom.dilations[-1], geom.kernel[-1], geom.in_shape[-1],
+                         geom.pads_begin[-1], geom.out_shape[-1])
+    qb = max(1, min(int(ph[0, 0]), max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    if ph[0, 0] == 0:
+        return 0, 0
+    rows = [list(range(s2))] if s2 <= 2 else [[c] for c in range(s2) if ph[c, 0] > 0]
     whole = masked = 0
-    for qa in range(0, int(ph[0, 0]), qb):
-        rows = [list(range(s2))] if s2 <= 2 else [[c] for c in range(s2) if ph[c, 0] > qa]
-        for cs in rows:
-            v, m = _row_lanes(qa, [min(qa + qb, int(ph[c, 0])) for c in cs],
-                              [int(ph[c, 1]) for c in cs], [int(ph[c, 2]) for c in cs],
-                              [int(ph[c, 4]) for c in cs], lanes)
-            whole += v
-            masked += m
+    for cs in rows:
+        v, m = _rows_lanes(ph, cs, qb, lanes)
+        whole, masked = whole + v, masked + m
     return whole, masked
 
 
