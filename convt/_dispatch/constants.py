@@ -83,11 +83,15 @@ DEFAULTS = {
     # call of the row kernel (refitted on the random sweep's seed 12, above; again
     # 2026-11-27 on seeds 101-104's depthwise calls, priced 1.12x high: `--names
     # depthwise_macs_per_s depthwise_row_s depthwise_border depthwise_call_s`, docs/dispatch.md
-    # "FFT and depthwise estimates")
-    "depthwise_macs_per_s": 20.4e9,
-    "depthwise_row_s": 1.87e-9,
-    "depthwise_border": 4.21,
-    "depthwise_call_s": 23.4e-9,
+    # "FFT and depthwise estimates"). Since session 6 the multiply-adds are the lanes x taps
+    # the row kernel computes (whole vectors; a row of 9 outputs is 2 vectors of 8), the
+    # border ones its masked vectors: the rate set to 23 G/s (4 chains of fused multiply-adds,
+    # latency-bound: 26 G/s on one thread for long 1-D kernels in cache), the other three
+    # refitted on seeds 101-115's depthwise calls (docs/dispatch.md, "Depthwise: lanes")
+    "depthwise_macs_per_s": 23.0e9,
+    "depthwise_row_s": 1.035e-9,
+    "depthwise_border": 4.85,
+    "depthwise_call_s": 19.2e-9,
     "bytes_per_s": 16.0e9,         # copies and writes of x and y
     "thread_efficiency": 0.759,    # second and later threads
     "direct_f64": 1.79,

@@ -15,6 +15,7 @@ channels-last loop (e.g. 128 channels, 2 per group in and out, 32x32: 3.0 ms vs 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 
 import numpy as np
@@ -178,17 +179,13 @@ _THICK_SIDE = 16
 
 # Outputs a phase's interior takes in blocks of vectors (_dwkernel.h: 2 or 4 float32 vectors
 # of 8 lanes); the rest of a row goes one vector at a time, one chain of dependent fused
-# multiply-adds over every tap of the phase, masked outside its interior.
+# multiply-adds over every tap of the phase, masked outside its interior. The portable loop
+# (no AVX2: _depthwise.pyx's _phase) is priced by these outputs.
 _BLOCK_LANES = 16
 
 
-def inner_split(geom):
-    """(fast, slow): per output row term set (an output row x input channel x tap row in the
-    data), the innermost axis's taps x outputs the channels-first kernel runs in vector
-    blocks (every tap in range), and those it runs one vector at a time over every tap of
-    the phase (row ends, phases' borders, and outputs no tap of the phase reaches). With
-    stride 1-2 the phases share one interior (both are taken in one pass), with 3-4 each
-    phase has its own (_depthwise.pyx: the row kernel phase by phase)."""
+def _portable_split(geom):
+    # (fast, slow) outputs x taps of the portable loop, per row term set
     s, d, k_len = geom.strides[-1], geom.dilations[-1], geom.kernel[-1]
     i_len, pb, o_len = geom.in_shape[-1], geom.pads_begin[-1], geom.out_shape[-1]
     phases = [(q, [e for _, e in taps]) for q, taps in axis_phases(s, d, k_len, pb, o_len)]
@@ -203,6 +200,98 @@ def inner_split(geom):
         fast += inner * len(es)
         slow += (q - inner) * len(es)
     return fast, slow
+
+
+def _whole_steps(start, n, lanes, lo, hi):
+    # of the single vectors at start + j * lanes, j < n: those inside [lo, hi)
+    first = max(0, -(-(lo - start) // lanes))
+    last = min(n, (hi - lanes - start) // lanes + 1)
+    return max(0, last - first)
+
+
+def _row_lanes(qa, qe, lo, hi, nts, lanes):
+    """(lanes x taps of whole vectors, of masked vectors) of one row block as _dwkernel.h's
+    CONVT_DW_ROW takes it: phases c < len(qe) of outputs [qa, qe[c]), interiors [lo[c],
+    hi[c]), nts[c] taps; from qa one vector at a time up to the common interior [L, H),
+    blocks of 4 vectors (then one of 2) inside it, single vectors after it. A single vector
+    of phase c is whole when inside its own interior, else masked; every vector computes all
+    its lanes, stored or not (a row of 9 outputs is 2 vectors of 8)."""
+    first, last = max([qa, *lo]), min([qe[0], *hi, *qe])
+    steps = -(-(qe[0] - qa) // lanes)
+    whole = 0
+    runs = [(qa, steps)]
+    if first < last:
+        pre = min(steps, -(-(first - qa) // lanes))
+        start = qa + pre * lanes
+        blocks = max(0, last - start) // (4 * lanes) * 4
+        if max(0, last - start) - blocks * lanes >= 2 * lanes:
+            blocks += 2
+        whole += blocks * lanes * sum(nts)
+        after = start + blocks * lanes
+        runs = [(qa, pre), (after, max(0, -(-(qe[0] - after) // lanes)))]
+    singles = sum(n for _, n in runs)
+    masked = 0
+    for c, nt in enumerate(nts):
+        inside = sum(_whole_steps(q, n, lanes, lo[c], min(hi[c], qe[c])) for q, n in runs)
+        whole += lanes * nt * inside
+        masked += lanes * nt * (singles - inside)
+    return whole, masked
+
+
+def _block_lanes(ph, cs, qa, qb, lanes):
+    return _row_lanes(qa, [min(qa + qb, int(ph[c, 0])) for c in cs],
+                      [int(ph[c, 1]) for c in cs], [int(ph[c, 2]) for c in cs],
+                      [int(ph[c, 4]) for c in cs], lanes)
+
+
+def _rows_lanes(ph, cs, qb, lanes):
+    # every block of a row of phases cs: blocks between two of the phases' breakpoints
+    # (interior bounds, lengths) count alike, so one of each run of them is counted
+    q = int(ph[cs[0], 0])
+    nb = -(-q // qb)
+    marks = {0, nb - 1}
+    for c in cs:
+        marks |= {min(nb - 1, max(0, int(v) // qb)) for v in ph[c, :3]}
+        marks |= {min(nb - 1, max(0, (int(v) - 1) // qb)) for v in ph[c, :3]}
+    marks = sorted(marks)
+    whole = masked = 0
+    for i, j in zip(marks, marks[1:] + [nb]):
+        v, m = _block_lanes(ph, cs, i * qb, qb, lanes)
+        whole, masked = whole + v, masked + m
+        if j > i + 1:
+            v, m = _block_lanes(ph, cs, (i + 1) * qb, qb, lanes)
+            whole, masked = whole + v * (j - i - 1), masked + m * (j - i - 1)
+    return whole, masked
+
+
+def inner_split(geom, lanes=None):
+    """(vector, masked): per output row term set (an output row x input channel x tap row in
+    the data), the innermost axis's lanes x taps the channels-first kernel computes in whole
+    vectors, and those it computes in masked ones (single vectors outside a phase's
+    interior: one chain of dependent fused multiply-adds each), over every block of the row.
+    ``lanes``: float32 lanes a vector at the kernel's level (default: this CPU's; None for
+    the portable loop, priced by outputs: blocks of 16 in the interior, the rest slow).
+    With stride 1-2 the phases are taken in one pass (one vector of each phase at a time),
+    from stride 3 on phase by phase as stride-1 rows (_depthwise.pyx's _row_ncx)."""
+    if lanes is None:
+        level = _cpu.kernel_level("depthwise")
+        lanes = 8 << (level - 1) if level > 0 else 0
+    if not lanes:
+        return _portable_split(geom)
+    # the innermost axis's phases and block only (depthwise_layout's tables of the other
+    # axes are the size of the output's rows: an estimate allocates nothing that large)
+    s2 = geom.strides[-1]
+    ph, _ = inner_phases(s2, geom.dilations[-1], geom.kernel[-1], geom.in_shape[-1],
+                         geom.pads_begin[-1], geom.out_shape[-1])
+    qb = max(1, min(int(ph[0, 0]), max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    if ph[0, 0] == 0:
+        return 0, 0
+    rows = [list(range(s2))] if s2 <= 2 else [[c] for c in range(s2) if ph[c, 0] > 0]
+    whole = masked = 0
+    for cs in rows:
+        v, m = _rows_lanes(ph, cs, qb, lanes)
+        whole, masked = whole + v, masked + m
+    return whole, masked
 
 
 def depthwise_kind(geom, per_axis=None, exact=None):
@@ -221,6 +310,18 @@ def depthwise_kind(geom, per_axis=None, exact=None):
         return DirectKind("depthwise", "", exact, exact, rows)
     fast, slow = inner_split(geom)
     return DirectKind("depthwise", "", sets * (fast + slow), exact, rows, sets * slow)
+
+
+@lru_cache(maxsize=256)
+def _wide_counts(geom):
+    """(multiply-adds, masked ones) of the channels-first kernel in a compute dtype of 8
+    bytes: vectors of half the float32 lanes (``depthwise_kind`` counts float32's)."""
+    level = _cpu.kernel_level("depthwise")
+    if level == 0:
+        return None
+    whole, masked = inner_split(geom, 4 << (level - 1))
+    sets = depthwise_kind(geom).rows // geom.kernel[-1]
+    return sets * (whole + masked), sets * masked
 
 
 # _ROWS_PER_TASK (imported from the kernel): output rows (blocks of an innermost row) per
@@ -293,8 +394,16 @@ class Depthwise(Variant):
         # times a blocked one: long kernels over short inputs (K >> I, every output a
         # border one) and stride 3-4 rows ran 5-27x over a taps-in-the-data estimate
         # (docs/dispatch.md, "The random sweep").
-        return (kind.rows * c["depthwise_row_s"] + _row_calls(geom) * c["depthwise_call_s"]
-                + kind.border * (c["depthwise_border"] - 1) / rate)
+        macs, border = kind.macs, kind.border
+        nxc1 = geom.data_format == "NXC" and geom.c_in == geom.groups == geom.c_out
+        wide = _wide_counts(geom) if itemsize > 4 and not nxc1 else None
+        if wide is not None:
+            # float64's vectors hold half the lanes: its own blocks and masked vectors
+            # (a row of 9 outputs is 3 vectors of 4, not 2 of 8)
+            macs, border = wide
+        return ((macs - kind.macs) / rate + kind.rows * c["depthwise_row_s"]
+                + _row_calls(geom) * c["depthwise_call_s"]
+                + border * (c["depthwise_border"] - 1) / rate)
 
     def tasks(self, geom, kind, itemsize=4):
         # the channels-first kernel's tasks of _ROWS_PER_TASK row blocks (1d_n1_c204-4_i2821_
