@@ -22,13 +22,25 @@ def _opts(lay):
 
 
 def _runs_of_place2_calls(calls):
-    """Runs counted from ``place2``'s own arguments: per output row (batch element, group,
-    row of the view (nc, G, Mg, O0, O1)), ceil(Mg / 16) channel blocks, each over the row's
-    O1 columns plus ``_PLACE_BLOCK_RUNS`` per block of 16 columns."""
+    """Runs counted by walking ``fft_place2``'s loops over its own arguments (the frames
+    z (N0, N1, G, nc, ..., Mg), the output's O0 x O1, the tiles, offsets and steps): per
+    output row, channel block and block of 16 columns, ``_PLACE_BLOCK_RUNS``, plus one run
+    per column of each tile whose frame covers it."""
     total = 0
-    for view_shape in calls:
-        nc, g, mg, o0, o1 = view_shape
-        total += nc * g * o0 * -(-mg // 16) * (o1 + fft_cost._PLACE_BLOCK_RUNS * -(-o1 // 16))
+    for n0_, n1_, g, nc, mg, o0n, o1n, tiles, off, step in calls:
+        per_block = 0
+        for o0 in range(o0n):
+            for b1 in range(0, o1n, 16):
+                ob = min(16, o1n - b1)
+                per_block += fft_cost._PLACE_BLOCK_RUNS
+                for t0 in range(tiles[0]):
+                    if not 0 <= o0 + off[0] - t0 * step[0] < n0_:
+                        continue
+                    for t1 in range(tiles[1]):
+                        lo = max(b1, t1 * step[1] - off[1])
+                        hi = min(b1 + ob, n1_ + t1 * step[1] - off[1])
+                        per_block += max(0, hi - lo)
+        total += nc * g * -(-mg // 16) * per_block
     return total
 
 
@@ -38,20 +50,25 @@ def _runs_of_place2_calls(calls):
     ((3, 4, 10, 12), (4, 17, 3, 3), {}),                                               # 17: 2 blocks
     ((2, 8, 5, 40), (8, 4, 6, 2), dict(strides=(1, 2), group=2)),
     ((1, 32, 6, 6), (32, 16, 4, 4), dict(strides=(2, 2))),                             # 16: 1 block
+    ((1, 32, 48, 48), (32, 32, 9, 9), {}),                             # one-shot: 2 x 2 tiles
+    ((4, 8, 32, 32), (8, 8, 4, 4), dict(strides=(2, 2), pads=(1, 2, 1, 0))),   # tiles, offsets
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_place_runs_are_place2s_channel_blocks(monkeypatch, x_shape, w_shape, kw, dtype):
-    """On a 2-D channels-first call the runs equal the ones counted from the views the
-    backend's ``place2`` is really given (batch chunks included)."""
+    """On a 2-D channels-first call (one-shot) the runs equal the ones counted by walking
+    the loops of ``fft_place2`` over the arguments the backend's ``place2`` really gets
+    (batch chunks, tiles and offsets included)."""
     geom = _geom(x_shape, w_shape, **kw)
-    lay = fft_mod.fft_layout(geom, dtype)
+    lay = fft_mod.fft_layout(geom, dtype, one_shot=True)
     assert prod(lay.tiles) <= fft_cost.PLACE_TILES and not lay.save
     seen = []
     real = fft_mod.place2
 
     def spy(y, z, geom_, lay_, n0, workers):
-        nc = z.shape[3]
-        seen.append((nc, geom_.groups, geom_.c_out // geom_.groups, *geom_.out_shape))
+        assert lay_.tiles == lay.tiles
+        steps = [b * s for b, s in zip(lay_.block, geom_.strides)]
+        seen.append((z.shape[0], z.shape[1], z.shape[2], z.shape[3], z.shape[-1],
+                     *y.shape[-2:], lay_.tiles, lay_.offset, steps))
         return real(y, z, geom_, lay_, n0, workers)
 
     monkeypatch.setattr(fft_mod, "place2", spy)

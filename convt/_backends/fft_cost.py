@@ -233,11 +233,23 @@ def _place_lines(geom, opts, itemsize, chunk):
 _PLACE_BLOCK_RUNS = 4
 
 
+def _covered(geom, a, opt):
+    """Output positions of axis ``a`` summed over the tiles whose frame covers them (tiling
+    ``opt`` = (L, B, T)): tile t's frame of N = L*s positions starts at t*B*s minus the
+    layout's offset (``FftLayout.offset``), clipped to the O outputs."""
+    s, o = geom.strides[a], geom.out_shape[a]
+    frame, step = opt[0] * s, opt[1] * s
+    start = -(geom.pads_begin[a] - _reach(geom, a)[0] * s)
+    return sum(max(0, min(o, start + t * step + frame) - max(0, start + t * step))
+               for t in range(opt[2]))
+
+
 def _place_runs(geom, opts):
     """Channel runs of ``fft_place2`` (2-D channels-first, at most ``PLACE_TILES`` tiles; 0
-    on the other paths): per output pixel of each batch element and group, a run of its
-    C_out/G values in blocks of 16 (the kernel's inner loop, started for each block), plus
-    ``_PLACE_BLOCK_RUNS`` a row block of 16 columns. Measured on synthetic frames (2-core
+    on the other paths): per output pixel of each batch element and group and per tile
+    whose frame covers it (``_covered``), a run of its C_out/G values in blocks of 16 (the
+    kernel's inner loop, started for each block), plus ``_PLACE_BLOCK_RUNS`` a row block
+    of 16 columns. Measured on synthetic frames (2-core
     AMD EPYC, Zen 4, float32, in cache, 2 threads): 1.8-2.2 ns an output value with one
     channel a group, 1.0-1.2 with two, 0.6-0.7 with four, 0.4-0.5 from eight on (the
     ``fft_place_s`` the placement had was fitted at 0.24); rows of 8 columns ~1 ns a value
@@ -251,8 +263,9 @@ def _place_runs(geom, opts):
         return 0
     mg = geom.c_out // geom.groups
     o0, o1 = geom.out_shape
-    return (geom.batch * geom.groups * o0 * -(-mg // 16)
-            * (o1 + _PLACE_BLOCK_RUNS * -(-o1 // 16)))
+    return (geom.batch * geom.groups * -(-mg // 16)
+            * (_covered(geom, 0, opts[0]) * _covered(geom, 1, opts[1])
+               + o0 * _PLACE_BLOCK_RUNS * -(-o1 // 16)))
 
 
 def spectra_stream(geom, small, itemsize):
