@@ -35,6 +35,7 @@ cdef extern from "_bf16kernel.h" nogil:
                                  const float* b, int64_t bstride, float* const* cr,
                                  int64_t coff, int acc)
     int CONVT_BF16_AMX
+    enum: CONVT_BF16_MR   # the bfloat16 kernels' rows: 1 to 2 * CONVT_BF16_MR a call
 
 cdef extern from "_amxkernel.h" nogil:
     int CONVT_AMX_ROWS
@@ -57,7 +58,6 @@ cdef enum:
     _WINO_ROWS = 192   # most rows of a Winograd task (convt._backends.direct.micro._MAX_MB): _wino_build's stack
     _BF16_ROWS = 192   # most rows of a bfloat16 task (micro's MAX_MB): _rows_outer's stack
     _BF16_TAPS = 64    # most taps of a block (micro's MAX_TB)
-    _BF16_TILE = 12    # most rows of a bfloat16 kernel call (_bf16kernel.h: 2 * CONVT_BF16_MR)
     _BF16_KEYS = 16    # most masks grouped per block (the rows of others: _rows_outer's pool)
     _BF16_LONE = 4     # a mask's last rows, when fewer, join the others' (_rows_outer)
 
@@ -249,10 +249,11 @@ cdef inline void _bf16_chunk(int isa, const int64_t* rows, int64_t r, const uint
                              int64_t c0, const real* wph, int64_t T, int64_t t0, int64_t Cg,
                              int64_t G, int64_t NP, int64_t NR, int64_t bstride, real* t,
                              int64_t ldc, bint first, int bf16) noexcept nogil:
-    # _rows_outer's kernel calls for the r (<= 2 * MR) tile rows rows[0..r): the taps any of
-    # them reads data for (runs of consecutive taps, one call each), per group and panel
-    cdef const float* ap[_BF16_TAPS * _BF16_TILE]
-    cdef float* cp[_BF16_TILE]
+    # _rows_outer's kernel calls for the r (<= 2 * CONVT_BF16_MR) tile rows rows[0..r): the
+    # taps any of them reads data for (runs of consecutive taps, one call each), per group
+    # and panel
+    cdef const float* ap[_BF16_TAPS * 2 * CONVT_BF16_MR]
+    cdef float* cp[2 * CONVT_BF16_MR]
     cdef uint64_t u = 0, mask
     cdef int64_t i, k, g, jp, ts, run
     cdef int acc
@@ -306,7 +307,7 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     cdef int64_t at[_BF16_KEYS + 1]
     cdef uint64_t full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
     cdef uint64_t mask
-    cdef int64_t R = 2 * CONVT_MR if isa >= 2 else CONVT_MR
+    cdef int64_t R = 2 * CONVT_BF16_MR if isa >= 2 else CONVT_BF16_MR
     cdef int64_t i, k, b, nb = 1, npool = 0, left
     # each row's mask and group (full first; past _BF16_KEYS masks, the pool), counted
     key[0] = full
