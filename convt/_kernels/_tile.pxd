@@ -273,13 +273,14 @@ cdef inline void _bf16_chunk(int isa, const int64_t* rows, int64_t r, const uint
                     convt_ukernel_bf16_rows(bf16, <int> r, 0, kc, ap, r, 0, b, bstride, cp,
                                             (g * NP + jp) * NR, 0)
                 while mask:
+                    # (all 64 taps: one run; ctz of 0 and a shift by 64 are undefined)
                     ts = convt_ctz64(mask)
-                    run = convt_ctz64(~(mask >> ts))
+                    run = convt_ctz64(~(mask >> ts)) if ~mask else 64
                     convt_ukernel_bf16_rows(bf16, <int> r, run, kc, ap + ts * r, r,
                                             g * Cg + c0, b + ts * bstride, bstride, cp,
                                             (g * NP + jp) * NR, acc)
                     acc = 1
-                    mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
+                    mask = mask & ~((((<uint64_t> 1) << run) - 1) << ts) if run < 64 else 0
 
 
 cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, int64_t kc,
