@@ -169,3 +169,26 @@ def test_write_out_rounds_ties_nan_inf_and_subnormals(xs, ws, kw, hw, rng, monke
     if not hw:
         sub = fin & (want != 0) & (np.abs(want) < np.float32(2.0 ** -126))
         assert sub.sum() >= 20                                      # float32 subnormals
+
+
+@pytest.mark.parametrize("hw", [True, False], ids=["vdpbf16ps", "portable"])
+@pytest.mark.parametrize("field, value, words", [("mb", 198, "198"), ("tb", 65, "65")])
+def test_micro_conv_refuses_tables_past_the_row_groups(field, value, words, hw, rng):
+    """micro_conv refuses bfloat16 tiles of more rows a task (192) or taps a block (64) than
+    _rows_outer's stack tables hold, before any thread runs; the blocking at the limits
+    runs."""
+    x, w = _bf16(rng, (1, 4, 20, 20)), _bf16(rng, (4, 16, 9, 9))
+    op = convt.ConvTranspose(w, method="direct", pads=(4, 4, 4, 4))
+    geom = op._plan.geometry(x.shape).geom
+    _, _, (lay, wp) = micro_bf16.VARIANT.prepare(geom, op._plan, None)
+    mode = micro_bf16.bf16_mode(lay.nr, hw and _cpu.bf16())
+    with op._plan.workspace.borrow() as arena:
+        def run(layout):
+            return micro_bf16.run_micro_bf16(x, layout, geom, wp, op._plan.bias_compute, 1,
+                                             arena, mode=mode)
+        with pytest.raises(ValueError, match=f"at most 192 rows a task and 64 taps a block; "
+                                             f"got .*{words}"):
+            run(micro_bf16.dataclasses.replace(lay, **{field: value}))
+        got = run(micro_bf16.dataclasses.replace(lay, mb=192, tb=64))
+        want = run(lay)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -55,9 +55,10 @@ cdef extern from "_corners.h" nogil:
 cdef enum:
     PHASE_COLS = 9     # phase table columns: Q0, Q1, Q2, c0, c1, c2, first tap, taps,
                        # packed-weight offset (convt._backends.direct.micro writes the same)
-    _WINO_ROWS = 192   # most rows of a Winograd task (convt._backends.direct.micro._MAX_MB): _wino_build's stack
-    _BF16_ROWS = 192   # most rows of a bfloat16 task (micro's MAX_MB): _rows_outer's stack
-    _BF16_TAPS = 64    # most taps of a block (micro's MAX_TB)
+    _MAX_ROWS = 192    # most rows of a task (convt._backends.direct.micro.MAX_MB): the
+                       # stack tables of _wino_build and _rows_outer (wino_conv and
+                       # micro_conv refuse more)
+    _BF16_TAPS = 64    # most taps of a bfloat16 block (micro's MAX_TB): _rows_outer's stack
     _BF16_KEYS = 16    # most masks grouped per block (the rows of others: _rows_outer's pool)
     _BF16_LONE = 4     # a mask's last rows, when fewer, join the others' (_rows_outer)
 
@@ -160,7 +161,7 @@ cdef inline void _wino_build(int isa, const real* x, const real* zero, const int
     cdef int neg
     cdef int64_t q[4]
     cdef int64_t off[8]
-    cdef int64_t base[_WINO_ROWS]
+    cdef int64_t base[_MAX_ROWS]
     cdef real* dst
     _row_pos(r0, ph, d, q)
     for i in range(m):
@@ -300,10 +301,10 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     # skipped add exact zeros), so the bits do not change. A mask's last rows, when fewer
     # than _BF16_LONE (a kernel that short runs below its rate), join those of the other
     # masks, run last with the taps of any of them.
-    cdef int64_t perm[_BF16_ROWS]
-    cdef int64_t pool[_BF16_ROWS]
-    cdef uint64_t rm[_BF16_ROWS]
-    cdef unsigned char bid[_BF16_ROWS]
+    cdef int64_t perm[_MAX_ROWS]
+    cdef int64_t pool[_MAX_ROWS]
+    cdef uint64_t rm[_MAX_ROWS]
+    cdef unsigned char bid[_MAX_ROWS]
     cdef uint64_t key[_BF16_KEYS]
     cdef int64_t at[_BF16_KEYS + 1]
     cdef uint64_t full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)

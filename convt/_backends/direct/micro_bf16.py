@@ -31,7 +31,7 @@ from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_WIDE, to_pairs_nxc
 from ..._kernels._micro import NR_F32
 from ..._kernels._pack import pack_pairs   # in 8 x 8 blocks (_packkernel.h's convt_pairs)
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
-from .micro import (KC, MAX_MB, MAX_TB, MR, PARALLEL_PACK_VALUES, micro_layout, micro_macs,
+from .micro import (KC, MAX_TB, MR, PARALLEL_PACK_VALUES, micro_layout, micro_macs,
                     micro_rate, pack_tables, packing_arrays, tile_call)
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 
@@ -50,13 +50,6 @@ _PAD_OK = 2.0
 # (grouped_g8) to 2.14 (dcgan_g1), geometric mean 1.86 (AMD EPYC Zen 4, 2 threads,
 # 2026-11-26; docs/performance.md). vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
 _BF16_RATE = 1.9
-# The most rows a task and taps a block the bfloat16 tiles' row groups hold in their stack
-# tables (_tile.pxd's _BF16_ROWS and _BF16_TAPS): micro's blocking must stay within them.
-_STACK_ROWS, _STACK_TAPS = 192, 64
-if MAX_MB > _STACK_ROWS or MAX_TB > _STACK_TAPS:
-    raise RuntimeError(f"micro_bf16: tasks of {MAX_MB} rows or blocks of {MAX_TB} taps pass "
-                       f"_tile.pxd's row-group tables ({_STACK_ROWS}, {_STACK_TAPS}); this is "
-                       "a bug in convt")
 
 
 def _is_bf16(dtype):
