@@ -27,9 +27,6 @@ cdef extern from "_ukernel.h" nogil:
                            double* c, int64_t ldc, int acc)
 
 cdef extern from "_bf16kernel.h" nogil:
-    void convt_ukernel_bf16(int mode, int rows, int64_t ntaps, int64_t kp, const float* const* a,
-                            int64_t astride, int64_t aoff, const float* b, int64_t bstride,
-                            float* c, int64_t ldc, int acc)
     void convt_ukernel_bf16_rows(int mode, int rows, int64_t ntaps, int64_t kp,
                                  const float* const* a, int64_t astride, int64_t aoff,
                                  const float* b, int64_t bstride, float* const* cr,
@@ -65,13 +62,8 @@ cdef enum:
 
 cdef inline void _ukernel(int isa, int64_t ntaps, int64_t kc, const real** a, int64_t astride,
                           int64_t aoff, const real* b, int64_t bstride, real* c, int64_t ldc,
-                          int acc, int bf16=0) noexcept nogil:
-    # bf16 (float32 tiles only): 0 the float32 tiles; else a and b hold pairs of bfloat16 in
-    # their 32-bit slots, kc counts pairs, and bf16 holds _bf16kernel.h's mode bits
-    if real is float and bf16:
-        convt_ukernel_bf16(bf16, 2 * CONVT_MR if isa >= 2 else CONVT_MR, ntaps, kc,
-                           <const float* const*> a, astride, aoff, b, bstride, c, ldc, acc)
-    elif real is float:
+                          int acc) noexcept nogil:
+    if real is float:
         convt_ukernel_f32(isa, ntaps, kc, <const float* const*> a, astride, aoff, b, bstride,
                           c, ldc, acc)
     else:
@@ -225,22 +217,22 @@ cdef inline void _tap_masks(const real* zero, const real** ptr, int64_t nt, int6
 cdef inline void _masked_ukernel(int isa, uint64_t mask, int64_t nt, int64_t kc,
                                  const real** a, int64_t astride, int64_t aoff, const real* b,
                                  int64_t bstride, real* c, int64_t ldc,
-                                 bint first, int bf16=0) noexcept nogil:
+                                 bint first) noexcept nogil:
     # One sub-tile over the taps of a block set in mask (runs of consecutive taps, one kernel
     # call each); first: the tile's first block and chunk (initialise, not accumulate).
     cdef uint64_t full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
     cdef int64_t ts, run
     cdef int acc = not first
     if mask == full:
-        _ukernel(isa, nt, kc, a, astride, aoff, b, bstride, c, ldc, acc, bf16)
+        _ukernel(isa, nt, kc, a, astride, aoff, b, bstride, c, ldc, acc)
         return
     if mask == 0 and first:   # no data at all: the sub-tile is zeros
-        _ukernel(isa, 0, kc, a, astride, aoff, b, bstride, c, ldc, 0, bf16)
+        _ukernel(isa, 0, kc, a, astride, aoff, b, bstride, c, ldc, 0)
     while mask:
         ts = convt_ctz64(mask)
         run = convt_ctz64(~(mask >> ts))
         _ukernel(isa, run, kc, a + ts * astride, astride, aoff, b + ts * bstride, bstride, c,
-                 ldc, acc, bf16)
+                 ldc, acc)
         acc = 1
         mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
 
@@ -403,8 +395,9 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
     # wp + k * rstride laid out [G][NP][Cg][NR] (convt._backends.direct.winograd.wino_taps), and each block's
     # panel of product weights is summed here (convt_wsum, as pack_wino sums them: the same
     # bits) into wb, once per chunk, group and panel, for all the panel's sub-tiles.
-    # bf16 (_ukernel): x, zero and wp hold pairs of bfloat16 channels in their 32-bit slots,
-    # d's channel counts count pairs (convt._backends.direct.micro_bf16).
+    # bf16 (_rows_outer, or _tile_amx with CONVT_BF16_AMX): x, zero and wp hold pairs of
+    # bfloat16 channels in their 32-bit slots, d's channel counts count pairs, bf16 holds
+    # _bf16kernel.h's mode bits (convt._backends.direct.micro_bf16).
     cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
     cdef int64_t NR = d[17], T = ph[7]
     cdef int64_t mpad = (m + CONVT_MR - 1) // CONVT_MR * CONVT_MR
@@ -451,7 +444,7 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
                         _masked_ukernel(isa if two else min(isa, 1), masks[ir], nt, kc,
                                         ptr + ir * CONVT_MR, mpad, g * Cg + c0, panel,
                                         bstride, t + ir * CONVT_MR * ldc + (g * NP + jp) * NR,
-                                        ldc, first, bf16)
+                                        ldc, first)
                         ir += 2 if two else 1
             first = False
             c0 += kc
