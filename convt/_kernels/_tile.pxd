@@ -290,9 +290,12 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     # (_bf16kernel.h), so a border row no longer runs the taps that fall off the data for
     # the rows it shares a fixed tile with (dcgan_g3: one row in 16 along each axis, 7% of
     # its multiply-adds). Each row still sums its own data taps in the same order (the taps
-    # skipped add exact zeros), so the bits do not change. A mask's last rows, when fewer
-    # than _BF16_LONE (a kernel that short runs below its rate), join those of the other
-    # masks, run last with the taps of any of them.
+    # skipped add exact zeros), so the bits do not change, up to the sign of a zero: a row
+    # whose sum is -0 (vdpbf16ps flushes a tiny negative to -0) stays -0 in its own group
+    # but becomes +0 when, pooled, a tap it skips adds a +0 (zero times a positive weight);
+    # the bias addition erases the difference unless the bias is -0 too. A mask's last
+    # rows, when fewer than _BF16_LONE (a kernel that short runs below its rate), join those
+    # of the other masks, run last with the taps of any of them.
     cdef int64_t perm[_MAX_ROWS]
     cdef int64_t pool[_MAX_ROWS]
     cdef uint64_t rm[_MAX_ROWS]
