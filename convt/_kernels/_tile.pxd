@@ -276,12 +276,13 @@ cdef inline void _bf16_chunk(int isa, const int64_t* rows, int64_t r, const uint
                     mask = mask & ~((((<uint64_t> 1) << run) - 1) << ts) if run < 64 else 0
 
 
-cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, int64_t kc,
-                             const real** ptr, int64_t mpad, int64_t c0, const real* wph,
+cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, int64_t CC,
+                             const real** ptr, int64_t mpad, const real* wph,
                              int64_t T, int64_t t0, int64_t Cg, int64_t G, int64_t NP,
-                             int64_t NR, int64_t bstride, real* t, int64_t ldc, bint first,
+                             int64_t NR, real* t, int64_t ldc, bint first,
                              int bf16) noexcept nogil:
-    # _tile's block for the bfloat16 tiles, rows outer and the panels inner: a group of up
+    # _tile's block of taps for the bfloat16 tiles, its chunks of CC pairs (the row groups
+    # made once for all of them), rows outer and the panels inner: a group of up
     # to 2 * MR rows keeps its input rows (kc pairs each) in L1 across every panel while the
     # panels stream from L2 (unet_up2x2: 8 panels of 128 pairs, 192 rows a task, ran its
     # runner in 4.7 ms against 5.8 panels outer; AMD EPYC Zen 4, 2 threads). The rows are
@@ -302,10 +303,11 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     cdef unsigned char bid[_MAX_ROWS]
     cdef uint64_t key[_BF16_KEYS]
     cdef int64_t at[_BF16_KEYS + 1]
+    cdef int64_t cut[_BF16_KEYS]
     cdef uint64_t full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
     cdef uint64_t mask
     cdef int64_t R = 2 * CONVT_BF16_MR if isa >= 2 else CONVT_BF16_MR
-    cdef int64_t i, k, b, nb = 1, npool = 0, left
+    cdef int64_t i, k, b, nb = 1, npool = 0, left, c0, kc, r
     # each row's mask and group (full first; past _BF16_KEYS masks, the pool), counted
     key[0] = full
     for b in range(_BF16_KEYS + 1):
@@ -332,16 +334,16 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     for i in range(m):
         perm[at[bid[i]]] = i
         at[bid[i]] += 1
-    # at[b] is now where group b ends; its rows run in groups of R, the last few pooled
+    # at[b] is now where group b ends; its rows run in groups of R up to cut[b], the last
+    # few (fewer than _BF16_LONE) pooled
     k = 0
     for b in range(nb):
         i = k
         left = at[b] - k
         while left >= _BF16_LONE:
-            _bf16_chunk(isa, perm + i, min(R, left), rm, nt, kc, ptr, mpad, c0, wph, T, t0,
-                        Cg, G, NP, NR, bstride, t, ldc, first, bf16)
             i += min(R, left)
             left -= min(R, left)
+        cut[b] = i
         for i in range(i, at[b]):
             pool[npool] = perm[i]
             npool += 1
@@ -349,11 +351,26 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     for i in range(at[nb - 1], m):   # the rows past _BF16_KEYS masks
         pool[npool] = perm[i]
         npool += 1
-    i = 0
-    while i < npool:
-        _bf16_chunk(isa, pool + i, min(R, npool - i), rm, nt, kc, ptr, mpad, c0, wph, T, t0,
-                    Cg, G, NP, NR, bstride, t, ldc, first, bf16)
-        i += min(R, npool - i)
+    c0 = 0
+    while c0 < Cg:
+        kc = min(CC, Cg - c0)
+        k = 0
+        for b in range(nb):
+            i = k
+            while i < cut[b]:
+                r = min(R, cut[b] - i)
+                _bf16_chunk(isa, perm + i, r, rm, nt, kc, ptr, mpad, c0, wph, T, t0, Cg, G,
+                            NP, NR, Cg * NR, t, ldc, first, bf16)
+                i += r
+            k = at[b]
+        i = 0
+        while i < npool:
+            r = min(R, npool - i)
+            _bf16_chunk(isa, pool + i, r, rm, nt, kc, ptr, mpad, c0, wph, T, t0, Cg, G, NP,
+                        NR, Cg * NR, t, ldc, first, bf16)
+            i += r
+        first = False
+        c0 += kc
 
 
 cdef inline void _tile_amx(const float* x, const float* zero, const float* wp,
@@ -418,17 +435,19 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
             _wino_build(isa, x, zero, ph, tap_e, tkind, t0, nt, r0, m, mpad, d, v, ptr)
         else:
             _pointers(x, zero, ph, tap_e, t0, nt, r0, m, mpad, d, ptr)
-        if not bf16:   # (the bfloat16 rows make their own: _rows_outer)
-            _tap_masks(zero, ptr, nt, mpad, masks)
+        if bf16:   # the bfloat16 rows make their own masks, once per block
+            _rows_outer(isa, zero, nt, m, CC, ptr, mpad, wp + ph[8], T, t0, Cg, G, NP, NR, t,
+                        ldc, first, bf16)
+            first = False
+            t0 += nt
+            continue
+        _tap_masks(zero, ptr, nt, mpad, masks)
         c0 = 0
         while c0 < Cg:
             kc = min(CC, Cg - c0)
             # between a panel's taps: the panel's [tap][c][NR] (wb: kc channels of each)
             bstride = kc * NR if ck != NULL else Cg * NR
-            if bf16:
-                _rows_outer(isa, zero, nt, m, kc, ptr, mpad, c0, wp + ph[8], T, t0, Cg, G, NP,
-                            NR, bstride, t, ldc, first, bf16)
-            for g in range(G if not bf16 else 0):
+            for g in range(G):
                 for jp in range(NP):
                     if ck != NULL:
                         for u in range(nt):
