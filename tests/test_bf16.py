@@ -296,6 +296,7 @@ def test_to_pairs_nxc_pads_each_group_to_even(n, s, g, cg, channels_first, rng):
     ((16, 16, 16, 16), (16, 8, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),  # dcgan_g3's cut
     ((1, 8, 40, 40), (8, 12, 2, 2), dict(strides=(2, 2))),
     ((3, 6, 50), (6, 4, 5), dict(strides=(3,), pads=(2, 1))),
+    ((3, 32, 37, 37), (32, 16, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),  # 12-row units
 ])
 def test_equal_blocks_cover_the_rows_with_the_same_bits(xs, ws, kw, rng):
     """The tasks re-cut into equal blocks (micro_bf16._even_tasks) cover each set's rows once,
@@ -321,3 +322,28 @@ def test_equal_blocks_cover_the_rows_with_the_same_bits(xs, ws, kw, rng):
     np.testing.assert_array_equal(results[0].view(np.uint32), results[1].view(np.uint32))
     if xs[0] == 16:
         assert not np.array_equal(lay.tasks, old.tasks)   # the case the re-cut is for
+
+
+@pytest.mark.parametrize("xs, ws, kw, unit, sizes", [
+    # dcgan_g3: 4096 rows in whole 16-row lines
+    ((16, 16, 16, 16), (16, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), 16,
+     [192] * 14 + [176] * 8),
+    # 37-row lines: 6 x 37 passes mb = 192, so 12-row units (once, every set: micro_layout's
+    # last block of 75 rows is gone)
+    ((3, 32, 37, 37), (32, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), 12,
+     [192] * 13 + [180] * 8 + [171]),
+])
+def test_even_cut_in_lines_or_tiles(xs, ws, kw, unit, sizes):
+    """_even_tasks cuts each set into blocks of whole lines, or of 12 rows where whole lines
+    would pass mb: block sizes one unit apart, each start on a unit, the rows covered once."""
+    w = np.zeros(ws, BF16)
+    geom = convt.ConvTranspose(w, **kw)._plan.geometry(xs).geom
+    lay = micro_bf16.bf16_layout(geom)
+    assert lay.mb == 192
+    for key in dict.fromkeys(map(tuple, lay.tasks[:, :2].tolist())):
+        mine = lay.tasks[(lay.tasks[:, 0] == key[0]) & (lay.tasks[:, 1] == key[1])]
+        rows = max(geom.batch * int(np.prod(lay.phases[p, :3]))
+                   for p in range(key[0], key[0] + key[1]))
+        assert mine[:, 3].tolist() == sizes and mine[:, 3].sum() == rows
+        assert (mine[:, 2] % unit == 0).all() and mine[0, 2] == 0
+        assert (mine[1:, 2] == mine[:-1, 2] + mine[:-1, 3]).all()

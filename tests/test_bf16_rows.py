@@ -91,7 +91,8 @@ def _bf16(rng, shape):
 # (x shape, w shape, kwargs): taps partly outside the input (pads), wholly outside (output
 # padding: trailing outputs no tap reaches; pads past the kernel), strides 1-4, dilations,
 # odd channel counts, inputs of 1-3 positions, more than 16 distinct row masks (a long
-# 1-D kernel over a short input: the pool) and 64 taps in a block (a full mask of 64 bits).
+# 1-D kernel over a short input: the pool) and 64 taps in a block (a full mask of 64 bits,
+# and rows whose own masks are full).
 CASES = [
     ((16, 16, 16, 16), (16, 64, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),  # dcgan_g3
     ((3, 7, 9, 11), (7, 20, 3, 3), dict(pads=(1, 1, 1, 1))),
@@ -105,6 +106,8 @@ CASES = [
     ((2, 2, 20), (2, 16, 64), dict(pads=(30, 30))),
     ((2, 4, 5, 4, 6), (4, 16, 3, 2, 3), dict(strides=(1, 2, 3), pads=(1, 1, 2, 1, 0, 1))),
     ((1, 3, 3, 3, 3), (3, 32, 4, 4, 4), dict(strides=(2, 2, 2), pads=(2, 2, 2, 2, 2, 2))),
+    # rows reading data for all 64 taps of a block (one run of 64: _bf16_chunk's shifts)
+    ((1, 3, 10, 12), (3, 16, 8, 8), dict(pads=(2, 2, 2, 2))),
 ]
 
 
@@ -117,9 +120,9 @@ def test_border_rows_give_the_sequential_bits(xs, ws, kw, rng):
     _check(x, w, b, kw)
 
 
-@pytest.mark.parametrize("xs, ws, kw", CASES[1:6] + CASES[7:9],
+@pytest.mark.parametrize("xs, ws, kw", CASES[1:6] + CASES[7:9] + CASES[11:],
                          ids=[f"{len(c[0]) - 2}d-{i}" for i, c in
-                              enumerate(CASES[1:6] + CASES[7:9])])
+                              enumerate(CASES[1:6] + CASES[7:9] + CASES[11:])])
 def test_border_rows_on_the_portable_body(xs, ws, kw, rng, monkeypatch):
     """The rows' grouping and kernels of any row count in portable C (any ISA level)."""
     x, w = _bf16(rng, xs), _bf16(rng, ws)
@@ -166,3 +169,26 @@ def test_write_out_rounds_ties_nan_inf_and_subnormals(xs, ws, kw, hw, rng, monke
     if not hw:
         sub = fin & (want != 0) & (np.abs(want) < np.float32(2.0 ** -126))
         assert sub.sum() >= 20                                      # float32 subnormals
+
+
+@pytest.mark.parametrize("hw", [True, False], ids=["vdpbf16ps", "portable"])
+@pytest.mark.parametrize("field, value, words", [("mb", 198, "198"), ("tb", 65, "65")])
+def test_micro_conv_refuses_tables_past_the_row_groups(field, value, words, hw, rng):
+    """micro_conv refuses bfloat16 tiles of more rows a task (192) or taps a block (64) than
+    _rows_outer's stack tables hold, before any thread runs; the blocking at the limits
+    runs."""
+    x, w = _bf16(rng, (1, 4, 20, 20)), _bf16(rng, (4, 16, 9, 9))
+    op = convt.ConvTranspose(w, method="direct", pads=(4, 4, 4, 4))
+    geom = op._plan.geometry(x.shape).geom
+    _, _, (lay, wp) = micro_bf16.VARIANT.prepare(geom, op._plan, None)
+    mode = micro_bf16.bf16_mode(lay.nr, hw and _cpu.bf16())
+    with op._plan.workspace.borrow() as arena:
+        def run(layout):
+            return micro_bf16.run_micro_bf16(x, layout, geom, wp, op._plan.bias_compute, 1,
+                                             arena, mode=mode)
+        with pytest.raises(ValueError, match=f"at most 192 rows a task and 64 taps a block; "
+                                             f"got .*{words}"):
+            run(micro_bf16.dataclasses.replace(lay, **{field: value}))
+        got = run(micro_bf16.dataclasses.replace(lay, mb=192, tb=64))
+        want = run(lay)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -805,7 +805,7 @@ def test_dask_blocks_of_one_output_position(xs, ws, kw):
 @pytest.mark.parametrize("bad", ["columns", "radix", "rows", "dims", "task", "strides"])
 def test_wino_conv_refuses_a_real_table_it_cannot_read(bad, monkeypatch):
     """wino_conv reads each real phase's products as the digits of its axes' radices, a
-    task's rows from a stack table of _WINO_ROWS, a task's real phases from the table and
+    task's rows from a stack table of _MAX_ROWS, a task's real phases from the table and
     sets' runs of y along a contiguous last axis: a table of other columns, a phase whose
     products are not the product of its radices, tasks of more rows, dims or tasks of
     another length, a task past the table, or sets with a strided last axis raise ValueError

@@ -200,17 +200,4 @@ static inline void convt_ukernel_bf16_rows(int mode, int rows, int64_t ntaps, in
                                cr, coff, acc);
 }
 
-/* ... with rows ldc apart from c */
-static inline void convt_ukernel_bf16(int mode, int rows, int64_t ntaps, int64_t kp,
-                                      const float* const* a, int64_t astride, int64_t aoff,
-                                      const float* b, int64_t bstride, float* c, int64_t ldc,
-                                      int acc)
-{
-    float* cr[2 * CONVT_BF16_MR];
-    int i;
-    for (i = 0; i < rows; i++)
-        cr[i] = c + i * ldc;
-    convt_ukernel_bf16_rows(mode, rows, ntaps, kp, a, astride, aoff, b, bstride, cr, 0, acc);
-}
-
 #endif /* CONVT_BF16KERNEL_H */

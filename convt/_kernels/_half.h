@@ -268,6 +268,12 @@ static inline __m512 convt_widen16_bf16_avx512(const uint16_t* src)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* float32 bits u rounded to nearest even at bit 16 (convt_f2bf's rule, 16 lanes): the
+ * bfloat16 in the high 16 bits, for finite u (NaN kept apart by the callers) */
+#define CONVT_RNE_BF16_512(u)                                                            \
+    _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),                     \
+                     _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)))
+
 __attribute__((target(CONVT_AVX512_TARGET)))
 static inline void convt_narrow16_avx512(int kind, __m512 v, uint16_t* dst)
 {
@@ -282,9 +288,7 @@ static inline void convt_narrow16_avx512(int kind, __m512 v, uint16_t* dst)
         return;
     }
     if (kind == CONVT_BF16) {
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(
-            _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
-            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))), 16);
+        __m512i r = _mm512_srli_epi32(CONVT_RNE_BF16_512(u), 16);
         _mm256_storeu_si256((__m256i*) dst, _mm512_cvtepi32_epi16(r));
         return;
     }

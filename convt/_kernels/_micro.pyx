@@ -46,8 +46,8 @@ channels-first.
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint16_t, uint64_t
 
-from ._tile cimport (CONVT_MR, CONVT_NR_F32, CONVT_NR_F64, PHASE_COLS, _next_pos, _row_pos,
-                     _tile)
+from ._tile cimport (CONVT_BF16_AMX, CONVT_MR, CONVT_NR_F32, CONVT_NR_F64, PHASE_COLS,
+                     _BF16_TAPS, _MAX_ROWS, _next_pos, _row_pos, _tile)
 from ._tilewrite cimport (_WRITE_ROWS, _cols, _cols16, _write_blocks, _write_blocks16,
                           _write_nxc, _write_nxc16)
 from ._types cimport real
@@ -191,6 +191,10 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
     cdef const int64_t* tk
+    if bf16 and not bf16 & CONVT_BF16_AMX and (MB > _MAX_ROWS or TB > _BF16_TAPS):
+        # _tile.pxd's _rows_outer holds a task's rows and a block's taps in stack tables
+        raise ValueError(f"micro_conv: the bfloat16 tiles take at most {_MAX_ROWS} rows a "
+                         f"task and {_BF16_TAPS} taps a block; got {MB} and {TB}")
     if ntasks == 0:
         return
     cdef const real* xptr = &x[0]

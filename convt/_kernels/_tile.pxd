@@ -27,14 +27,12 @@ cdef extern from "_ukernel.h" nogil:
                            double* c, int64_t ldc, int acc)
 
 cdef extern from "_bf16kernel.h" nogil:
-    void convt_ukernel_bf16(int mode, int rows, int64_t ntaps, int64_t kp, const float* const* a,
-                            int64_t astride, int64_t aoff, const float* b, int64_t bstride,
-                            float* c, int64_t ldc, int acc)
     void convt_ukernel_bf16_rows(int mode, int rows, int64_t ntaps, int64_t kp,
                                  const float* const* a, int64_t astride, int64_t aoff,
                                  const float* b, int64_t bstride, float* const* cr,
                                  int64_t coff, int acc)
     int CONVT_BF16_AMX
+    enum: CONVT_BF16_MR   # the bfloat16 kernels' rows: 1 to 2 * CONVT_BF16_MR a call
 
 cdef extern from "_amxkernel.h" nogil:
     int CONVT_AMX_ROWS
@@ -54,23 +52,18 @@ cdef extern from "_corners.h" nogil:
 cdef enum:
     PHASE_COLS = 9     # phase table columns: Q0, Q1, Q2, c0, c1, c2, first tap, taps,
                        # packed-weight offset (convt._backends.direct.micro writes the same)
-    _WINO_ROWS = 192   # most rows of a Winograd task (convt._backends.direct.micro._MAX_MB): _wino_build's stack
-    _BF16_ROWS = 192   # most rows of a bfloat16 task (micro's MAX_MB): _rows_outer's stack
-    _BF16_TAPS = 64    # most taps of a block (micro's MAX_TB)
-    _BF16_TILE = 12    # most rows of a bfloat16 kernel call (_bf16kernel.h: 2 * CONVT_BF16_MR)
+    _MAX_ROWS = 192    # most rows of a task (convt._backends.direct.micro.MAX_MB): the
+                       # stack tables of _wino_build and _rows_outer (wino_conv and
+                       # micro_conv refuse more)
+    _BF16_TAPS = 64    # most taps of a bfloat16 block (micro's MAX_TB): _rows_outer's stack
     _BF16_KEYS = 16    # most masks grouped per block (the rows of others: _rows_outer's pool)
     _BF16_LONE = 4     # a mask's last rows, when fewer, join the others' (_rows_outer)
 
 
 cdef inline void _ukernel(int isa, int64_t ntaps, int64_t kc, const real** a, int64_t astride,
                           int64_t aoff, const real* b, int64_t bstride, real* c, int64_t ldc,
-                          int acc, int bf16=0) noexcept nogil:
-    # bf16 (float32 tiles only): 0 the float32 tiles; else a and b hold pairs of bfloat16 in
-    # their 32-bit slots, kc counts pairs, and bf16 holds _bf16kernel.h's mode bits
-    if real is float and bf16:
-        convt_ukernel_bf16(bf16, 2 * CONVT_MR if isa >= 2 else CONVT_MR, ntaps, kc,
-                           <const float* const*> a, astride, aoff, b, bstride, c, ldc, acc)
-    elif real is float:
+                          int acc) noexcept nogil:
+    if real is float:
         convt_ukernel_f32(isa, ntaps, kc, <const float* const*> a, astride, aoff, b, bstride,
                           c, ldc, acc)
     else:
@@ -160,7 +153,7 @@ cdef inline void _wino_build(int isa, const real* x, const real* zero, const int
     cdef int neg
     cdef int64_t q[4]
     cdef int64_t off[8]
-    cdef int64_t base[_WINO_ROWS]
+    cdef int64_t base[_MAX_ROWS]
     cdef real* dst
     _row_pos(r0, ph, d, q)
     for i in range(m):
@@ -224,22 +217,22 @@ cdef inline void _tap_masks(const real* zero, const real** ptr, int64_t nt, int6
 cdef inline void _masked_ukernel(int isa, uint64_t mask, int64_t nt, int64_t kc,
                                  const real** a, int64_t astride, int64_t aoff, const real* b,
                                  int64_t bstride, real* c, int64_t ldc,
-                                 bint first, int bf16=0) noexcept nogil:
+                                 bint first) noexcept nogil:
     # One sub-tile over the taps of a block set in mask (runs of consecutive taps, one kernel
     # call each); first: the tile's first block and chunk (initialise, not accumulate).
     cdef uint64_t full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
     cdef int64_t ts, run
     cdef int acc = not first
     if mask == full:
-        _ukernel(isa, nt, kc, a, astride, aoff, b, bstride, c, ldc, acc, bf16)
+        _ukernel(isa, nt, kc, a, astride, aoff, b, bstride, c, ldc, acc)
         return
     if mask == 0 and first:   # no data at all: the sub-tile is zeros
-        _ukernel(isa, 0, kc, a, astride, aoff, b, bstride, c, ldc, 0, bf16)
+        _ukernel(isa, 0, kc, a, astride, aoff, b, bstride, c, ldc, 0)
     while mask:
         ts = convt_ctz64(mask)
         run = convt_ctz64(~(mask >> ts))
         _ukernel(isa, run, kc, a + ts * astride, astride, aoff, b + ts * bstride, bstride, c,
-                 ldc, acc, bf16)
+                 ldc, acc)
         acc = 1
         mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
 
@@ -249,10 +242,11 @@ cdef inline void _bf16_chunk(int isa, const int64_t* rows, int64_t r, const uint
                              int64_t c0, const real* wph, int64_t T, int64_t t0, int64_t Cg,
                              int64_t G, int64_t NP, int64_t NR, int64_t bstride, real* t,
                              int64_t ldc, bint first, int bf16) noexcept nogil:
-    # _rows_outer's kernel calls for the r (<= 2 * MR) tile rows rows[0..r): the taps any of
-    # them reads data for (runs of consecutive taps, one call each), per group and panel
-    cdef const float* ap[_BF16_TAPS * _BF16_TILE]
-    cdef float* cp[_BF16_TILE]
+    # _rows_outer's kernel calls for the r (<= 2 * CONVT_BF16_MR) tile rows rows[0..r): the
+    # taps any of them reads data for (runs of consecutive taps, one call each), per group
+    # and panel
+    cdef const float* ap[_BF16_TAPS * 2 * CONVT_BF16_MR]
+    cdef float* cp[2 * CONVT_BF16_MR]
     cdef uint64_t u = 0, mask
     cdef int64_t i, k, g, jp, ts, run
     cdef int acc
@@ -272,21 +266,23 @@ cdef inline void _bf16_chunk(int isa, const int64_t* rows, int64_t r, const uint
                     convt_ukernel_bf16_rows(bf16, <int> r, 0, kc, ap, r, 0, b, bstride, cp,
                                             (g * NP + jp) * NR, 0)
                 while mask:
+                    # (all 64 taps: one run; ctz of 0 and a shift by 64 are undefined)
                     ts = convt_ctz64(mask)
-                    run = convt_ctz64(~(mask >> ts))
+                    run = convt_ctz64(~(mask >> ts)) if ~mask else 64
                     convt_ukernel_bf16_rows(bf16, <int> r, run, kc, ap + ts * r, r,
                                             g * Cg + c0, b + ts * bstride, bstride, cp,
                                             (g * NP + jp) * NR, acc)
                     acc = 1
-                    mask &= ~((((<uint64_t> 1) << run) - 1) << ts)
+                    mask = mask & ~((((<uint64_t> 1) << run) - 1) << ts) if run < 64 else 0
 
 
-cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, int64_t kc,
-                             const real** ptr, int64_t mpad, int64_t c0, const real* wph,
+cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, int64_t CC,
+                             const real** ptr, int64_t mpad, const real* wph,
                              int64_t T, int64_t t0, int64_t Cg, int64_t G, int64_t NP,
-                             int64_t NR, int64_t bstride, real* t, int64_t ldc, bint first,
+                             int64_t NR, real* t, int64_t ldc, bint first,
                              int bf16) noexcept nogil:
-    # _tile's block for the bfloat16 tiles, rows outer and the panels inner: a group of up
+    # _tile's block of taps for the bfloat16 tiles, its chunks of CC pairs (the row groups
+    # made once for all of them), rows outer and the panels inner: a group of up
     # to 2 * MR rows keeps its input rows (kc pairs each) in L1 across every panel while the
     # panels stream from L2 (unet_up2x2: 8 panels of 128 pairs, 192 rows a task, ran its
     # runner in 4.7 ms against 5.8 panels outer; AMD EPYC Zen 4, 2 threads). The rows are
@@ -295,19 +291,23 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     # (_bf16kernel.h), so a border row no longer runs the taps that fall off the data for
     # the rows it shares a fixed tile with (dcgan_g3: one row in 16 along each axis, 7% of
     # its multiply-adds). Each row still sums its own data taps in the same order (the taps
-    # skipped add exact zeros), so the bits do not change. A mask's last rows, when fewer
-    # than _BF16_LONE (a kernel that short runs below its rate), join those of the other
-    # masks, run last with the taps of any of them.
-    cdef int64_t perm[_BF16_ROWS]
-    cdef int64_t pool[_BF16_ROWS]
-    cdef uint64_t rm[_BF16_ROWS]
-    cdef unsigned char bid[_BF16_ROWS]
+    # skipped add exact zeros), so the bits do not change, up to the sign of a zero: a row
+    # whose sum is -0 (vdpbf16ps flushes a tiny negative to -0) stays -0 in its own group
+    # but becomes +0 when, pooled, a tap it skips adds a +0 (zero times a positive weight);
+    # the bias addition erases the difference unless the bias is -0 too. A mask's last
+    # rows, when fewer than _BF16_LONE (a kernel that short runs below its rate), join those
+    # of the other masks, run last with the taps of any of them.
+    cdef int64_t perm[_MAX_ROWS]
+    cdef int64_t pool[_MAX_ROWS]
+    cdef uint64_t rm[_MAX_ROWS]
+    cdef unsigned char bid[_MAX_ROWS]
     cdef uint64_t key[_BF16_KEYS]
     cdef int64_t at[_BF16_KEYS + 1]
+    cdef int64_t cut[_BF16_KEYS]
     cdef uint64_t full = ((<uint64_t> 1) << nt) - 1 if nt < 64 else ~(<uint64_t> 0)
     cdef uint64_t mask
-    cdef int64_t R = 2 * CONVT_MR if isa >= 2 else CONVT_MR
-    cdef int64_t i, k, b, nb = 1, npool = 0, left
+    cdef int64_t R = 2 * CONVT_BF16_MR if isa >= 2 else CONVT_BF16_MR
+    cdef int64_t i, k, b, nb = 1, npool = 0, left, c0, kc, r
     # each row's mask and group (full first; past _BF16_KEYS masks, the pool), counted
     key[0] = full
     for b in range(_BF16_KEYS + 1):
@@ -334,16 +334,16 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     for i in range(m):
         perm[at[bid[i]]] = i
         at[bid[i]] += 1
-    # at[b] is now where group b ends; its rows run in groups of R, the last few pooled
+    # at[b] is now where group b ends; its rows run in groups of R up to cut[b], the last
+    # few (fewer than _BF16_LONE) pooled
     k = 0
     for b in range(nb):
         i = k
         left = at[b] - k
         while left >= _BF16_LONE:
-            _bf16_chunk(isa, perm + i, min(R, left), rm, nt, kc, ptr, mpad, c0, wph, T, t0,
-                        Cg, G, NP, NR, bstride, t, ldc, first, bf16)
             i += min(R, left)
             left -= min(R, left)
+        cut[b] = i
         for i in range(i, at[b]):
             pool[npool] = perm[i]
             npool += 1
@@ -351,11 +351,26 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     for i in range(at[nb - 1], m):   # the rows past _BF16_KEYS masks
         pool[npool] = perm[i]
         npool += 1
-    i = 0
-    while i < npool:
-        _bf16_chunk(isa, pool + i, min(R, npool - i), rm, nt, kc, ptr, mpad, c0, wph, T, t0,
-                    Cg, G, NP, NR, bstride, t, ldc, first, bf16)
-        i += min(R, npool - i)
+    c0 = 0
+    while c0 < Cg:
+        kc = min(CC, Cg - c0)
+        k = 0
+        for b in range(nb):
+            i = k
+            while i < cut[b]:
+                r = min(R, cut[b] - i)
+                _bf16_chunk(isa, perm + i, r, rm, nt, kc, ptr, mpad, c0, wph, T, t0, Cg, G,
+                            NP, NR, Cg * NR, t, ldc, first, bf16)
+                i += r
+            k = at[b]
+        i = 0
+        while i < npool:
+            r = min(R, npool - i)
+            _bf16_chunk(isa, pool + i, r, rm, nt, kc, ptr, mpad, c0, wph, T, t0, Cg, G, NP,
+                        NR, Cg * NR, t, ldc, first, bf16)
+            i += r
+        first = False
+        c0 += kc
 
 
 cdef inline void _tile_amx(const float* x, const float* zero, const float* wp,
@@ -400,8 +415,9 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
     # wp + k * rstride laid out [G][NP][Cg][NR] (convt._backends.direct.winograd.wino_taps), and each block's
     # panel of product weights is summed here (convt_wsum, as pack_wino sums them: the same
     # bits) into wb, once per chunk, group and panel, for all the panel's sub-tiles.
-    # bf16 (_ukernel): x, zero and wp hold pairs of bfloat16 channels in their 32-bit slots,
-    # d's channel counts count pairs (convt._backends.direct.micro_bf16).
+    # bf16 (_rows_outer, or _tile_amx with CONVT_BF16_AMX): x, zero and wp hold pairs of
+    # bfloat16 channels in their 32-bit slots, d's channel counts count pairs, bf16 holds
+    # _bf16kernel.h's mode bits (convt._backends.direct.micro_bf16).
     cdef int64_t G = d[7], Cg = d[8], NP = d[10], CC = d[12], TB = d[13], ldc = d[15]
     cdef int64_t NR = d[17], T = ph[7]
     cdef int64_t mpad = (m + CONVT_MR - 1) // CONVT_MR * CONVT_MR
@@ -419,17 +435,19 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
             _wino_build(isa, x, zero, ph, tap_e, tkind, t0, nt, r0, m, mpad, d, v, ptr)
         else:
             _pointers(x, zero, ph, tap_e, t0, nt, r0, m, mpad, d, ptr)
-        if not bf16:   # (the bfloat16 rows make their own: _rows_outer)
-            _tap_masks(zero, ptr, nt, mpad, masks)
+        if bf16:   # the bfloat16 rows make their own masks, once per block
+            _rows_outer(isa, zero, nt, m, CC, ptr, mpad, wp + ph[8], T, t0, Cg, G, NP, NR, t,
+                        ldc, first, bf16)
+            first = False
+            t0 += nt
+            continue
+        _tap_masks(zero, ptr, nt, mpad, masks)
         c0 = 0
         while c0 < Cg:
             kc = min(CC, Cg - c0)
             # between a panel's taps: the panel's [tap][c][NR] (wb: kc channels of each)
             bstride = kc * NR if ck != NULL else Cg * NR
-            if bf16:
-                _rows_outer(isa, zero, nt, m, kc, ptr, mpad, c0, wp + ph[8], T, t0, Cg, G, NP,
-                            NR, bstride, t, ldc, first, bf16)
-            for g in range(G if not bf16 else 0):
+            for g in range(G):
                 for jp in range(NP):
                     if ck != NULL:
                         for u in range(nt):
@@ -448,7 +466,7 @@ cdef inline void _tile(int isa, const real* x, const real* zero, const real* wp,
                         _masked_ukernel(isa if two else min(isa, 1), masks[ir], nt, kc,
                                         ptr + ir * CONVT_MR, mpad, g * Cg + c0, panel,
                                         bstride, t + ir * CONVT_MR * ldc + (g * NP + jp) * NR,
-                                        ldc, first, bf16)
+                                        ldc, first)
                         ir += 2 if two else 1
             first = False
             c0 += kc

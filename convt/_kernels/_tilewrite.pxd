@@ -1,6 +1,7 @@
 # Tiles of the micro and Winograd variants (_micro.pyx, _wino.pyx) written into y with the
 # bias: channels-last row by row, channels-first in 8 x 8 transposed blocks along runs of rows
-# contiguous in y (_writeout.h's convt_cf8_f32), the rest one value per store. cdef inline in
+# contiguous in y (_writeout.h's convt_cf8_f32; a bfloat16 y at ISA level 2 in 16 x 16 blocks,
+# convt_cf16_h16), the rest one value per store. cdef inline in
 # a .pxd, as _tile.pxd, so that each module compiles its own copy.
 from libc.stdint cimport int64_t, uint16_t
 
@@ -18,9 +19,11 @@ cdef extern from "_writeout.h" nogil:
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
     uint16_t convt_narrow1(int kind, float v)
 
+cdef extern from "_half.h" nogil:
+    enum: CONVT_BF16   # the bfloat16 kind
+
 cdef enum:
     _WRITE_ROWS = 16  # tile rows per block of the scalar channels-first write-out
-    _KIND_BF16 = 1    # _half.h's CONVT_BF16
 
 
 cdef inline void _write_nxc(const real* t, int64_t ldc, const real* bias, real* y, int64_t m,
@@ -165,7 +168,7 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
                 _cols16(hisa, kind, a, b, ldc, bias + co, y + co * cs, cs, op, 0, mp,
                         Mg - mm0)
                 break
-            nc = 16 if hisa >= 2 and kind == _KIND_BF16 and mm0 + 16 <= Mg else 8
+            nc = 16 if hisa >= 2 and kind == CONVT_BF16 and mm0 + 16 <= Mg else 8
             i = 0
             while i < mp:
                 j = i + 1

@@ -35,7 +35,7 @@ from libc.stdint cimport int64_t, uint64_t
 
 from ._finite cimport _exponent_at_least
 from ._packkernel cimport CONVT_WSUM_MAX
-from ._tile cimport (CONVT_MR, PHASE_COLS, _WINO_ROWS, _next_pos, _row_pos, _tile,
+from ._tile cimport (CONVT_MR, PHASE_COLS, _MAX_ROWS, _next_pos, _row_pos, _tile,
                      convt_corners_f32, convt_corners_f64)
 from ._tilewrite cimport _WRITE_ROWS, _cols, _write_blocks, _write_nxc
 from ._types cimport real
@@ -330,8 +330,8 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
     cdef int64_t tstride = (SM * ldc + TB * dims[11]) * MB
-    if MB > _WINO_ROWS:
-        raise ValueError(f"wino_conv: at most {_WINO_ROWS} rows a task; got {MB}")
+    if MB > _MAX_ROWS:
+        raise ValueError(f"wino_conv: at most {_MAX_ROWS} rows a task; got {MB}")
     if real_ph.shape[1] != WINO_COLS:
         raise ValueError(f"wino_conv: real_ph needs {WINO_COLS} columns; got {real_ph.shape[1]}")
     if dims.shape[0] != 24 or tasks.shape[1] != 4:

@@ -2,7 +2,9 @@
  * output position and a column per channel, y a row per channel, so the values go out
  * through register transposes (_transpose.h) in whole vectors of each channel's row.
  *
- * convt_cf8_f32: the micro variant's rows contiguous in y (_tilewrite.pxd); convt_g8_*: the
+ * convt_cf8_f32: the micro variant's rows contiguous in y (_tilewrite.pxd), in 8 x 8 blocks;
+ * convt_cf8_h16 the same into a 16-bit y, and convt_cf16_h16 a bfloat16 y in 16 x 16 blocks
+ * on AVX-512; convt_g8_*: the
  * Winograd variant's sets, a tile row per output (_wino.pyx); convt_zip2_*: the GEMM
  * variant's stride-2 phase pairs from a channel-major tile (_gemm.pyx). Each value takes one
  * rounding (the bias addition), as in the scalar loops they replace: identical results.
@@ -160,6 +162,18 @@ static inline void convt_cf8_h16(int isa, int kind, const float* ta, const float
     convt_cf8_h16_generic(kind, ta, tb, ldc, bias, y, cs);
 }
 
+/* convt_cf8_h16_generic over 16 tile rows x 16 channels, as four 8 x 8 blocks */
+static void convt_cf16_h16_generic(int kind, const float* ta, const float* tb, int64_t ldc,
+                                   const float* bias, uint16_t* y, int64_t cs)
+{
+    int k0, j0;
+    for (k0 = 0; k0 < 16; k0 += 8)
+        for (j0 = 0; j0 < 16; j0 += 8)
+            convt_cf8_h16_generic(kind, ta + k0 * ldc + j0,
+                                  tb != NULL ? tb + k0 * ldc + j0 : NULL, ldc, bias + j0,
+                                  y + j0 * cs + (tb != NULL ? 2 * k0 : k0), cs);
+}
+
 #if CONVT_HAVE_AVX2_PATH
 /* The bfloat16 write-out of 16 tile rows x 16 channels on AVX-512 (convt_cf8_h16's formula
  * and bits, 4 of its blocks at once): each tile row's 16 sums plus the bias vector are
@@ -169,10 +183,8 @@ static inline void convt_cf8_h16(int isa, int kind, const float* ta, const float
  * (one 64-byte store), go out at once: dcgan_g3's write-out was 7% of its bfloat16 call in
  * the 8 x 8 AVX2 blocks, whose per-vector rounding cost as much as the transposes
  * (docs/performance.md). A block holding a NaN takes the portable body (NumPy's NaN bits).
- * vcvtne2ps2bf16 is not used: it flushes float32 subnormals to zero. */
-#define CONVT_RNE_BF16_512(u) _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), \
-    _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)))
-
+ * vcvtne2ps2bf16 is not used: it flushes float32 subnormals to zero. The rounding:
+ * _half.h's CONVT_RNE_BF16_512. */
 __attribute__((target(CONVT_AVX512_TARGET)))
 static inline __m512i convt_bf16_join512(__m512i lo, __m512i hi)
 {
@@ -232,12 +244,7 @@ static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc
         }
     }
     if (nan) {
-        int k0, j0;
-        for (k0 = 0; k0 < 16; k0 += 8)
-            for (j0 = 0; j0 < 16; j0 += 8)
-                convt_cf8_h16_generic(CONVT_BF16, ta + k0 * ldc + j0,
-                                      tb != NULL ? tb + k0 * ldc + j0 : NULL, ldc, bias + j0,
-                                      y + j0 * cs + (tb != NULL ? 2 * k0 : k0), cs);
+        convt_cf16_h16_generic(CONVT_BF16, ta, tb, ldc, bias, y, cs);
         return;
     }
     if (tb != NULL) {
@@ -267,21 +274,19 @@ static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc
 }
 #endif
 
-/* isa >= 2 and a bfloat16 kind: convt_cf16_bf16_avx512; otherwise four convt_cf8_h16 */
+/* The write-out of 16 tile rows x 16 channels into a 16-bit y: a bfloat16 one at ISA level
+ * 2 (the only use: _tilewrite.pxd's _write_blocks16), otherwise (and for a block holding a
+ * NaN) four portable 8 x 8 blocks. */
 static inline void convt_cf16_h16(int isa, int kind, const float* ta, const float* tb,
                                   int64_t ldc, const float* bias, uint16_t* y, int64_t cs)
 {
-    int k0, j0;
 #if CONVT_HAVE_AVX2_PATH
     if (isa >= 2 && kind == CONVT_BF16) {
         convt_cf16_bf16_avx512(ta, tb, ldc, bias, y, cs);
         return;
     }
 #endif
-    for (k0 = 0; k0 < 16; k0 += 8)
-        for (j0 = 0; j0 < 16; j0 += 8)
-            convt_cf8_h16(isa, kind, ta + k0 * ldc + j0, tb != NULL ? tb + k0 * ldc + j0 : NULL,
-                          ldc, bias + j0, y + j0 * cs + (tb != NULL ? 2 * k0 : k0), cs);
+    convt_cf16_h16_generic(kind, ta, tb, ldc, bias, y, cs);
 }
 
 /* The channels-first write-out of 8 consecutive outputs of a line of y, each a tile row of

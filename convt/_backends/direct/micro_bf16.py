@@ -31,7 +31,7 @@ from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_WIDE, to_pairs_nxc
 from ..._kernels._micro import NR_F32
 from ..._kernels._pack import pack_pairs   # in 8 x 8 blocks (_packkernel.h's convt_pairs)
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
-from .micro import (KC, MAX_MB, MAX_TB, MR, PARALLEL_PACK_VALUES, micro_layout, micro_macs,
+from .micro import (KC, MAX_TB, MR, PARALLEL_PACK_VALUES, micro_layout, micro_macs,
                     micro_rate, pack_tables, packing_arrays, tile_call)
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 
@@ -50,13 +50,6 @@ _PAD_OK = 2.0
 # (grouped_g8) to 2.14 (dcgan_g1), geometric mean 1.86 (AMD EPYC Zen 4, 2 threads,
 # 2026-11-26; docs/performance.md). vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
 _BF16_RATE = 1.9
-# The most rows a task and taps a block the bfloat16 tiles' row groups hold in their stack
-# tables (_tile.pxd's _BF16_ROWS and _BF16_TAPS): micro's blocking must stay within them.
-_STACK_ROWS, _STACK_TAPS = 192, 64
-if MAX_MB > _STACK_ROWS or MAX_TB > _STACK_TAPS:
-    raise RuntimeError(f"micro_bf16: tasks of {MAX_MB} rows or blocks of {MAX_TB} taps pass "
-                       f"_tile.pxd's row-group tables ({_STACK_ROWS}, {_STACK_TAPS}); this is "
-                       "a bug in convt")
 
 
 def _is_bf16(dtype):
@@ -169,16 +162,17 @@ def bf16_layout(geom):
 
 def _even_tasks(tasks, phases, n, mb, batch_inner=False):
     """``tasks`` (first phase, phases, first row, rows) with each set's rows cut into as many
-    blocks as before, of whole 12-row tiles, as equal as they come: micro_layout cut
-    dcgan_g3's 4096 rows into 21 blocks of 192 and one of 64, so one thread ran 11 full
-    blocks and the other 10 and the short one. The rows each output is summed over, and so
-    its bits, do not depend on the cut. A set whose last block holds at least half a block's
-    rows (dcgan_g1: 90, 90, 76) keeps its cut, as does one whose blocks would pass ``mb``.
-    Blocks are of whole output lines (``_line``) where the set's phases have lines of 12 to
-    ``mb / 4`` rows: dcgan_g3's 4096 then go as 14 x 192 + 8 x 176, and every block's runs
-    of 16 rows are whole lines for the channels-first write-out's 16-row blocks and its
-    border rows one per line (the kernels take any number of rows: _tile.pxd's
-    _rows_outer)."""
+    blocks as before, as equal as they come: micro_layout cut dcgan_g3's 4096 rows into 21
+    blocks of 192 and one of 64, so one thread ran 11 full blocks and the other 10 and the
+    short one. The rows each output is summed over, and so its bits, do not depend on the
+    cut. A set whose last block holds at least half a block's rows (dcgan_g1: 90, 90, 76)
+    keeps its cut. Blocks are of whole output lines (``_line``) where the set's phases have
+    lines of 12 to ``mb / 4`` rows: dcgan_g3's 4096 then go as 14 x 192 + 8 x 176, and
+    every block's runs of 16 rows are whole lines for the channels-first write-out's 16-row
+    blocks and its border rows one per line (the kernels take any number of rows:
+    _tile.pxd's _rows_outer). Where whole lines would pass ``mb`` rows a block (37-row
+    lines: 6 x 37 > 192), the set's blocks are of 12 rows (2 * MR) instead, and where those
+    too would (``mb`` not a multiple of 12), that set alone keeps micro_layout's cut."""
     out = []
     for first, count in dict.fromkeys(map(tuple, tasks[:, :2].tolist())):
         rows = max(n * int(np.prod(phases[p, :3])) for p in range(first, first + count))
@@ -187,17 +181,30 @@ def _even_tasks(tasks, phases, n, mb, batch_inner=False):
         if 2 * (rows - mine[-1, 2]) >= mine[0, 3]:
             out.extend(map(tuple, mine.tolist()))
             continue
-        unit = _line(phases[first:first + count], mb, batch_inner)
-        units = -(-rows // unit)
-        nt = min(nt, units)
-        base, extra, r = units // nt, units % nt, 0
-        if (base + (extra > 0)) * unit > mb:
-            return tasks
-        for k in range(nt):
-            size = (base + (k < extra)) * unit
-            out.append((first, count, r, min(size, rows - r)))
-            r += size
+        cut = None
+        for unit in dict.fromkeys((_line(phases[first:first + count], mb, batch_inner),
+                                   2 * MR)):
+            cut = _cut(rows, nt, unit, mb)
+            if cut is not None:
+                break
+        out.extend((first, count, r, size) for r, size in (cut or mine[:, 2:].tolist()))
     return np.array(out, np.int64).reshape(-1, 4)
+
+
+def _cut(rows, nt, unit, mb):
+    """(first row, rows) of ``rows`` cut into at most ``nt`` blocks of whole ``unit`` rows, as
+    equal as they come, or None when a block would pass ``mb`` rows."""
+    units = -(-rows // unit)
+    nt = min(nt, units)
+    base, extra, r = units // nt, units % nt, 0
+    if (base + (extra > 0)) * unit > mb:
+        return None
+    cut = []
+    for k in range(nt):
+        size = (base + (k < extra)) * unit
+        cut.append((r, min(size, rows - r)))
+        r += size
+    return cut
 
 
 def _line(phases, mb, batch_inner):
