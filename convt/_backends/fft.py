@@ -44,7 +44,7 @@ import numpy as np
 
 from .direct.pixel import bias_filled
 from .fft_blocks import contract, irfft_into, place2, rfft_into, run_save
-from .fft_cost import PLACE_TILES as _PLACE_TILES, FftLayout, layout, unit_rates
+from .fft_cost import PLACE_TILES as _PLACE_TILES, FftLayout, layout, places2, unit_rates
 from .fft_cost import estimate_parts as _cost_parts, fixed_seconds as _fixed_seconds
 from .fft_spectra import fft_threads, fuses_lead, kernel_spectrum, lead_spectra, phase_taps
 
@@ -265,7 +265,7 @@ def _run_chunks(xa, wspec, geom, lay, plan, y, arena):
         prods = contract(spec, wspec, plan.workers,
                          lambda shape, dtype: arena.get("fft-prod", shape, dtype))
         z = _inverse(prods, geom, lay, plan.workers, arena)
-        if nd == 2 and geom.data_format != "NXC" and prod(lay.tiles) <= _PLACE_TILES:
+        if places2(geom, lay.tiles):
             place2(y, z, geom, lay, n0, plan.workers)
         elif lay.blocked and prod(lay.tiles) <= _PLACE_TILES:
             _place_tiles(y, z, geom, lay, n0)

@@ -25,7 +25,7 @@ from .fft_spectra import fuses_lead, phase_taps, spectrum_features, uses_dft
 from .._kernels import _cpu
 
 __all__ = ["COST_UNITS", "FftLayout", "estimate_parts", "fixed_seconds", "layout",
-           "layout_seconds", "PLACE_TILES", "spectra_stream", "unit_rates"]
+           "layout_seconds", "PLACE_TILES", "places2", "spectra_stream", "unit_rates"]
 
 # The cost model's constants (``convt._dispatch.constants``) that price one unit of each
 # ``_features`` entry: transform samples * log2(transform length), per-bin GEMM complex
@@ -191,6 +191,13 @@ def _fused_stream(geom, small, itemsize):
     return _streamed(packed, -(-(small[0] // 2 + 1) // 2))
 
 
+def places2(geom, tiles):
+    """Whether a call's tile frames (``tiles`` per axis) are placed by the compiled
+    ``fft_place2`` (``convt._backends.fft``'s tiled path): 2-D channels-first calls of at
+    most ``PLACE_TILES`` tiles."""
+    return geom.ndim == 2 and geom.data_format != "NXC" and prod(tiles) <= PLACE_TILES
+
+
 def _tile_frames(geom, opts):
     """Frame values an overlap-add tiling moves, counted per pass over them and priced at
     the rate the single copy unit had before the window's placement was split out
@@ -206,7 +213,7 @@ def _tile_frames(geom, opts):
     if tiles > PLACE_TILES:
         passes = 3
     else:
-        passes = 1 if geom.ndim == 2 and geom.data_format != "NXC" else 2
+        passes = 1 if places2(geom, [o[2] for o in opts]) else 2
     return passes * geom.batch * tiles * prod(geom.strides) * geom.c_out * prod(
         o[0] for o in opts)
 
@@ -217,8 +224,7 @@ def _place_lines(geom, opts, itemsize, chunk):
     (a 2-D channels-first call of at most ``PLACE_TILES`` tiles; 0 on other paths, or when
     a chunk's frames fit)."""
     tiles = prod(o[2] for o in opts)
-    if (geom.ndim != 2 or geom.data_format == "NXC" or len(opts[0]) > 3
-            or tiles > PLACE_TILES):
+    if len(opts[0]) > 3 or not places2(geom, [o[2] for o in opts]):
         return 0
     frames = chunk * geom.c_out * prod(o[0] for o in opts) * prod(geom.strides) * tiles
     if frames * itemsize <= _PLACE_CACHE:
@@ -257,9 +263,7 @@ def _place_runs(geom, opts):
     0.12 ms, priced 0.01 without these (its one-thread run on fewer than
     ``fft_blocks._MIN_PLACE_THREADED`` outputs is left unpriced: doing so lost a seed's
     geometry on the stored sweeps)."""
-    tiles = prod(o[2] for o in opts)
-    if (geom.ndim != 2 or geom.data_format == "NXC" or len(opts[0]) > 3
-            or tiles > PLACE_TILES):
+    if len(opts[0]) > 3 or not places2(geom, [o[2] for o in opts]):
         return 0
     mg = geom.c_out // geom.groups
     o0, o1 = geom.out_shape
