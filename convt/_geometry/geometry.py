@@ -104,6 +104,11 @@ class Geometry:
         return (n, c, *sp) if self.data_format == "NCX" else (n, *sp, c)
 
     @property
+    def weights(self):
+        """Values of the filter: C_in x C_out/G x prod(K)."""
+        return self.c_in * (self.c_out // max(self.groups, 1)) * prod(self.kernel)
+
+    @property
     def macs(self):
         """Useful multiply-adds (taps that land inside the output are a subset of these)."""
         return (self.batch * self.c_in * (self.c_out // max(self.groups, 1))

@@ -95,8 +95,7 @@ class Variant:
     def pack_seconds(self, geom, kind, c, itemsize, threads):
         """Seconds a one-shot call spends on the weights that a prepared plan has packed
         already: by default the weights read and written once at ``pack_bytes_per_s``."""
-        weights = geom.c_in * (geom.c_out // max(geom.groups, 1)) * prod(geom.kernel)
-        return 2 * weights * itemsize / c["pack_bytes_per_s"]
+        return 2 * geom.weights * itemsize / c["pack_bytes_per_s"]
 
     def layout(self, geom, mode):
         return None

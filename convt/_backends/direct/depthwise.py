@@ -36,6 +36,19 @@ __all__ = ["VARIANT", "DepthwiseLayout", "depthwise_kind", "depthwise_layout", "
 # longer than that are split into blocks, which also gives threads work on long 1-D signals.
 _PHASE_BUFFER = 2048
 _MIN_QBLOCK = 64
+
+
+def _qblock(s2, q):
+    """Phase outputs per block of an innermost row of ``q`` phase outputs at stride ``s2``
+    (``DepthwiseLayout.qblock``: _PHASE_BUFFER over the phases, at least _MIN_QBLOCK)."""
+    return max(1, min(q, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+
+
+def _channels_last_kernel(geom):
+    """Whether ``depthwise_nxc`` runs ``geom``: channels-last with one channel per group in
+    and out (else the channels-first kernel, channels-last data transposed around it)."""
+    return geom.data_format == "NXC" and geom.c_in == geom.groups == geom.c_out
+
 # Outputs of at least this many bytes are stored past the caches (streamed: no read of y's
 # lines for ownership, _dwkernel.h), into a new y aligned to _ALIGN bytes (np.empty gives 16).
 # On depthwise_bilinear (16 MiB of y) the call went from 0.68-0.73 to 0.64-0.69 ms with y
@@ -102,8 +115,7 @@ def depthwise_layout(geom):
     s2 = geom.strides[-1]
     phases, ptaps = inner_phases(s2, geom.dilations[-1], geom.kernel[-1], geom.in_shape[-1],
                                  geom.pads_begin[-1], geom.out_shape[-1])
-    qmax = int(phases[0, 0])
-    qblock = max(1, min(qmax, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    qblock = _qblock(s2, int(phases[0, 0]))
     s1 = pad3(geom.strides, 1)[1]
     return DepthwiseLayout(tabs=tuple(tabs), steps=steps, phases=phases, ptaps=ptaps,
                            qblock=qblock, rows1=row_runs(tabs[1], s1))
@@ -145,7 +157,7 @@ def _run(x, y, layout, geom, plan, stream):
     b = plan.bias_compute
     i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
     tabs = layout.tabs
-    if nxc and (geom.c_in != geom.groups or geom.c_out != geom.groups):
+    if nxc and not _channels_last_kernel(geom):
         # Channels-last with 2-3 channels per group: strided channel loops do not vectorise;
         # the channels-first kernel plus two transposes is faster (measured, module notes).
         x = np.ascontiguousarray(np.moveaxis(x, -1, 1))
@@ -283,7 +295,7 @@ def inner_split(geom, lanes=None):
     s2 = geom.strides[-1]
     ph, _ = inner_phases(s2, geom.dilations[-1], geom.kernel[-1], geom.in_shape[-1],
                          geom.pads_begin[-1], geom.out_shape[-1])
-    qb = max(1, min(int(ph[0, 0]), max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    qb = _qblock(s2, int(ph[0, 0]))
     if ph[0, 0] == 0:
         return 0, 0
     rows = [list(range(s2))] if s2 <= 2 else [[c] for c in range(s2) if ph[c, 0] > 0]
@@ -306,7 +318,7 @@ def depthwise_kind(geom, per_axis=None, exact=None):
     (_, _, _, in0, _), (_, _, _, in1, _) = per_axis[:2]
     sets = geom.batch * geom.c_out * (geom.c_in // geom.groups) * in0 * in1
     rows = sets * geom.kernel[-1]
-    if geom.data_format == "NXC" and geom.c_in == geom.groups == geom.c_out:
+    if _channels_last_kernel(geom):
         return DirectKind("depthwise", "", exact, exact, rows)
     fast, slow = inner_split(geom)
     return DirectKind("depthwise", "", sets * (fast + slow), exact, rows, sets * slow)
@@ -334,7 +346,7 @@ def _row_blocks(geom):
     are their product (N x C_out x O0 x O1 x blocks)."""
     s2 = geom.strides[-1]
     q = -(-geom.out_shape[-1] // s2)
-    block = max(1, min(q, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    block = _qblock(s2, q)
     o0, o1, _ = pad3(geom.out_shape, 1)
     return geom.batch * geom.c_out * o0 * o1, -(-q // block)
 
@@ -348,7 +360,7 @@ def _row_calls(geom):
     ceil((O2 - c) / s2): rows shorter than the stride leave phases empty, never called)."""
     s2, o2 = geom.strides[-1], geom.out_shape[-1]
     q = -(-o2 // s2)
-    block = max(1, min(q, max(_MIN_QBLOCK, _PHASE_BUFFER // s2)))
+    block = _qblock(s2, q)
     o0, o1, _ = pad3(geom.out_shape, 1)
     if s2 > 2:
         # 2d_n1_c8-120_i16x1_k3x3_s1x3_d2x1_g8: rows of one output, 1 of 3 phases called
@@ -395,8 +407,8 @@ class Depthwise(Variant):
         # border one) and stride 3-4 rows ran 5-27x over a taps-in-the-data estimate
         # (docs/dispatch.md, "The random sweep").
         macs, border = kind.macs, kind.border
-        nxc1 = geom.data_format == "NXC" and geom.c_in == geom.groups == geom.c_out
-        wide = _wide_counts(geom) if itemsize > 4 and not nxc1 else None
+        wide = (_wide_counts(geom) if itemsize > 4 and not _channels_last_kernel(geom)
+                else None)
         if wide is not None:
             # float64's vectors hold half the lanes: its own blocks and masked vectors
             # (a row of 9 outputs is 3 vectors of 4, not 2 of 8)
@@ -410,7 +422,7 @@ class Depthwise(Variant):
         # k67_s4_g2_f64: 24 row blocks, one task, so one thread: 9.2 ms measured on 2 workers,
         # priced 4.2 as two threads' work); the channels-last one (one channel per group)
         # takes a pixel per task
-        if geom.data_format == "NXC" and geom.c_in == geom.groups == geom.c_out:
+        if _channels_last_kernel(geom):
             return None
         rows, blocks = _row_blocks(geom)
         return -(-rows * blocks // _ROWS_PER_TASK)

@@ -257,12 +257,11 @@ class Winograd(Variant):
         if (lay is None or kind.mode == "channels-first" or (geom.c_out // geom.groups) % 16
                 or not late_sums(lay, True, itemsize)):
             return super().pack_seconds(geom, kind, c, itemsize, threads)
-        weights = geom.c_in * (geom.c_out // geom.groups) * prod(geom.kernel)
-        pack = threads if weights >= _PARALLEL_PACK_VALUES else 1
+        pack = threads if geom.weights >= _PARALLEL_PACK_VALUES else 1
         tasks = len(lay.tasks)
         held = min(threads, tasks / -(-tasks // threads))   # the busiest thread's share
         sums = lay.packed * int(lay.tasks[:, 3].sum()) / max(len(lay.real), 1)
-        return (2 * weights * itemsize / c["wino_taps_bytes_per_s"] / parallel(pack, c)
+        return (2 * geom.weights * itemsize / c["wino_taps_bytes_per_s"] / parallel(pack, c)
                 + sums * c["wino_late_sum_s"] / parallel(held, c))
 
     def extra_moved(self, geom, kind):
