@@ -255,14 +255,13 @@ def _place_runs(geom, opts):
     on the other paths): per output pixel of each batch element and group and per tile
     whose frame covers it (``_covered``), a run of its C_out/G values in blocks of 16 (the
     kernel's inner loop, started for each block), plus ``_PLACE_BLOCK_RUNS`` a row block
-    of 16 columns. Measured on synthetic frames (2-core
-    AMD EPYC, Zen 4, float32, in cache, 2 threads): 1.8-2.2 ns an output value with one
-    channel a group, 1.0-1.2 with two, 0.6-0.7 with four, 0.4-0.5 from eight on (the
-    ``fft_place_s`` the placement had was fitted at 0.24); rows of 8 columns ~1 ns a value
-    more than rows of 160. ``2d_n2_c2-2_i138x8_k25x7_s3x3_d2x2_dw2``'s placement took
-    0.12 ms, priced 0.01 without these (its one-thread run on fewer than
-    ``fft_blocks._MIN_PLACE_THREADED`` outputs is left unpriced: doing so lost a seed's
-    geometry on the stored sweeps)."""
+    of 16 columns. Measured on synthetic frames (2-core AMD EPYC, Zen 4, float32, in cache,
+    2 threads): 1.8-2.2 ns an output value with one channel a group, 1.0-1.2 with two,
+    0.6-0.7 with four, 0.4-0.5 from eight on (the ``fft_place_s`` the placement had was
+    fitted at 0.24); rows of 8 columns ~1 ns a value more than rows of 160.
+    ``2d_n2_c2-2_i138x8_k25x7_s3x3_d2x2_dw2``'s placement took 0.12 ms, priced 0.01 without
+    these (its one-thread run on fewer than ``fft_blocks._MIN_PLACE_THREADED`` outputs is
+    left unpriced: doing so lost a seed's geometry on the stored sweeps)."""
     if len(opts[0]) > 3 or not places2(geom, [o[2] for o in opts]):
         return 0
     mg = geom.c_out // geom.groups

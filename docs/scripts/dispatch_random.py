@@ -10,11 +10,11 @@ bounded so that one call of either backend takes well under a second. Per geomet
 backends ("direct", "fft") are timed interleaved, best-of a few rounds, as prepared operators
 and, in a group of their own, as one-shot calls (``convt.conv_transpose``); "auto" is asked
 what it picks for each call kind (the cost model's pick, ``convt._dispatch.plan.pick``, for a
-prepared and a one-shot plan) and "tune" tunes the shape (after ``forget_tuning``). Regret = time(picked backend) /
-time(fastest forced backend) of the same call kind, from the same interleaved timings, so
-noise between two runs of one backend cannot read as regret. A case whose timings read a
-pick as past its target's line (auto's 1.25x, tune's 1.10x) is timed once more, and every
-call keeps its best time of the two (``--no-retime``: not).
+prepared and a one-shot plan) and "tune" tunes the shape (after ``forget_tuning``). Regret =
+time(picked backend) / time(fastest forced backend) of the same call kind, from the same
+interleaved timings, so noise between two runs of one backend cannot read as regret. A case
+whose timings read a pick as past its target's line (auto's 1.25x, tune's 1.10x) is timed
+once more, and every call keeps its best time of the two (``--no-retime``: not).
 
 ``--fit`` refits the cost model's constants (``convt._dispatch.calibrate.fit_constants``'s
 least squares on log time) on the forced timings of prepared and one-shot calls of the given
