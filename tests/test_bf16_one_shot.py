@@ -151,3 +151,21 @@ def test_one_shot_gives_the_prepared_bits_at_every_isa_level(cap):
     if cap != "avx512":
         assert not got["bf16"]
         assert "micro_bf16" not in got["variants"].values()
+
+
+def test_the_pair_tables_stay_right_when_the_store_is_full(monkeypatch):
+    # a full store is emptied; every layout then gets its own tables again
+    monkeypatch.setattr(micro_bf16, "_TABLES", {})
+    monkeypatch.setattr(micro_bf16, "_TABLES_SIZE", 1)
+    lays = []
+    for name in ("2d_k4_s2", "1d_k16_s8"):
+        x, w, b, kw = _arrays(name)
+        lays.append(micro_bf16.bf16_layout(
+            convt.ConvTranspose(w, b, **kw)._plan.geometry(x.shape).geom))
+    for _ in range(2):
+        for lay in lays:
+            got = micro_bf16._pair_tables(lay, 3, 16)
+            want = micro_bf16.pack_tables(lay, 3, 16)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            assert len(micro_bf16._TABLES) == 1

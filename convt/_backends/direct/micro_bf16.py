@@ -272,8 +272,8 @@ def _pair_tables(layout, pairs, kt):
             t.flags.writeable = False
         hit = (layout, tables)
         if len(_TABLES) >= _TABLES_SIZE:
-            _TABLES.pop(next(iter(_TABLES)), None)
-        _TABLES[key] = hit
+            _TABLES.clear()   # one call, atomic under the GIL: calls on other threads
+        _TABLES[key] = hit    # at worst compute their tables again
     return hit[1]
 
 
