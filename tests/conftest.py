@@ -165,15 +165,17 @@ def rng():
 def _parallel_even_when_small(monkeypatch):
     """Test shapes are tiny; the direct kernels would run them serially (convt._backends.direct's
     small-work threshold), and the weight packs too (_PARALLEL_PACK_VALUES,
-    _PARALLEL_WINO_PACK_VALUES). Lift them so every test also exercises the threaded paths."""
+    _PARALLEL_WINO_PACK_VALUES, micro_bf16's _PARALLEL_PAIRS). Lift them so every test also exercises the threaded paths."""
     from convt._backends.direct import registry as _backend
     from convt._backends.direct import pixel as _direct
     from convt._backends.direct import micro as _micro
+    from convt._backends.direct import micro_bf16 as _micro_bf16
     from convt._backends.direct import winograd as _winograd
 
     monkeypatch.setattr(_backend, "_PARALLEL_MIN_MACS", 0)
     monkeypatch.setattr(_backend, "_PARALLEL_MIN_OUTPUTS", 0)
     monkeypatch.setattr(_direct, "_PARALLEL_PACK_VALUES", 0)
     monkeypatch.setattr(_micro, "PARALLEL_PACK_VALUES", 0)
+    monkeypatch.setattr(_micro_bf16, "_PARALLEL_PAIRS", 0)
     monkeypatch.setattr(_winograd, "_PARALLEL_PACK_VALUES", 0)
     monkeypatch.setattr(_winograd, "_PARALLEL_WINO_PACK_VALUES", 0)

@@ -1,7 +1,8 @@
 """A one-shot direct call's packing as its variant does it (``Variant.pack_seconds``): by
 default the weights read and written once at ``pack_bytes_per_s``; the Winograd variant's
 late sums (float32, large products) pack the kernel taps and sum the products' weights per
-task in the kernel. No timings."""
+task in the kernel; the bfloat16 tiles (micro_bf16, and micro_amx's, which pack the same
+way) read and write the 16-bit weights once at ``pairs_bytes_per_s``. No timings."""
 from math import prod
 
 import numpy as np
@@ -88,7 +89,8 @@ def test_products_packed_keep_the_default():
     assert _wino.VARIANT.pack_seconds(geom, kind, c, 4, 2) == pytest.approx(_generic(geom, 4, c))
 
 
-@pytest.mark.parametrize("name", sorted(set(_direct.BY_NAME) - {"winograd"}))
+@pytest.mark.parametrize("name", sorted(set(_direct.BY_NAME)
+                                         - {"winograd", "micro_bf16", "micro_amx"}))
 def test_other_variants_read_and_write_the_weights_once(name):
     c = _cost.current()
     geom = _geom((2, 6, 9), (6, 10, 5), (2,), (1,))
@@ -97,3 +99,49 @@ def test_other_variants_read_and_write_the_weights_once(name):
         _generic(geom, 4, c))
     assert _cost._packing_seconds(geom, np.float64, c) == pytest.approx(
         c["oneshot_call_s"] + _generic(geom, 8, c))
+
+
+@pytest.mark.parametrize("geom", [DCGAN_G1, HIFIGAN_UP1], ids=["dcgan_g1", "hifigan_up1"])
+def test_the_bfloat16_pair_pack_prices_what_session_7_measured(geom):
+    # The pair pack (micro_bf16.packed_pairs) reads and writes the 16-bit weights once, on 2
+    # workers for these 4 MiB: 0.31-0.33 ms inside the one-shot call (AMD EPYC Zen 4,
+    # docs/performance.md, "bfloat16 one-shot calls: the pair pack"), the band widened by
+    # 0.03 ms. The default price (4 bytes a value at pack_bytes_per_s) was 1.7 ms.
+    from convt._backends.direct import micro_bf16
+    from convt._dispatch.constants import DEFAULTS as c
+    kind = _cost.direct_kind(geom)
+    got = micro_bf16.VARIANT.pack_seconds(geom, kind, c, 4, 2)
+    assert 0.28e-3 <= got <= 0.36e-3
+    assert got == pytest.approx(2 * 2 * geom.weights / c["pairs_bytes_per_s"] / parallel(2, c))
+    # one worker: no team, one thread's rate
+    assert micro_bf16.VARIANT.pack_seconds(geom, kind, c, 4, 1) == pytest.approx(
+        got * parallel(2, c))
+    assert _generic(geom, 4, c) > 4 * got
+
+
+def test_a_small_bfloat16_pack_is_priced_on_the_threads_that_pack_it(monkeypatch):
+    # below micro_bf16._PARALLEL_PAIRS slots one thread packs, and is priced so
+    from convt._backends.direct import micro_bf16
+    c = _cost.current()
+    geom = _geom((1, 64, 64, 64), (64, 64, 3, 3), (1, 1), (1, 1))   # 18 K slots
+    kind = _cost.direct_kind(geom)
+    slots = micro_bf16.bf16_layout(geom).packed
+    monkeypatch.setattr(micro_bf16, "_PARALLEL_PAIRS", slots + 1)
+    one = micro_bf16.VARIANT.pack_seconds(geom, kind, c, 4, 2)
+    monkeypatch.setattr(micro_bf16, "_PARALLEL_PAIRS", slots)
+    assert micro_bf16.VARIANT.pack_seconds(geom, kind, c, 4, 2) == pytest.approx(
+        one / parallel(2, c))
+
+
+def test_a_bfloat16_one_shot_estimate_uses_the_pair_pack_price():
+    from convt._backends.direct import micro_bf16
+    from convt._kernels import _cpu
+    import ml_dtypes
+    if not _cpu.bf16():
+        pytest.skip("no AVX512-BF16 here: the float32 tiles run bfloat16 storage")
+    c = _cost.current()
+    est = _cost.estimate(DCGAN_G1, np.float32, 2, one_shot=True, storage=ml_dtypes.bfloat16)
+    kind = _direct.storage_kind(DCGAN_G1, _cost.direct_kind(DCGAN_G1), ml_dtypes.bfloat16)
+    assert kind.variant == "micro_bf16"
+    pack = micro_bf16.VARIANT.pack_seconds(DCGAN_G1, kind, c, 4, 2)
+    assert est.split["direct"][2] == pytest.approx(c["oneshot_call_s"] + pack)

@@ -72,6 +72,31 @@ def test_pack_pairs_puts_every_weight_in_its_slot(cg, groups, mg, kt, nr, isa, s
 
 
 @pytest.mark.parametrize("isa", LEVELS)
+@pytest.mark.parametrize("cg,groups,mg,kt,nr", [(130, 1, 70, 4, 32), (257, 1, 16, 9, 16),
+                                                (64, 3, 96, 2, 32), (3, 1, 200, 16, 16),
+                                                (200, 2, 33, 1, 16)])
+def test_pack_pairs_splits_its_tasks_without_changing_a_bit(cg, groups, mg, kt, nr, isa):
+    # runs of at most 64 pairs (more pairs: several runs a panel), and at least 4 tasks a
+    # thread where the pairs allow (few groups x panels: runs split further); any thread
+    # count, streamed or not, gives the reference's bits and the finiteness verdict
+    rng = np.random.default_rng(cg + mg + kt)
+    w = _weights(cg * groups, mg, kt, rng)
+    kd, ks, size = _tables(kt, groups, -(-mg // nr), (cg + 1) // 2, nr, rng)
+    want = _reference(w, size, kd, ks, groups, nr)
+    for threads, stream in itertools.product((1, 2, 3, 5), (False, True)):
+        buf = np.zeros(2 * size + 32, np.uint16)
+        start = (-buf.ctypes.data % 64) // 2
+        got = buf[start:start + 2 * size]
+        assert _pack.pack_pairs(w, got, kd, ks, groups, nr, threads, isa, stream)
+        np.testing.assert_array_equal(got, want)
+    used = np.flatnonzero(kd >= 0)
+    bad = w.copy()
+    bad[-1, mg - 1, used[-1]] = 0x7FC1   # the last pair, row and used tap: NaN
+    assert not _pack.pack_pairs(bad, np.zeros(2 * size, np.uint16), kd, ks, groups, nr, 3,
+                                isa)
+
+
+@pytest.mark.parametrize("isa", LEVELS)
 def test_pack_pairs_with_unaligned_tables_stores_normally(isa):
     # tables whose lines are not 32-byte aligned: the stream hint is dropped, same bits
     rng = np.random.default_rng(3)

@@ -170,6 +170,12 @@ DEFAULTS = {
     # (docs/performance.md, "One-shot Winograd: the taps one line apart")
     "wino_taps_bytes_per_s": 21.7e9,
     "wino_late_sum_s": 0.18e-9,
+    # The bfloat16 pair pack of a one-shot call (convt._backends.direct.micro_bf16
+    # .pack_seconds), per byte of 16-bit weights read and written, one thread's rate:
+    # dcgan_g1's and hifigan_up1's 4 MiB in 0.31-0.33 ms on 2 workers inside the call; set
+    # 2026-11-27 (session 7) by hand from those, AMD EPYC Zen 4 (docs/performance.md,
+    # "bfloat16 one-shot calls: the pair pack")
+    "pairs_bytes_per_s": 15.0e9,
 }
 CONSTANTS = dict(DEFAULTS)
 _CACHE_LOCK = renew_after_fork(sys.modules[__name__], "_CACHE_LOCK")

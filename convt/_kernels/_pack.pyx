@@ -142,6 +142,11 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
 # hifigan_up1's 597 -> 432, fcn32s_k64's 5.8 MiB 957 -> 704; in a loop of packs alone,
 # cached stores win (dcgan_g1 0.33 against 0.59 ms: docs/performance.md).
 _STREAM_PAIRS_BYTES = 4 << 20
+# pack_pairs' tasks: a panel of one group for a run of pairs, whose lines of each tap are
+# written in address order; 64 pairs a run (8 KiB of one tap's lines), and runs split further
+# so that each thread gets 4 tasks when groups x panels are few (dilated_s1: 1 x 2)
+cdef int64_t _PAIRS_RUN = 64
+cdef int64_t _TASKS_PER_THREAD = 4
 
 
 def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg, KT)
@@ -153,8 +158,9 @@ def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg
                int64_t groups, int64_t NR, int num_threads, int isa=-1, stream=None):
     """The bfloat16 tiles' weights (convt._backends.direct.micro_bf16.packed_pairs): per
     phase [G][NP][tap][Cg2 / 2][NR][2], every slot of a used tap written (a pair's missing
-    channel, for odd Cg, and output channels past Mg as zeros); releases the GIL. Per pair of
-    input channels (parallel), in 8 x 8 blocks of output channels and taps (convt_pairs).
+    channel, for odd Cg, and output channels past Mg as zeros); releases the GIL. Per run of
+    pairs of input channels and panel of output channels (parallel tasks), in 8 x 8 blocks of
+    output channels and taps (convt_pairs).
     Returns whether every weight of a used tap is finite. The same bits as
     ``convt._kernels._bf16.pack_pairs``, which stores one value at a time. stream: store past
     the caches (None: when out takes _STREAM_PAIRS_BYTES or more), when out, kdst, kstride
@@ -162,7 +168,7 @@ def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]
     cdef int64_t Cg = C_in // groups if groups > 0 else 0
     cdef int64_t P = (Cg + 1) // 2, NP = (Mg + NR - 1) // NR if NR > 0 else 0
-    cdef int64_t item, g, c0, hi = 0, bad = 0
+    cdef int64_t item, g, hi = 0, bad = 0
     if groups < 1 or NR < 1 or C_in % groups:
         raise ValueError(f"pack_pairs: groups ({groups}) must divide C_in ({C_in}) and NR "
                          f"({NR}) be positive")
@@ -192,13 +198,20 @@ def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg
     for item in range(KT):
         if kdst[item] >= 0:
             st = st and _aligned32(op, 4, &kd[item], 1) and _aligned32(op, 4, &ks[item], 1)
+    # tasks of (group, panel, run of pairs): runs of at most _PAIRS_RUN pairs, and at least
+    # _TASKS_PER_THREAD tasks a thread where the pairs allow
+    cdef int64_t runs = max((P + _PAIRS_RUN - 1) // _PAIRS_RUN,
+                            -(-_TASKS_PER_THREAD * num_threads // (groups * NP)))
+    runs = max(1, min(runs, P))
+    cdef int64_t run = (P + runs - 1) // runs, p0, jp
+    runs = (P + run - 1) // run
     with nogil:
-        for item in prange(groups * P, schedule="static", num_threads=num_threads):
-            g = item // P
-            c0 = g * Cg + 2 * (item % P)
-            bad += convt_pairs(isa, wp + c0 * Mg * KT,
-                               wp + (c0 + 1) * Mg * KT if c0 + 1 < (g + 1) * Cg else NULL,
-                               op, kd, ks, g, item % P, Mg, KT, NP, NR, st)
+        for item in prange(groups * NP * runs, schedule="static", num_threads=num_threads):
+            g = item // (NP * runs)
+            jp = item // runs % NP
+            p0 = item % runs * run
+            bad += convt_pairs(isa, wp, op, kd, ks, g, Cg, jp, p0, min(P, p0 + run), Mg, KT,
+                               NP, NR, st)
             if st:
                 convt_store_fence()
     return bad == 0

@@ -283,46 +283,59 @@ CONVT_WSUM(convt_wsum_f32, float, convt_wsum_f32_generic, (int))
 CONVT_WSUM(convt_wsum_f64, double, convt_wsum_f64_generic, (int))
 #endif
 
-/* One pair of input channels' bfloat16 weights (the bits, IOX: s0 and s1 each (Mg, KT)) in
- * the bfloat16 tiles' layout (convt._backends.direct.micro_bf16.packed_pairs): tap k of output
- * channel m, s0[m * KT + k] and s1[m * KT + k], go to the two halves of 32-bit slot
+/* The bfloat16 weights (the bits, IOX (C_in, Mg, KT) at w) in the bfloat16 tiles' layout
+ * (convt._backends.direct.micro_bf16.packed_pairs): tap k of output channel m of input
+ * channels c = 2p, 2p + 1 of group g, w[((g Cg + c) Mg + m) KT + k], go to the two halves of
+ * 32-bit slot
  *
  *     kd[k] + (g * NP + m / NR) * ks[k] + p * NR + m % NR      (out as uint16: 2 * slot + 0, 1)
  *
  * for each tap with kd[k] >= 0 (kd, ks: micro.pack_tables' per tap offset and panel stride,
- * in slots). s1 NULL (odd Cg: a pair's missing channel): the second halves are written as
- * zeros, as the caller's zero-filled padding holds. Returns 1 when a weight of a packed tap
- * is NaN or +-Inf (exponent all ones), else 0. The AVX2 body takes 8 output channels x 8 taps
- * a block: the two channels' rows interleaved into 8 vectors of 8 slots (one per output
- * channel), an 8 x 8 transpose, and one 32-byte store per tap (8 consecutive slots of one
- * line: NR % 8 == 0); rows past Mg and taps past KT are zeros in the block, and stored only
- * where they are padding (m >= Mg, in the panel's own line). The channel-by-channel scalar
- * pack (_bf16.pyx's pack_pairs: a 16-bit store per value, tap-major over a (Mg, KT) block
- * that does not fit L1 for long kernels) took 3 ms of fcn32s_k64's one-shot call (21 x 21 x
- * 64 x 64). A pure move: both bodies give the same bits. */
-static int convt_pairs_generic(const uint16_t* s0, const uint16_t* s1, uint16_t* out,
-                               const int64_t* kd, const int64_t* ks, int64_t g, int64_t p,
-                               int64_t Mg, int64_t KT, int64_t NP, int64_t NR)
+ * in slots). One call packs pairs p0..p1 of group g into panel jp (output channels jp NR to
+ * (jp + 1) NR, those below Mg). A pair whose second channel is past Cg (odd Cg) gets zeros in
+ * its second halves, as the caller's zero-filled padding holds. Returns 1 when a weight of a
+ * packed tap is NaN or +-Inf (exponent all ones), else 0. The AVX2 body takes 8 output
+ * channels x 8 taps a block: the two channels' rows interleaved into 8 vectors of 8 slots (one
+ * per output channel), an 8 x 8 transpose, and one 32-byte store per tap (8 consecutive
+ * slots of one line: NR % 8 == 0); rows past Mg are zeros in the block, and stored only where
+ * they are padding (m >= Mg, in the panel's own line). Per block of 8 taps the pairs run
+ * innermost, so each tap's lines are written in address order (p NR slots apart, the whole
+ * panel's NR at once): pair by pair over every tap and panel, 256 lines apart at a time,
+ * hifigan_up1's 2 M weights took 0.63 ms on one thread, stalled on the stores' misses. The
+ * channel-by-channel scalar pack (_bf16.pyx's pack_pairs: a 16-bit store per value, tap-major
+ * over a (Mg, KT) block that does not fit L1 for long kernels) took 3 ms of fcn32s_k64's
+ * one-shot call (21 x 21 x 64 x 64). A pure move: both bodies give the same bits. */
+static int convt_pairs_generic(const uint16_t* w, uint16_t* out, const int64_t* kd,
+                               const int64_t* ks, int64_t g, int64_t Cg, int64_t jp,
+                               int64_t p0, int64_t p1, int64_t Mg, int64_t KT, int64_t NP,
+                               int64_t NR)
 {
-    int64_t k, m, slot;
+    int64_t k, m, p, slot, m1 = (jp + 1) * NR < Mg ? (jp + 1) * NR : Mg;
     int bad = 0;
-    for (k = 0; k < KT; k++) {
-        if (kd[k] < 0)
-            continue;
-        for (m = 0; m < Mg; m++) {
-            uint16_t a = s0[m * KT + k], b = s1 != NULL ? s1[m * KT + k] : 0;
-            slot = kd[k] + (g * NP + m / NR) * ks[k] + p * NR + m % NR;
-            bad |= (a & 0x7f80) == 0x7f80 || (b & 0x7f80) == 0x7f80;
-            out[2 * slot] = a;
-            out[2 * slot + 1] = b;
+    for (p = p0; p < p1; p++) {
+        const uint16_t* s0 = w + (g * Cg + 2 * p) * Mg * KT;
+        const uint16_t* s1 = 2 * p + 1 < Cg ? s0 + Mg * KT : NULL;
+        for (k = 0; k < KT; k++) {
+            if (kd[k] < 0)
+                continue;
+            for (m = jp * NR; m < m1; m++) {
+                uint16_t a = s0[m * KT + k], b = s1 != NULL ? s1[m * KT + k] : 0;
+                slot = kd[k] + (g * NP + m / NR) * ks[k] + p * NR + m % NR;
+                bad |= (a & 0x7f80) == 0x7f80 || (b & 0x7f80) == 0x7f80;
+                out[2 * slot] = a;
+                out[2 * slot + 1] = b;
+            }
         }
     }
     return bad;
 }
 
 #if CONVT_HAVE_AVX2_PATH
-/* Rows m0..m0+8 (those below Mg; zeros past it) of the pair's taps k0..k0+kb (zeros past
- * kb), interleaved (a 32-bit slot per pair) and transposed: c[k] holds tap k0 + k's 8 slots. */
+/* Rows m0..m0+8 (those below Mg; zeros past it) of the pair's taps k0..k0+kb, interleaved
+ * (a 32-bit slot per pair) and transposed: c[k] holds tap k0 + k's 8 slots for k < kb (c[kb..8)
+ * hold whatever followed: the next row's taps, or zeros, never stored). A row whose 8 values
+ * from k0 lie inside the (Mg, KT) block is loaded whole even when kb < 8: short kernels (2 x 2,
+ * 4, 3 x 3's ninth tap) gathered value by value took 0.33 ms of unet_up2x2's 128 K weights. */
 __attribute__((target("avx2")))
 static inline void convt_pairs_block(const uint16_t* s0, const uint16_t* s1, int64_t KT,
                                      int64_t m0, int64_t mb, int64_t k0, int64_t kb, __m256* c)
@@ -331,7 +344,7 @@ static inline void convt_pairs_block(const uint16_t* s0, const uint16_t* s1, int
     int64_t i, k;
     for (i = 0; i < 8; i++) {
         __m128i a = _mm_setzero_si128(), b = _mm_setzero_si128();
-        if (i < mb && kb == 8) {
+        if (i < mb && (kb == 8 || (m0 + i) * KT + k0 + 8 <= (m0 + mb) * KT)) {
             a = _mm_loadu_si128((const __m128i*) (s0 + (m0 + i) * KT + k0));
             if (s1 != NULL)
                 b = _mm_loadu_si128((const __m128i*) (s1 + (m0 + i) * KT + k0));
@@ -355,33 +368,40 @@ static inline void convt_pairs_block(const uint16_t* s0, const uint16_t* s1, int
  * stores of one block at a time (8 channels) left half lines open and the pack stalled on
  * its stores (perf: 1.2 ms for dcgan_g1's 2 M values on one thread). */
 __attribute__((target("avx2")))
-static int convt_pairs_avx2(const uint16_t* s0, const uint16_t* s1, uint16_t* out,
-                            const int64_t* kd, const int64_t* ks, int64_t g, int64_t p,
-                            int64_t Mg, int64_t KT, int64_t NP, int64_t NR, int stream)
+static int convt_pairs_avx2(const uint16_t* w, uint16_t* out, const int64_t* kd,
+                            const int64_t* ks, int64_t g, int64_t Cg, int64_t jp, int64_t p0,
+                            int64_t p1, int64_t Mg, int64_t KT, int64_t NP, int64_t NR,
+                            int stream)
 {
     __m256 c[8], e[8];
     __m256i expo = _mm256_set1_epi16(0x7f80), bad = _mm256_setzero_si256();
-    int64_t m0, k0, k, kb, slot;
-    for (k0 = 0; k0 < KT; k0 += 8) {
-        kb = KT - k0 < 8 ? KT - k0 : 8;
-        for (m0 = 0; m0 < Mg; m0 += 16) {
-            convt_pairs_block(s0, s1, KT, m0, Mg - m0, k0, kb, c);
-            convt_pairs_block(s0, s1, KT, m0 + 8, Mg - m0 - 8, k0, kb, e);
-            for (k = 0; k < kb; k++) {
-                __m256i u = _mm256_castps_si256(c[k]), v = _mm256_castps_si256(e[k]);
-                __m256i* d;
-                if (kd[k0 + k] < 0)
-                    continue;
-                slot = kd[k0 + k] + (g * NP + m0 / NR) * ks[k0 + k] + p * NR + m0 % NR;
-                d = (__m256i*) (out + 2 * slot);
-                bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(u, expo), expo));
-                bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(v, expo), expo));
-                if (stream) {
-                    _mm256_stream_si256(d, u);
-                    _mm256_stream_si256(d + 1, v);
-                } else {
-                    _mm256_storeu_si256(d, u);
-                    _mm256_storeu_si256(d + 1, v);
+    int64_t m0, k0, k, kb, p, slot, m1 = (jp + 1) * NR < Mg ? (jp + 1) * NR : Mg;
+    for (p = p0; p < p1; p++) {
+        const uint16_t* s0 = w + (g * Cg + 2 * p) * Mg * KT;
+        const uint16_t* s1 = 2 * p + 1 < Cg ? s0 + Mg * KT : NULL;
+        for (k0 = 0; k0 < KT; k0 += 8) {
+            kb = KT - k0 < 8 ? KT - k0 : 8;
+            for (m0 = jp * NR; m0 < m1; m0 += 16) {
+                convt_pairs_block(s0, s1, KT, m0, Mg - m0, k0, kb, c);
+                convt_pairs_block(s0, s1, KT, m0 + 8, Mg - m0 - 8, k0, kb, e);
+                for (k = 0; k < kb; k++) {
+                    __m256i u = _mm256_castps_si256(c[k]), v = _mm256_castps_si256(e[k]);
+                    __m256i* d;
+                    if (kd[k0 + k] < 0)
+                        continue;
+                    slot = kd[k0 + k] + (g * NP + jp) * ks[k0 + k] + p * NR + m0 % NR;
+                    d = (__m256i*) (out + 2 * slot);
+                    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(u, expo),
+                                                                  expo));
+                    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(v, expo),
+                                                                  expo));
+                    if (stream) {
+                        _mm256_stream_si256(d, u);
+                        _mm256_stream_si256(d + 1, v);
+                    } else {
+                        _mm256_storeu_si256(d, u);
+                        _mm256_storeu_si256(d + 1, v);
+                    }
                 }
             }
         }
@@ -390,15 +410,16 @@ static int convt_pairs_avx2(const uint16_t* s0, const uint16_t* s1, uint16_t* ou
 }
 #endif
 
-static inline int convt_pairs(int isa, const uint16_t* s0, const uint16_t* s1, uint16_t* out,
-                              const int64_t* kd, const int64_t* ks, int64_t g, int64_t p,
-                              int64_t Mg, int64_t KT, int64_t NP, int64_t NR, int stream)
+static inline int convt_pairs(int isa, const uint16_t* w, uint16_t* out, const int64_t* kd,
+                              const int64_t* ks, int64_t g, int64_t Cg, int64_t jp,
+                              int64_t p0, int64_t p1, int64_t Mg, int64_t KT, int64_t NP,
+                              int64_t NR, int stream)
 {
 #if CONVT_HAVE_AVX2_PATH
     if (isa >= 1 && NR % 16 == 0)
-        return convt_pairs_avx2(s0, s1, out, kd, ks, g, p, Mg, KT, NP, NR, stream);
+        return convt_pairs_avx2(w, out, kd, ks, g, Cg, jp, p0, p1, Mg, KT, NP, NR, stream);
 #endif
-    return convt_pairs_generic(s0, s1, out, kd, ks, g, p, Mg, KT, NP, NR);
+    return convt_pairs_generic(w, out, kd, ks, g, Cg, jp, p0, p1, Mg, KT, NP, NR);
 }
 
 /* Orders this thread's streamed stores (convt_wsum's stream) before its later stores, such

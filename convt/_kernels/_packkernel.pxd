@@ -15,9 +15,9 @@ cdef extern from "_packkernel.h" nogil:
     void convt_store_fence()
     int convt_taps_f32(int isa, const float* src, int64_t Mg, int64_t KT, float* dst,
                        int64_t line, int64_t ps, int spare, int stream)
-    int convt_pairs(int isa, const uint16_t* s0, const uint16_t* s1, uint16_t* out,
-                    const int64_t* kd, const int64_t* ks, int64_t g, int64_t p, int64_t Mg,
-                    int64_t KT, int64_t NP, int64_t NR, int stream)
+    int convt_pairs(int isa, const uint16_t* w, uint16_t* out, const int64_t* kd,
+                    const int64_t* ks, int64_t g, int64_t Cg, int64_t jp, int64_t p0,
+                    int64_t p1, int64_t Mg, int64_t KT, int64_t NP, int64_t NR, int stream)
 
 
 cdef inline int _wsum(int isa, const real* tmp, int64_t Mgp, const int64_t* ck,

@@ -30,9 +30,10 @@ from ..._kernels import _cpu
 from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_WIDE, to_pairs_nxc
 from ..._kernels._micro import NR_F32
 from ..._kernels._pack import pack_pairs   # in 8 x 8 blocks (_packkernel.h's convt_pairs)
+from ..base import parallel
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
-from .micro import (KC, MAX_TB, MR, PARALLEL_PACK_VALUES, micro_layout, micro_macs,
-                    micro_rate, pack_tables, packing_arrays, tile_call)
+from .micro import (KC, MAX_TB, MR, micro_layout, micro_macs, micro_rate, pack_tables,
+                    packing_arrays, tile_call)
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 
 __all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
@@ -50,6 +51,12 @@ _PAD_OK = 2.0
 # (grouped_g8) to 2.14 (dcgan_g1), geometric mean 1.86 (AMD EPYC Zen 4, 2 threads,
 # 2026-11-26; docs/performance.md). vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
 _BF16_RATE = 1.9
+# Packs of at least this many slots (pairs) run on every worker: inside a one-shot call (the
+# thread team just ran or is about to), 2 workers halved the pack down to dilated_s1's 18 K
+# slots (0.024 -> 0.014 ms; grouped_g8's 37 K 0.039 -> 0.022, unet_up2x2's 66 K 0.069 ->
+# 0.038; AMD EPYC Zen 4, 2026-11-27), where the float32 packs' PARALLEL_PACK_VALUES (512 K)
+# kept them on one thread.
+_PARALLEL_PAIRS = 1 << 14
 
 
 def _is_bf16(dtype):
@@ -83,16 +90,7 @@ class MicroBf16(Variant):
         """Whether bfloat16 pair tiles suit ``geom`` in place of ``variant`` for ``storage``
         (bfloat16, a dense variant's geometry, output-channel padding and border work within
         bounds), whatever the CPU."""
-        if not (_is_bf16(storage) and variant in _TAKES_FROM):
-            return False
-        if geom.c_in == 0 or geom.c_out == 0:
-            return False
-        mg = geom.c_out // geom.groups
-        nr = bf16_nr(geom)
-        if -(-mg // nr) * nr > _PAD_OK * mg:
-            return False
-        useful = max(geom.macs, 1)
-        return micro_macs(geom, nr) <= MAX_GEMM_WASTE * _PAD_OK * useful
+        return _is_bf16(storage) and variant in _TAKES_FROM and _fits(geom)
 
     def kind(self, geom, kind):
         cg = geom.c_in // geom.groups
@@ -105,6 +103,14 @@ class MicroBf16(Variant):
     def extra_moved(self, geom, kind):
         # the channels-last copy of x, in half-size values
         return prod(geom.array_shape("input")) // 2 if geom.data_format == "NCX" else 0
+
+    def pack_seconds(self, geom, kind, c, itemsize, threads):
+        # the 16-bit weights read and written once by the pair pack (packed_pairs; not the
+        # compute dtype's 4 bytes a value of the default, which priced dcgan_g1's and
+        # hifigan_up1's pack 1.7 ms against 0.31-0.33 ms measured), on every worker from
+        # _PARALLEL_PAIRS slots
+        pack = threads if bf16_layout(geom).packed >= _PARALLEL_PAIRS else 1
+        return 2 * 2 * geom.weights / c["pairs_bytes_per_s"] / parallel(pack, c)
 
     def describe(self, kind):
         text = self.label
@@ -130,6 +136,20 @@ class MicroBf16(Variant):
         if not finite:
             return PIXEL.prepare(geom, plan, None)
         return self.name, run, (lay, weights)
+
+
+@functools.lru_cache(maxsize=64)
+def _fits(geom):
+    # MicroBf16.fits past the dtype and variant: a function of the geometry alone, kept
+    # (micro_macs took 18 us of every one-shot call's planning)
+    if geom.c_in == 0 or geom.c_out == 0:
+        return False
+    mg = geom.c_out // geom.groups
+    nr = bf16_nr(geom)
+    if -(-mg // nr) * nr > _PAD_OK * mg:
+        return False
+    useful = max(geom.macs, 1)
+    return micro_macs(geom, nr) <= MAX_GEMM_WASTE * _PAD_OK * useful
 
 
 def bf16_nr(geom):
@@ -229,11 +249,32 @@ def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
     cg = c_in // groups
     if cg % 2 or mg % layout.nr:   # padding: the slots no weight is written to
         out[:] = 0
-    kdst, kstride = pack_tables(layout, _pairs_of(cg), w3.shape[2])
-    threads = workers if layout.packed >= PARALLEL_PACK_VALUES else 1
+    kdst, kstride = _pair_tables(layout, _pairs_of(cg), w3.shape[2])
+    threads = workers if layout.packed >= _PARALLEL_PAIRS else 1
     finite = pack_pairs(w3.view(np.uint16), out16.view(np.uint16), kdst, kstride, groups,
                         layout.nr, threads)
     return out, bool(finite)
+
+
+# pack_tables of the layouts packed last (bf16_layout and amx_layout keep each layout, so
+# its id names it while the entry holds it): 8 us of every one-shot call's pack
+_TABLES = {}
+_TABLES_SIZE = 64
+
+
+def _pair_tables(layout, pairs, kt):
+    """``pack_tables(layout, pairs, kt)``, read-only, kept per layout."""
+    key = (id(layout), pairs, kt)
+    hit = _TABLES.get(key)
+    if hit is None or hit[0] is not layout:
+        tables = pack_tables(layout, pairs, kt)
+        for t in tables:
+            t.flags.writeable = False
+        hit = (layout, tables)
+        if len(_TABLES) >= _TABLES_SIZE:
+            _TABLES.clear()   # one call, atomic under the GIL: calls on other threads
+        _TABLES[key] = hit    # at worst compute their tables again
+    return hit[1]
 
 
 def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=None,
