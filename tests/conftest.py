@@ -165,7 +165,8 @@ def rng():
 def _parallel_even_when_small(monkeypatch):
     """Test shapes are tiny; the direct kernels would run them serially (convt._backends.direct's
     small-work threshold), and the weight packs too (_PARALLEL_PACK_VALUES,
-    _PARALLEL_WINO_PACK_VALUES, micro_bf16's _PARALLEL_PAIRS). Lift them so every test also exercises the threaded paths."""
+    _PARALLEL_WINO_PACK_VALUES, micro_bf16's _PARALLEL_PAIRS). Lift them so every test also
+    exercises the threaded paths."""
     from convt._backends.direct import registry as _backend
     from convt._backends.direct import pixel as _direct
     from convt._backends.direct import micro as _micro
