@@ -46,7 +46,7 @@ channels-first.
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint16_t, uint64_t
 
-from ._tile cimport (CONVT_BF16_AMX, CONVT_MR, CONVT_NR_F32, CONVT_NR_F64, PHASE_COLS,
+from ._tile cimport (CONVT_BF16_AMX, CONVT_BF16_STREAM, CONVT_MR, CONVT_NR_F32, CONVT_NR_F64, PHASE_COLS,
                      _BF16_TAPS, _MAX_ROWS, _next_pos, _row_pos, _tile)
 from ._tilewrite cimport (_WRITE_ROWS, _cols, _cols16, _write_blocks, _write_blocks16,
                           _write_nxc, _write_nxc16)
@@ -81,12 +81,14 @@ cdef void _offsets(const int64_t* ph, int64_t r0, int64_t m, const int64_t* d,
 
 cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const int64_t* ph,
                      int64_t nph, int64_t r0, int64_t m, const int64_t* d, int64_t cs,
-                     const int64_t* off, uint16_t* y16, int kind, int hisa) noexcept nogil:
+                     const int64_t* off, uint16_t* y16, int kind, int hisa,
+                     int stream) noexcept nogil:
     # Channels-first: the tiles of a set's phases (phase p's at t + p * MB * ldc, its row
     # offsets at off + p * MB) -> y. float32 phases along a last axis of stride 1, and pairs
     # of phases c2 = 0, 1 along one of stride 2 (equal in all else), go out in transposed
     # blocks; the others (float64, other strides, tap-less phases), one value per store in
     # blocks of _WRITE_ROWS rows, every channel of a block while its tile rows are in L1.
+    # stream: a 16-bit y's whole aligned lines streamed (_tilewrite.pxd's _write_blocks16).
     cdef int64_t MB = d[14], ldc = d[15], G = d[7], Mg = d[9], gw = d[10] * d[17]
     cdef int64_t p = 0, mp, i0, g
     cdef const int64_t* pp
@@ -99,7 +101,8 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
         tp = t + p * MB * ldc
         if real is float and pp[7] and d[6] == 1:
             if y16 != NULL:   # a 16-bit y (micro_conv's y16)
-                _write_blocks16(hisa, kind, tp, NULL, bias, y16, mp, d, cs, off + p * MB, 1)
+                _write_blocks16(hisa, kind, tp, NULL, bias, y16, mp, d, cs, off + p * MB, 1,
+                                stream)
             else:
                 _write_blocks(isa, tp, NULL, bias, y, mp, d, cs, off + p * MB, 1)
             p += 1
@@ -109,7 +112,7 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
                 and pp[3] == pq[3] and pp[4] == pq[4]):
             if y16 != NULL:
                 _write_blocks16(hisa, kind, tp, tp + MB * ldc, bias, y16, mp, d, cs,
-                                off + p * MB, 2)
+                                off + p * MB, 2, stream)
             else:
                 _write_blocks(isa, tp, tp + MB * ldc, bias, y, mp, d, cs, off + p * MB, 2)
             p += 2
@@ -148,7 +151,8 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
             _tile(isa, x, zero, wp, pp, tap_e, r0, mp, d, t + p * MB * ldc, ptr,
                   <uint64_t*> (off + nph * MB), NULL, NULL, NULL, NULL, 0, NULL, bf16)
     if ystr[4] != 1:
-        _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off, y16, kind, hisa)
+        _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off, y16, kind, hisa,
+                   bf16 & CONVT_BF16_STREAM)
         return
     for p in range(nph):
         pp = ph + PHASE_COLS * p
@@ -186,7 +190,8 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                int kind=0,
                int bf16=0):                   # IN  float32 only: 0, or x, zero and wp hold
                                               #     bfloat16 pairs and bf16 the mode bits of
-                                              #     _bf16kernel.h (_tile.pxd)
+                                              #     _bf16kernel.h (_tile.pxd; its STREAM
+                                              #     bit: y16's whole lines streamed)
     """Compute y (or y16); releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]

@@ -32,6 +32,7 @@ cdef extern from "_bf16kernel.h" nogil:
                                  const float* b, int64_t bstride, float* const* cr,
                                  int64_t coff, int acc)
     int CONVT_BF16_AMX
+    int CONVT_BF16_STREAM
     enum: CONVT_BF16_MR   # the bfloat16 kernels' rows: 1 to 2 * CONVT_BF16_MR a call
 
 cdef extern from "_amxkernel.h" nogil:
