@@ -68,15 +68,20 @@ cdef int64_t _phase_rows(const int64_t* ph, int64_t r0, int64_t m,
 
 cdef void _offsets(const int64_t* ph, int64_t r0, int64_t m, const int64_t* d,
                    const int64_t* ystr, int64_t* off) noexcept nogil:
-    # off[i]: where row r0 + i of the phase starts in y (its channel 0)
-    cdef int64_t i
+    # off[i]: where row r0 + i of the phase starts in y (its channel 0); by runs along the
+    # last axis, as _tile.pxd's _pointers (batch-innermost rows: runs of one)
+    cdef int64_t i = 0, j, run, o, step = d[6] * ystr[3]
     cdef int64_t q[4]
     _row_pos(r0, ph, d, q)
-    for i in range(m):
-        if i:
-            _next_pos(ph, d, q)
-        off[i] = (q[0] * ystr[0] + (q[1] * d[4] + ph[3]) * ystr[1]
-                  + (q[2] * d[5] + ph[4]) * ystr[2] + (q[3] * d[6] + ph[5]) * ystr[3])
+    while i < m:
+        run = 1 if d[18] else min(ph[2] - q[3], m - i)
+        o = (q[0] * ystr[0] + (q[1] * d[4] + ph[3]) * ystr[1]
+             + (q[2] * d[5] + ph[4]) * ystr[2] + (q[3] * d[6] + ph[5]) * ystr[3])
+        for j in range(run):
+            off[i + j] = o + j * step
+        i += run
+        q[3] += run - 1
+        _next_pos(ph, d, q)
 
 
 cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const int64_t* ph,
