@@ -46,8 +46,8 @@ channels-first.
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint16_t, uint64_t
 
-from ._tile cimport (CONVT_BF16_AMX, CONVT_BF16_STREAM, CONVT_MR, CONVT_NR_F32, CONVT_NR_F64, PHASE_COLS,
-                     _BF16_TAPS, _MAX_ROWS, _next_pos, _row_pos, _tile)
+from ._tile cimport (CONVT_BF16_AMX, CONVT_BF16_STREAM, CONVT_MR, CONVT_NR_F32, CONVT_NR_F64,
+                     PHASE_COLS, _BF16_TAPS, _MAX_ROWS, _next_pos, _row_pos, _tile)
 from ._tilewrite cimport (_WRITE_ROWS, _cols, _cols16, _write_blocks, _write_blocks16,
                           _write_nxc, _write_nxc16)
 from ._types cimport real
