@@ -100,11 +100,12 @@ cdef extern from "_bf16kernel.h":
     int CONVT_BF16_HW
     int CONVT_BF16_WIDE
     int CONVT_BF16_AMX
+    int CONVT_BF16_STREAM
 
 # the mode bits of the bfloat16 tiles (micro_conv's bf16): on; vdpbf16ps; 32 output channels;
-# the AMX tiles (_amxkernel.h)
+# the AMX tiles (_amxkernel.h); a 16-bit y's whole aligned lines streamed (_writeout.h)
 BF16_ON, BF16_HW, BF16_WIDE = CONVT_BF16_ON, CONVT_BF16_HW, CONVT_BF16_WIDE
-BF16_AMX = CONVT_BF16_AMX
+BF16_AMX, BF16_STREAM = CONVT_BF16_AMX, CONVT_BF16_STREAM
 
 cdef enum:
     _SBLOCK = 32     # positions per work item: 32 x 512 channels x 2 bytes = 32 KiB of xp,

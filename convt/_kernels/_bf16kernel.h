@@ -35,11 +35,14 @@
 #define CONVT_BF16_MR 6
 /* mode bits (convt._backends.direct.micro_bf16 sets them): on; vdpbf16ps (else portable C);
  * NR = 32 (else 16); the AMX tiles of _amxkernel.h instead (_tile.pxd's _tile_amx:
- * convt._backends.direct.micro_amx, at ISA level 3 or in the emulating build) */
+ * convt._backends.direct.micro_amx, at ISA level 3 or in the emulating build); the 16-bit
+ * write-out may stream (non-temporal stores, _writeout.h's convt_cf16_h16) the 64-byte
+ * aligned lines it writes whole */
 #define CONVT_BF16_ON 1
 #define CONVT_BF16_HW 2
 #define CONVT_BF16_WIDE 4
 #define CONVT_BF16_AMX 8
+#define CONVT_BF16_STREAM 16
 
 static inline float convt_bf16_to_f32(uint16_t v)
 {

@@ -46,8 +46,8 @@ channels-first.
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint16_t, uint64_t
 
-from ._tile cimport (CONVT_BF16_AMX, CONVT_MR, CONVT_NR_F32, CONVT_NR_F64, PHASE_COLS,
-                     _BF16_TAPS, _MAX_ROWS, _next_pos, _row_pos, _tile)
+from ._tile cimport (CONVT_BF16_AMX, CONVT_BF16_STREAM, CONVT_MR, CONVT_NR_F32, CONVT_NR_F64,
+                     PHASE_COLS, _BF16_TAPS, _MAX_ROWS, _next_pos, _row_pos, _tile)
 from ._tilewrite cimport (_WRITE_ROWS, _cols, _cols16, _write_blocks, _write_blocks16,
                           _write_nxc, _write_nxc16)
 from ._types cimport real
@@ -68,25 +68,32 @@ cdef int64_t _phase_rows(const int64_t* ph, int64_t r0, int64_t m,
 
 cdef void _offsets(const int64_t* ph, int64_t r0, int64_t m, const int64_t* d,
                    const int64_t* ystr, int64_t* off) noexcept nogil:
-    # off[i]: where row r0 + i of the phase starts in y (its channel 0)
-    cdef int64_t i
+    # off[i]: where row r0 + i of the phase starts in y (its channel 0); by runs along the
+    # last axis, as _tile.pxd's _pointers (batch-innermost rows: runs of one)
+    cdef int64_t i = 0, j, run, o, step = d[6] * ystr[3]
     cdef int64_t q[4]
     _row_pos(r0, ph, d, q)
-    for i in range(m):
-        if i:
-            _next_pos(ph, d, q)
-        off[i] = (q[0] * ystr[0] + (q[1] * d[4] + ph[3]) * ystr[1]
-                  + (q[2] * d[5] + ph[4]) * ystr[2] + (q[3] * d[6] + ph[5]) * ystr[3])
+    while i < m:
+        run = 1 if d[18] else min(ph[2] - q[3], m - i)
+        o = (q[0] * ystr[0] + (q[1] * d[4] + ph[3]) * ystr[1]
+             + (q[2] * d[5] + ph[4]) * ystr[2] + (q[3] * d[6] + ph[5]) * ystr[3])
+        for j in range(run):
+            off[i + j] = o + j * step
+        i += run
+        q[3] += run - 1
+        _next_pos(ph, d, q)
 
 
 cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const int64_t* ph,
                      int64_t nph, int64_t r0, int64_t m, const int64_t* d, int64_t cs,
-                     const int64_t* off, uint16_t* y16, int kind, int hisa) noexcept nogil:
+                     const int64_t* off, uint16_t* y16, int kind, int hisa,
+                     int stream) noexcept nogil:
     # Channels-first: the tiles of a set's phases (phase p's at t + p * MB * ldc, its row
     # offsets at off + p * MB) -> y. float32 phases along a last axis of stride 1, and pairs
     # of phases c2 = 0, 1 along one of stride 2 (equal in all else), go out in transposed
     # blocks; the others (float64, other strides, tap-less phases), one value per store in
     # blocks of _WRITE_ROWS rows, every channel of a block while its tile rows are in L1.
+    # stream: a 16-bit y's whole aligned lines streamed (_tilewrite.pxd's _write_blocks16).
     cdef int64_t MB = d[14], ldc = d[15], G = d[7], Mg = d[9], gw = d[10] * d[17]
     cdef int64_t p = 0, mp, i0, g
     cdef const int64_t* pp
@@ -99,7 +106,8 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
         tp = t + p * MB * ldc
         if real is float and pp[7] and d[6] == 1:
             if y16 != NULL:   # a 16-bit y (micro_conv's y16)
-                _write_blocks16(hisa, kind, tp, NULL, bias, y16, mp, d, cs, off + p * MB, 1)
+                _write_blocks16(hisa, kind, tp, NULL, bias, y16, mp, d, cs, off + p * MB, 1,
+                                stream)
             else:
                 _write_blocks(isa, tp, NULL, bias, y, mp, d, cs, off + p * MB, 1)
             p += 1
@@ -109,7 +117,7 @@ cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const in
                 and pp[3] == pq[3] and pp[4] == pq[4]):
             if y16 != NULL:
                 _write_blocks16(hisa, kind, tp, tp + MB * ldc, bias, y16, mp, d, cs,
-                                off + p * MB, 2)
+                                off + p * MB, 2, stream)
             else:
                 _write_blocks(isa, tp, tp + MB * ldc, bias, y, mp, d, cs, off + p * MB, 2)
             p += 2
@@ -148,7 +156,8 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
             _tile(isa, x, zero, wp, pp, tap_e, r0, mp, d, t + p * MB * ldc, ptr,
                   <uint64_t*> (off + nph * MB), NULL, NULL, NULL, NULL, 0, NULL, bf16)
     if ystr[4] != 1:
-        _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off, y16, kind, hisa)
+        _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off, y16, kind, hisa,
+                   bf16 & CONVT_BF16_STREAM)
         return
     for p in range(nph):
         pp = ph + PHASE_COLS * p
@@ -186,7 +195,8 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                int kind=0,
                int bf16=0):                   # IN  float32 only: 0, or x, zero and wp hold
                                               #     bfloat16 pairs and bf16 the mode bits of
-                                              #     _bf16kernel.h (_tile.pxd)
+                                              #     _bf16kernel.h (_tile.pxd; its STREAM
+                                              #     bit: y16's whole lines streamed)
     """Compute y (or y16); releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]

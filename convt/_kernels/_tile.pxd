@@ -32,6 +32,7 @@ cdef extern from "_bf16kernel.h" nogil:
                                  const float* b, int64_t bstride, float* const* cr,
                                  int64_t coff, int acc)
     int CONVT_BF16_AMX
+    int CONVT_BF16_STREAM
     enum: CONVT_BF16_MR   # the bfloat16 kernels' rows: 1 to 2 * CONVT_BF16_MR a call
 
 cdef extern from "_amxkernel.h" nogil:
@@ -107,28 +108,43 @@ cdef inline void _next_pos(const int64_t* ph, const int64_t* d, int64_t* q) noex
 cdef inline void _pointers(const real* x, const real* zero, const int64_t* ph,
                            const int64_t* tap_e, int64_t t0, int64_t nt, int64_t r0, int64_t m,
                            int64_t mpad, const int64_t* d, const real** ptr) noexcept nogil:
-    # ptr[t * mpad + i]: the input pixel row r0 + i reads for tap t0 + t of the phase, or zero
+    # ptr[t * mpad + i]: the input pixel row r0 + i reads for tap t0 + t of the phase, or zero.
+    # Rows in (n, q0, q1, q2) order go by runs along a line of the last axis: per run and
+    # tap, one bounds test of the first two axes and the run's range of i2 in the data, then
+    # pointers C_in apart (dcgan_g3's bfloat16 call: the table 0.10 -> 0.02 ms a thread;
+    # docs/performance.md); with the batch innermost (d[18]), runs of one row.
     cdef int64_t I0 = d[1], I1 = d[2], I2 = d[3], C_in = d[11]
-    cdef int64_t i, t, i0, i1, i2
+    cdef int64_t i = 0, t, i0, i1, i2, j, run, lo, hi
     cdef int64_t q[4]
     cdef const int64_t* e
+    cdef const real* base
+    cdef const real** dst
     _row_pos(r0, ph, d, q)
-    for i in range(mpad):
-        if i >= m:
-            for t in range(nt):
-                ptr[t * mpad + i] = zero
-            continue
-        if i:
-            _next_pos(ph, d, q)
+    while i < m:
+        run = 1 if d[18] else min(ph[2] - q[3], m - i)   # rows i..i+run: q2 = q[3]..
         for t in range(nt):
             e = tap_e + 3 * (ph[6] + t0 + t)
             i0 = q[1] + e[0]
             i1 = q[2] + e[1]
             i2 = q[3] + e[2]
-            if 0 <= i0 < I0 and 0 <= i1 < I1 and 0 <= i2 < I2:
-                ptr[t * mpad + i] = x + (((q[0] * I0 + i0) * I1 + i1) * I2 + i2) * C_in
-            else:
-                ptr[t * mpad + i] = zero
+            dst = ptr + t * mpad + i
+            lo = hi = 0
+            if 0 <= i0 < I0 and 0 <= i1 < I1:
+                lo = min(run, max(<int64_t> 0, -i2))    # rows j < lo: i2 + j < 0
+                hi = max(lo, min(run, I2 - i2))         # rows j >= hi: past I2
+                base = x + (((q[0] * I0 + i0) * I1 + i1) * I2 + i2 + lo) * C_in
+                for j in range(hi - lo):
+                    dst[lo + j] = base + j * C_in
+            for j in range(lo):
+                dst[j] = zero
+            for j in range(hi, run):
+                dst[j] = zero
+        i += run
+        q[3] += run - 1   # the run's last row, then the next (the carry into q1, q0, n)
+        _next_pos(ph, d, q)
+    for t in range(nt):
+        for i in range(m, mpad):
+            ptr[t * mpad + i] = zero
 
 
 cdef inline void _wino_build(int isa, const real* x, const real* zero, const int64_t* ph,

@@ -13,7 +13,8 @@ cdef extern from "_writeout.h" nogil:
     void convt_cf8_h16(int isa, int kind, const float* ta, const float* tb, int64_t ldc,
                        const float* bias, uint16_t* y, int64_t cs)
     void convt_cf16_h16(int isa, int kind, const float* ta, const float* tb, int64_t ldc,
-                        const float* bias, uint16_t* y, int64_t cs)
+                        const float* bias, uint16_t* y, int64_t cs, int stream)
+    void convt_sfence()
     void convt_narrow_bias(int isa, int kind, const float* src, const float* bias,
                            uint16_t* dst, int64_t n)
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
@@ -151,9 +152,11 @@ cdef inline void _cols16(int hisa, int kind, const float* ta, const float* tb, i
 
 cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const float* tb,
                                  const float* bias, uint16_t* y, int64_t mp, const int64_t* d,
-                                 int64_t cs, const int64_t* op, int64_t step) noexcept nogil:
+                                 int64_t cs, const int64_t* op, int64_t step,
+                                 int stream=0) noexcept nogil:
     # _write_blocks into a 16-bit y; bfloat16 at ISA level 2 in blocks of 16 channels x 16
-    # rows where they fit (_writeout.h's convt_cf16_h16: the same bits)
+    # rows where they fit (_writeout.h's convt_cf16_h16: the same bits; stream: its whole
+    # aligned 64-byte lines streamed, ordered by convt_sfence before the return)
     cdef int64_t G = d[7], Mg = d[9], ldc = d[15], gw = d[10] * d[17]
     cdef int64_t g, mm0, co, i, j, k, h, nc
     cdef const float* a
@@ -177,7 +180,7 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
                 k = i
                 while nc == 16 and k + 16 <= j:
                     convt_cf16_h16(hisa, kind, a + k * ldc, b + k * ldc if b != NULL else NULL,
-                                   ldc, bias + co, y + co * cs + op[k], cs)
+                                   ldc, bias + co, y + co * cs + op[k], cs, stream)
                     k += 16
                 while k + 8 <= j:
                     for h in range(0, nc, 8):
@@ -188,3 +191,5 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
                 _cols16(hisa, kind, a, b, ldc, bias + co, y + co * cs, cs, op, k, j, nc)
                 i = j
             mm0 += nc
+    if stream:
+        convt_sfence()

@@ -225,10 +225,12 @@ static inline void convt_tr16_i32(__m512i* r)
 
 __attribute__((target(CONVT_AVX512_TARGET)))
 static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc,
-                                   const float* bias, uint16_t* y, int64_t cs)
+                                   const float* bias, uint16_t* y, int64_t cs, int stream)
 {
     /* tb == NULL: y[j*cs + k] = bf16(ta[k*ldc + j] + bias[j]); otherwise y[j*cs + 2k] from
-     * ta and y[j*cs + 2k + 1] from tb; j, k < 16 */
+     * ta and y[j*cs + 2k + 1] from tb; j, k < 16. stream: the 64-byte stores of a tb block
+     * go past the caches (no read of y's lines for ownership) where y and cs keep them on
+     * 64-byte lines; the caller orders them (convt_sfence) before y is read */
     __m512 bv = _mm512_loadu_ps(bias);
     __m512i a[16], b[16];
     __mmask16 nan = 0;
@@ -252,6 +254,11 @@ static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc
         for (k = 0; k < 16; k++)
             a[k] = convt_bf16_join512(a[k], b[k]);
         convt_tr16_i32(a);
+        if (stream && ((((uintptr_t) y) | (uintptr_t) (cs * 2)) & 63) == 0) {
+            for (k = 0; k < 16; k++)
+                _mm512_stream_si512((void*) (y + k * cs), a[k]);
+            return;
+        }
         for (k = 0; k < 16; k++)
             _mm512_storeu_si512((void*) (y + k * cs), a[k]);
         return;
@@ -275,18 +282,29 @@ static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc
 #endif
 
 /* The write-out of 16 tile rows x 16 channels into a 16-bit y: a bfloat16 one at ISA level
- * 2 (the only use: _tilewrite.pxd's _write_blocks16), otherwise (and for a block holding a
- * NaN) four portable 8 x 8 blocks. */
+ * 2 (the only use: _tilewrite.pxd's _write_blocks16; stream: convt_cf16_bf16_avx512's),
+ * otherwise (and for a block holding a NaN) four portable 8 x 8 blocks. */
 static inline void convt_cf16_h16(int isa, int kind, const float* ta, const float* tb,
-                                  int64_t ldc, const float* bias, uint16_t* y, int64_t cs)
+                                  int64_t ldc, const float* bias, uint16_t* y, int64_t cs,
+                                  int stream)
 {
 #if CONVT_HAVE_AVX2_PATH
     if (isa >= 2 && kind == CONVT_BF16) {
-        convt_cf16_bf16_avx512(ta, tb, ldc, bias, y, cs);
+        convt_cf16_bf16_avx512(ta, tb, ldc, bias, y, cs, stream);
         return;
     }
 #endif
+    (void) stream;
     convt_cf16_h16_generic(kind, ta, tb, ldc, bias, y, cs);
+}
+
+/* Orders the streamed stores of convt_cf16_h16 before every later store (the task's end: y
+ * is read after the parallel region). */
+static inline void convt_sfence(void)
+{
+#if CONVT_HAVE_AVX2_PATH
+    _mm_sfence();
+#endif
 }
 
 /* The channels-first write-out of 8 consecutive outputs of a line of y, each a tile row of

@@ -22,7 +22,7 @@ import numpy as np
 
 from .base import DirectKind, Variant
 from .phases import axes, axis_phases, gemm_counts
-from .pixel import bias_filled, new_output, pad3, tables
+from .pixel import aligned_empty, bias_filled, new_output, pad3, tables
 from .storage import as_compute
 from ..._kernels import _cpu
 from ..._kernels._depthwise import ROWS_PER_TASK as _ROWS_PER_TASK, depthwise_ncx
@@ -134,21 +134,12 @@ def run_depthwise(xa, layout, geom, plan, out=None):
         return bias_filled(geom, plan.bias_compute, ct, out)
     shape = geom.array_shape("output")
     stream = prod(shape) * np.dtype(ct).itemsize >= _STREAM_BYTES
-    y = _aligned_empty(shape, ct) if stream and out is None else new_output(geom, ct, out)
+    y = aligned_empty(shape, ct, _ALIGN) if stream and out is None else new_output(geom, ct, out)
     if y.size == 0:
         return y
     with plan.workspace.borrow() as arena:   # 16-bit: one parallel widening, kept buffer
         return _run(as_compute(xa, ct, plan.threads(geom), arena), y, layout, geom, plan,
                     stream)
-
-
-def _aligned_empty(shape, dtype):
-    # a new C-contiguous array whose first value is _ALIGN-byte aligned (a view of a few
-    # bytes more): the streamed stores need whole aligned vectors
-    n = prod(shape) * np.dtype(dtype).itemsize
-    raw = np.empty(n + _ALIGN, np.uint8)
-    at = -raw.__array_interface__["data"][0] % _ALIGN   # (ctypes.data: 2x the time)
-    return raw[at:at + n].view(dtype).reshape(shape)
 
 
 def _run(x, y, layout, geom, plan, stream):

@@ -27,14 +27,14 @@ from math import prod
 import numpy as np
 
 from ..._kernels import _cpu
-from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_WIDE, to_pairs_nxc
+from ..._kernels._bf16 import BF16_HW, BF16_ON, BF16_STREAM, BF16_WIDE, to_pairs_nxc
 from ..._kernels._micro import NR_F32
 from ..._kernels._pack import pack_pairs   # in 8 x 8 blocks (_packkernel.h's convt_pairs)
 from ..base import parallel
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .micro import (KC, MAX_TB, MR, micro_layout, micro_macs, micro_rate, pack_tables,
                     packing_arrays, tile_call)
-from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
+from .pixel import VARIANT as PIXEL, aligned_empty, bias_filled, new_output, pad3
 
 __all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
            "run_micro_bf16"]
@@ -57,6 +57,12 @@ _BF16_RATE = 1.9
 # 0.038; AMD EPYC Zen 4, 2026-11-27), where the float32 packs' PARALLEL_PACK_VALUES (512 K)
 # kept them on one thread.
 _PARALLEL_PAIRS = 1 << 14
+# A 16-bit y of at least this many bytes, on a 64-byte line, gets the whole lines the
+# write-out fills streamed past the caches (_writeout.h's convt_cf16_bf16_avx512): no read
+# of y's lines for ownership. dcgan_g3 (2 MiB of y): the write-out 0.144 -> 0.103 ms a
+# thread, the call 2.62 -> 2.57 ms (AMD EPYC Zen 4, 2 threads; docs/performance.md). Smaller
+# outputs keep plain stores: they stay in cache for whatever reads them next.
+_STREAM_BYTES = 1 << 20
 
 
 def _is_bf16(dtype):
@@ -282,7 +288,8 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=No
     """y in ``geom``'s data layout for the bfloat16 ``xa`` in that layout: float32, or
     ``out`` when given (``new_output``; a bfloat16 ``out`` gets each float32 sum rounded once
     as the tiles are written out); ``wp`` from ``packed_pairs``, ``bias`` (C_out,) float32.
-    ``mode``, ``conv``: the tiles' mode bits (default ``bf16_mode``) and ``micro_conv``'s
+    ``mode``, ``conv``: the tiles' mode bits (default ``bf16_mode``, streaming the write-out
+    where ``_streams``) and ``micro_conv``'s
     build (``tile_call``), for the AMX tiles (convt._backends.direct.micro_amx)."""
     n, c_in, g = geom.batch, geom.c_in, geom.groups
     if c_in == 0:
@@ -302,10 +309,17 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=No
         to_pairs_nxc(x16, x, n, prod(in3), g, cg, not nxc, workers, _cpu.ISA)
     zero = arena.get("zero", (g * pairs,), np.float32, zero_key=g * pairs)
     if mode is None:
-        mode = bf16_mode(layout.nr, _cpu.bf16())
+        mode = bf16_mode(layout.nr, _cpu.bf16()) | (BF16_STREAM if _streams(y) else 0)
     tile_call(x.view(np.float32), zero, wp, bias, y, layout, geom, pairs, workers, arena,
               bf16=mode, conv=conv)
     return y
+
+
+def _streams(y):
+    """Whether the write-out may stream ``y``'s whole lines: a 16-bit ``y`` of at least
+    ``_STREAM_BYTES`` starting on a 64-byte line (``aligned_empty``)."""
+    return (y.itemsize == 2 and y.nbytes >= _STREAM_BYTES
+            and y.__array_interface__["data"][0] % 64 == 0)
 
 
 def bf16_mode(nr, hw):
@@ -326,8 +340,8 @@ def run_f32(xa, state, geom, plan, out=None):
 def _run(xa, state, geom, plan, out=None):
     # The plan's runner: a bfloat16 result (``out`` when given: the plan passes a 16-bit
     # one, the variant ``writes_16bit``) with each value rounded once by the write-out.
-    if out is None:
-        out = np.empty(geom.array_shape("output"), plan.dtype)
+    if out is None:   # on a 64-byte line: the write-out may stream it (_streams)
+        out = aligned_empty(geom.array_shape("output"), plan.dtype)
     return run_f32(xa, state, geom, plan, out)
 
 
