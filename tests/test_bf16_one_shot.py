@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -25,8 +24,9 @@ from convt._kernels import _cpu
 
 from conftest import assert_close
 
+ml_dtypes = pytest.importorskip("ml_dtypes")
 BF = ml_dtypes.bfloat16
-REPO_ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 
 # name: (x shape, w shape (IOX), attributes)
 CASES = {
@@ -120,9 +120,8 @@ def test_the_pair_tables_are_kept_per_layout_and_read_only():
 
 
 _CHILD = """
-import json, sys
+import json
 import numpy as np
-sys.path.insert(0, "tests")
 import test_bf16_one_shot as t
 import convt
 from convt._kernels import _cpu
@@ -142,10 +141,10 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("cap", ["avx512", "avx2", "generic"])
 def test_one_shot_gives_the_prepared_bits_at_every_isa_level(cap):
-    env = dict(os.environ, CONVT_ISA=cap, PYTHONPATH=os.pathsep.join(
-        [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    # the child imports the convt this process runs (sys.path) and this test module
+    env = dict(os.environ, CONVT_ISA=cap, PYTHONPATH=os.pathsep.join([str(TESTS)] + sys.path))
     run = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
-                         text=True, check=True, cwd=str(REPO_ROOT))
+                         text=True, check=True, cwd=str(TESTS))
     got = json.loads(run.stdout)
     assert got["differ"] == []
     if cap != "avx512":

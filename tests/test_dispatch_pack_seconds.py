@@ -112,7 +112,6 @@ def test_the_bfloat16_pair_pack_prices_what_session_7_measured(geom):
     kind = _cost.direct_kind(geom)
     got = micro_bf16.VARIANT.pack_seconds(geom, kind, c, 4, 2)
     assert 0.28e-3 <= got <= 0.36e-3
-    assert got == pytest.approx(2 * 2 * geom.weights / c["pairs_bytes_per_s"] / parallel(2, c))
     # one worker: no team, one thread's rate
     assert micro_bf16.VARIANT.pack_seconds(geom, kind, c, 4, 1) == pytest.approx(
         got * parallel(2, c))
@@ -136,7 +135,7 @@ def test_a_small_bfloat16_pack_is_priced_on_the_threads_that_pack_it(monkeypatch
 def test_a_bfloat16_one_shot_estimate_uses_the_pair_pack_price():
     from convt._backends.direct import micro_bf16
     from convt._kernels import _cpu
-    import ml_dtypes
+    ml_dtypes = pytest.importorskip("ml_dtypes")
     if not _cpu.bf16():
         pytest.skip("no AVX512-BF16 here: the float32 tiles run bfloat16 storage")
     c = _cost.current()

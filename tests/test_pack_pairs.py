@@ -1,13 +1,12 @@
 """_pack.pack_pairs, the bfloat16 tiles' weight pack (convt._backends.direct.micro_bf16):
-the same bits as a NumPy loop over the slots (and as _bf16.pack_pairs, the value-by-value
-pack it replaced) at every ISA level, thread count and store kind, and the same finiteness
-verdict."""
+the same bits as a NumPy loop over the slots at every ISA level, thread count and store
+kind, and the same finiteness verdict."""
 import itertools
 
 import numpy as np
 import pytest
 
-from convt._kernels import _bf16, _cpu, _pack
+from convt._kernels import _cpu, _pack
 
 from conftest import assert_close
 
@@ -60,9 +59,6 @@ def test_pack_pairs_puts_every_weight_in_its_slot(cg, groups, mg, kt, nr, isa, s
     w = _weights(c_in, mg, kt, rng)
     kd, ks, size = _tables(kt, groups, -(-mg // nr), (cg + 1) // 2, nr, rng)
     want = _reference(w, size, kd, ks, groups, nr)
-    old = np.zeros(2 * size, np.uint16)
-    assert _bf16.pack_pairs(w, old, kd, ks, groups, nr, 1)
-    np.testing.assert_array_equal(old, want)
     for threads in (1, 2):
         buf = np.zeros(2 * size + 32, np.uint16)
         start = (-buf.ctypes.data % 64) // 2   # a 64-byte line, as packing_arrays gives
@@ -120,7 +116,6 @@ def test_pack_pairs_reports_a_non_finite_weight_of_a_used_tap_only(bits, isa):
             bad[c, m, k] = bits
             out = np.zeros(2 * size, np.uint16)
             assert _pack.pack_pairs(bad, out, kd, ks, 1, 32, 2, isa) is finite
-            assert _bf16.pack_pairs(bad, np.zeros_like(out), kd, ks, 1, 32, 1) is finite
 
 
 def test_pack_pairs_rejects_tables_that_do_not_fit():

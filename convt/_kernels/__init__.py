@@ -58,8 +58,8 @@
 # _amxemu              _micro again, built with the AMX instructions emulated in C (Intel
 #                      SDM semantics and checks): the AMX tiles' tests and self-check.
 # _bf16                bfloat16 storage: to_pairs_nxc (x channels-last, groups padded to even
-#                      channel counts), pack_pairs (weights as pairs); the result is rounded
-#                      to bfloat16 by the micro write-outs (_half.h).
+#                      channel counts; the weights' pairs: _pack.pack_pairs); the result is
+#                      rounded to bfloat16 by the micro write-outs (_half.h).
 # _wino.wino_conv      the "winograd" variant: F(2, 2) / F(2, 3) products along axes of two or
 #                      three adjacent taps, each run as a micro phase on transformed inputs,
 #                      then combined (output transform) and written; wino_ready checks x.

@@ -47,7 +47,8 @@ from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t, uint16_t, uint64_t
 
 from ._tile cimport (CONVT_BF16_AMX, CONVT_BF16_STREAM, CONVT_MR, CONVT_NR_F32, CONVT_NR_F64,
-                     PHASE_COLS, _BF16_TAPS, _MAX_ROWS, _next_pos, _row_pos, _tile)
+                     PHASE_COLS, _BF16_TAPS, _MAX_ROWS, _past_run, _row_pos, _run_len,
+                     _tile)
 from ._tilewrite cimport (_WRITE_ROWS, _cols, _cols16, _write_blocks, _write_blocks16,
                           _write_nxc, _write_nxc16)
 from ._types cimport real
@@ -74,14 +75,13 @@ cdef void _offsets(const int64_t* ph, int64_t r0, int64_t m, const int64_t* d,
     cdef int64_t q[4]
     _row_pos(r0, ph, d, q)
     while i < m:
-        run = 1 if d[18] else min(ph[2] - q[3], m - i)
+        run = _run_len(ph, d, q, m - i)
         o = (q[0] * ystr[0] + (q[1] * d[4] + ph[3]) * ystr[1]
              + (q[2] * d[5] + ph[4]) * ystr[2] + (q[3] * d[6] + ph[5]) * ystr[3])
         for j in range(run):
             off[i + j] = o + j * step
         i += run
-        q[3] += run - 1
-        _next_pos(ph, d, q)
+        _past_run(ph, d, q, run)
 
 
 cdef void _write_ncx(int isa, const real* t, const real* bias, real* y, const int64_t* ph,

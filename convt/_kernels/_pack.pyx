@@ -201,7 +201,7 @@ def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg
     # tasks of (group, panel, run of pairs): runs of at most _PAIRS_RUN pairs, and at least
     # _TASKS_PER_THREAD tasks a thread where the pairs allow
     cdef int64_t runs = max((P + _PAIRS_RUN - 1) // _PAIRS_RUN,
-                            -(-_TASKS_PER_THREAD * num_threads // (groups * NP)))
+                            (_TASKS_PER_THREAD * num_threads + groups * NP - 1) // (groups * NP))
     runs = max(1, min(runs, P))
     cdef int64_t run = (P + runs - 1) // runs, p0, jp
     runs = (P + run - 1) // run

@@ -294,17 +294,14 @@ CONVT_WSUM(convt_wsum_f64, double, convt_wsum_f64_generic, (int))
  * in slots). One call packs pairs p0..p1 of group g into panel jp (output channels jp NR to
  * (jp + 1) NR, those below Mg). A pair whose second channel is past Cg (odd Cg) gets zeros in
  * its second halves, as the caller's zero-filled padding holds. Returns 1 when a weight of a
- * packed tap is NaN or +-Inf (exponent all ones), else 0. The AVX2 body takes 8 output
- * channels x 8 taps a block: the two channels' rows interleaved into 8 vectors of 8 slots (one
- * per output channel), an 8 x 8 transpose, and one 32-byte store per tap (8 consecutive
- * slots of one line: NR % 8 == 0); rows past Mg are zeros in the block, and stored only where
- * they are padding (m >= Mg, in the panel's own line). Per block of 8 taps the pairs run
- * innermost, so each tap's lines are written in address order (p NR slots apart, the whole
- * panel's NR at once): pair by pair over every tap and panel, 256 lines apart at a time,
- * hifigan_up1's 2 M weights took 0.63 ms on one thread, stalled on the stores' misses. The
- * channel-by-channel scalar pack (_bf16.pyx's pack_pairs: a 16-bit store per value, tap-major
- * over a (Mg, KT) block that does not fit L1 for long kernels) took 3 ms of fcn32s_k64's
- * one-shot call (21 x 21 x 64 x 64). A pure move: both bodies give the same bits. */
+ * packed tap is NaN or +-Inf (exponent all ones), else 0. The AVX2 body (NR % 16 == 0) takes
+ * 16 output channels x 8 taps a step, as two 8 x 8 blocks: the two channels' rows interleaved
+ * into 8 vectors of 8 slots (one per output channel), then transposed; each tap's 16 slots,
+ * one 64-byte line, are stored by two 32-byte stores. Rows past Mg are zeros in a block, and
+ * land only in padding slots (m >= Mg, in the panel's own line). Within a call the pairs run
+ * outermost, then the blocks of 8 taps, then the panel's steps of 16 channels, so each tap's
+ * lines are written in address order, NR slots a pair (docs/performance.md, "bfloat16
+ * one-shot calls: the pair pack"). Both bodies give the same bits. */
 static int convt_pairs_generic(const uint16_t* w, uint16_t* out, const int64_t* kd,
                                const int64_t* ks, int64_t g, int64_t Cg, int64_t jp,
                                int64_t p0, int64_t p1, int64_t Mg, int64_t KT, int64_t NP,

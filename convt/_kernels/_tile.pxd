@@ -105,14 +105,26 @@ cdef inline void _next_pos(const int64_t* ph, const int64_t* d, int64_t* q) noex
                 q[0] += 1
 
 
+cdef inline int64_t _run_len(const int64_t* ph, const int64_t* d, const int64_t* q,
+                             int64_t left) noexcept nogil:
+    # rows from q along its line of the last axis, at most left (one: batch innermost, d[18])
+    return 1 if d[18] else min(ph[2] - q[3], left)
+
+
+cdef inline void _past_run(const int64_t* ph, const int64_t* d, int64_t* q,
+                           int64_t run) noexcept nogil:
+    q[3] += run - 1   # the run's last row, then the next (the carry into q1, q0, n)
+    _next_pos(ph, d, q)
+
+
 cdef inline void _pointers(const real* x, const real* zero, const int64_t* ph,
                            const int64_t* tap_e, int64_t t0, int64_t nt, int64_t r0, int64_t m,
                            int64_t mpad, const int64_t* d, const real** ptr) noexcept nogil:
     # ptr[t * mpad + i]: the input pixel row r0 + i reads for tap t0 + t of the phase, or zero.
     # Rows in (n, q0, q1, q2) order go by runs along a line of the last axis: per run and
     # tap, one bounds test of the first two axes and the run's range of i2 in the data, then
-    # pointers C_in apart (dcgan_g3's bfloat16 call: the table 0.10 -> 0.02 ms a thread;
-    # docs/performance.md); with the batch innermost (d[18]), runs of one row.
+    # pointers C_in apart (docs/performance.md, "pointer tables by lines"); with the batch
+    # innermost (d[18]), runs of one row.
     cdef int64_t I0 = d[1], I1 = d[2], I2 = d[3], C_in = d[11]
     cdef int64_t i = 0, t, i0, i1, i2, j, run, lo, hi
     cdef int64_t q[4]
@@ -121,7 +133,7 @@ cdef inline void _pointers(const real* x, const real* zero, const int64_t* ph,
     cdef const real** dst
     _row_pos(r0, ph, d, q)
     while i < m:
-        run = 1 if d[18] else min(ph[2] - q[3], m - i)   # rows i..i+run: q2 = q[3]..
+        run = _run_len(ph, d, q, m - i)   # rows i..i+run: q2 = q[3]..
         for t in range(nt):
             e = tap_e + 3 * (ph[6] + t0 + t)
             i0 = q[1] + e[0]
@@ -140,8 +152,7 @@ cdef inline void _pointers(const real* x, const real* zero, const int64_t* ph,
             for j in range(hi, run):
                 dst[j] = zero
         i += run
-        q[3] += run - 1   # the run's last row, then the next (the carry into q1, q0, n)
-        _next_pos(ph, d, q)
+        _past_run(ph, d, q, run)
     for t in range(nt):
         for i in range(m, mpad):
             ptr[t * mpad + i] = zero
