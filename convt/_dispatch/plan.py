@@ -23,7 +23,8 @@ from .workspace import ONE_SHOT_KEEP, Workspace, one_shot_workspace
 from .._backends import BACKENDS
 from .._backends.direct import registry as direct
 from .._backends import fft as _fft
-from .._backends.direct.pixel import aligned_empty, pack_weights
+from .._backends.direct.pixel import pack_weights
+from .._backends.direct.storage import aligned_empty
 from .._geometry.dtypes import as_array, cast_hint, compute_dtype, dtype_name
 from .._geometry.geometry import Geometry, resolve
 from .._geometry.validate import choice, fail, int_scalar

@@ -34,7 +34,8 @@ from ..base import parallel
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .micro import (KC, MAX_TB, MR, micro_layout, micro_macs, micro_rate, pack_tables,
                     packing_arrays, tile_call)
-from .pixel import VARIANT as PIXEL, aligned_empty, bias_filled, new_output, pad3
+from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
+from .storage import ALIGN, aligned_empty
 
 __all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
            "run_micro_bf16"]
@@ -317,9 +318,9 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=No
 
 def _streams(y):
     """Whether the write-out may stream ``y``'s whole lines: a 16-bit ``y`` of at least
-    ``_STREAM_BYTES`` starting on a 64-byte line (``aligned_empty``)."""
+    ``_STREAM_BYTES`` starting on a cache line (``storage.aligned_empty``)."""
     return (y.itemsize == 2 and y.nbytes >= _STREAM_BYTES
-            and y.__array_interface__["data"][0] % 64 == 0)
+            and y.__array_interface__["data"][0] % ALIGN == 0)
 
 
 def bf16_mode(nr, hw):
