@@ -37,8 +37,8 @@ from .micro import (KC, MAX_TB, MR, micro_layout, micro_macs, micro_rate, pack_t
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 from .storage import ALIGN, aligned_empty
 
-__all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
-           "run_micro_bf16"]
+__all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "new_output16", "packed_pairs",
+           "run_f32", "run_micro_bf16"]
 
 # The variants whose geometries the bfloat16 tiles take (the dense ones; depthwise and pixel
 # keep theirs: few channels, or weights that are not finite).
@@ -125,6 +125,10 @@ class MicroBf16(Variant):
             text += (f", work (border taps, padding) {kind.macs / max(kind.useful, 1):.2f}x "
                      "the useful")
         return text
+
+    def new_16bit(self, shape, dtype):
+        """A new 16-bit result for these tiles' write-out (``new_output16``)."""
+        return new_output16(shape, dtype)
 
     def tiles(self):
         """(layout of a geometry, weight packing, runner) of these tiles: ``prepare``'s
@@ -323,6 +327,15 @@ def _streams(y):
             and y.__array_interface__["data"][0] % ALIGN == 0)
 
 
+def new_output16(shape, dtype):
+    """A new 16-bit result of ``shape``: on a cache line (``storage.aligned_empty``) where it
+    is large enough for the write-out to stream it (``_streams``), else ``np.empty`` (an
+    array that owns its data)."""
+    if prod(shape) * np.dtype(dtype).itemsize >= _STREAM_BYTES:
+        return aligned_empty(shape, dtype)
+    return np.empty(shape, dtype)
+
+
 def bf16_mode(nr, hw):
     """micro_conv's ``bf16``: the tiles' mode bits (_bf16kernel.h) for width ``nr``, on
     vdpbf16ps when ``hw``, else in portable C."""
@@ -341,8 +354,8 @@ def run_f32(xa, state, geom, plan, out=None):
 def _run(xa, state, geom, plan, out=None):
     # The plan's runner: a bfloat16 result (``out`` when given: the plan passes a 16-bit
     # one, the variant ``writes_16bit``) with each value rounded once by the write-out.
-    if out is None:   # on a 64-byte line: the write-out may stream it (_streams)
-        out = aligned_empty(geom.array_shape("output"), plan.dtype)
+    if out is None:
+        out = new_output16(geom.array_shape("output"), plan.dtype)
     return run_f32(xa, state, geom, plan, out)
 
 
