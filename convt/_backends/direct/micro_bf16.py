@@ -38,7 +38,7 @@ from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 from .storage import ALIGN, aligned_empty
 
 __all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "new_output16", "packed_pairs",
-           "run_f32", "run_micro_bf16"]
+           "run_16bit", "run_f32", "run_micro_bf16", "stream_bit"]
 
 # The variants whose geometries the bfloat16 tiles take (the dense ones; depthwise and pixel
 # keep theirs: few channels, or weights that are not finite).
@@ -314,10 +314,15 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=No
         to_pairs_nxc(x16, x, n, prod(in3), g, cg, not nxc, workers, _cpu.ISA)
     zero = arena.get("zero", (g * pairs,), np.float32, zero_key=g * pairs)
     if mode is None:
-        mode = bf16_mode(layout.nr, _cpu.bf16()) | (BF16_STREAM if _streams(y) else 0)
+        mode = bf16_mode(layout.nr, _cpu.bf16()) | stream_bit(y)
     tile_call(x.view(np.float32), zero, wp, bias, y, layout, geom, pairs, workers, arena,
               bf16=mode, conv=conv)
     return y
+
+
+def stream_bit(y):
+    """The tiles' STREAM mode bit for ``y`` (``_streams``), else 0."""
+    return BF16_STREAM if _streams(y) else 0
 
 
 def _streams(y):
@@ -351,12 +356,17 @@ def run_f32(xa, state, geom, plan, out=None):
                               arena, out)
 
 
-def _run(xa, state, geom, plan, out=None):
-    # The plan's runner: a bfloat16 result (``out`` when given: the plan passes a 16-bit
-    # one, the variant ``writes_16bit``) with each value rounded once by the write-out.
+def run_16bit(run, xa, state, geom, plan, out=None):
+    """A plan runner's bfloat16 result from ``run`` (this module's ``run_f32`` or
+    micro_amx's): ``out`` when given (the plan passes a 16-bit one, the variant
+    ``writes_16bit``), else ``new_output16``, each value rounded once by the write-out."""
     if out is None:
         out = new_output16(geom.array_shape("output"), plan.dtype)
-    return run_f32(xa, state, geom, plan, out)
+    return run(xa, state, geom, plan, out)
+
+
+def _run(xa, state, geom, plan, out=None):
+    return run_16bit(run_f32, xa, state, geom, plan, out)
 
 
 VARIANT = MicroBf16()
