@@ -134,6 +134,7 @@ def amx_layout(geom):
         rows = max(geom.batch * int(np.prod(p[:3])) for p in lay.phases[first:first + count])
         size = -(-rows // -(-rows // mb) // _ROWS) * _ROWS
         tasks += [(first, count, r, size) for r in range(0, rows, size)]
+    # the pair pack's tables stay bf16_layout's: the phases, taps and width are the same
     return dataclasses.replace(lay, tb=max(1, min(MAX_TB, KC // kpad)), mb=mb,
                                tasks=np.array(tasks, np.int64).reshape(-1, 4),
                                packed=lay.packed + _K * lay.nr)

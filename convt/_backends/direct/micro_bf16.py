@@ -32,13 +32,13 @@ from ..._kernels._micro import NR_F32
 from ..._kernels._pack import pack_pairs   # in 8 x 8 blocks (_packkernel.h's convt_pairs)
 from ..base import parallel
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
-from .micro import (KC, MAX_TB, MR, micro_layout, micro_macs, micro_rate, pack_tables,
-                    packing_arrays, tile_call)
+from .micro import (KC, MAX_TB, MR, MicroLayout, micro_layout, micro_macs, micro_rate,
+                    pack_tables, packing_arrays, tile_call)
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
 from .storage import ALIGN, aligned_empty
 
-__all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "new_output16", "packed_pairs",
-           "run_16bit", "run_f32", "run_micro_bf16", "stream_bit"]
+__all__ = ["VARIANT", "PairLayout", "bf16_layout", "bf16_mode", "bf16_nr", "new_output16",
+           "packed_pairs", "run_16bit", "run_f32", "run_micro_bf16", "stream_bit"]
 
 # The variants whose geometries the bfloat16 tiles take (the dense ones; depthwise and pixel
 # keep theirs: few channels, or weights that are not finite).
@@ -170,25 +170,38 @@ def bf16_nr(geom):
     return 2 * NR_F32 if -(-mg // (2 * NR_F32)) * 2 == -(-mg // NR_F32) else NR_F32
 
 
+@dataclasses.dataclass(frozen=True)
+class PairLayout(MicroLayout):
+    """A ``MicroLayout`` in pairs of input channels, with the pair pack's tables: per flat
+    kernel tap, where its line of (group 0, panel 0, pair 0) goes and its panel stride
+    (``pack_tables`` for the geometry's pairs and taps, read-only), built once with it."""
+    kdst: np.ndarray = None
+    kstride: np.ndarray = None
+
+
 @functools.lru_cache(maxsize=64)
 def bf16_layout(geom):
-    """``micro_layout(geom, bf16_nr(geom))`` with its channel counts in pairs: per phase, the
-    packed weights' offsets in 32-bit slots (a pair each), the chunk and tap blocking for
-    pairs; tile rows an odd number of 64-byte lines apart (as micro_layout's)."""
+    """``micro_layout(geom, bf16_nr(geom))`` with its channel counts in pairs (a
+    ``PairLayout``): per phase, the packed weights' offsets in 32-bit slots (a pair each),
+    the chunk and tap blocking for pairs; tile rows an odd number of 64-byte lines apart (as
+    micro_layout's); the pair pack's tables."""
     nr = bf16_nr(geom)
     lay = micro_layout(geom, nr)
     cg = geom.c_in // geom.groups
     pairs = _pairs(geom)
-    if cg == 0:
-        return lay
-    phases = lay.phases.copy()
-    phases[:, 8] = phases[:, 8] // cg * pairs
-    cc = max(1, min(pairs, KC))
-    ldc = geom.groups * lay.panels * nr + NR_F32 if nr > NR_F32 else lay.ldc
-    return dataclasses.replace(lay, phases=phases, cc=cc, tb=max(1, min(MAX_TB, KC // cc)),
-                               packed=lay.packed // cg * pairs, ldc=ldc,
-                               tasks=_even_tasks(lay.tasks, lay.phases, geom.batch, lay.mb,
-                                                       lay.batch_inner))
+    if cg:
+        phases = lay.phases.copy()
+        phases[:, 8] = phases[:, 8] // cg * pairs
+        cc = max(1, min(pairs, KC))
+        ldc = geom.groups * lay.panels * nr + NR_F32 if nr > NR_F32 else lay.ldc
+        lay = dataclasses.replace(
+            lay, phases=phases, cc=cc, tb=max(1, min(MAX_TB, KC // cc)),
+            packed=lay.packed // cg * pairs, ldc=ldc,
+            tasks=_even_tasks(lay.tasks, lay.phases, geom.batch, lay.mb, lay.batch_inner))
+    kdst, kstride = pack_tables(lay, pairs, prod(geom.kernel))
+    kdst.flags.writeable = kstride.flags.writeable = False
+    fields = {f.name: getattr(lay, f.name) for f in dataclasses.fields(MicroLayout)}
+    return PairLayout(**fields, kdst=kdst, kstride=kstride)
 
 
 def _even_tasks(tasks, phases, n, mb, batch_inner=False):
@@ -248,8 +261,9 @@ def _line(phases, mb, batch_inner):
 
 def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
     """(packed, finite): the bfloat16 IOX weights ``w_iox`` (C_in, Mg, *K) as the bfloat16
-    tiles read them, per phase [G][NP][tap][Cg2/2][NR][2] (one 32-bit slot per pair, float32
-    array on a 64-byte line; ``pack_pairs``), and whether every weight is finite.
+    tiles of ``layout`` (their geometry's ``PairLayout``, whose tables it follows) read
+    them, per phase [G][NP][tap][Cg2/2][NR][2] (one 32-bit slot per pair, float32 array on a
+    64-byte line; ``pack_pairs``), and whether every weight is finite.
     ``buffer(size, dtype)``: where the values come from (``micro.packing_arrays``)."""
     c_in, mg = w_iox.shape[:2]
     out16, w3 = packing_arrays(2 * layout.packed, w_iox, buffer)
@@ -260,32 +274,10 @@ def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
     cg = c_in // groups
     if cg % 2 or mg % layout.nr:   # padding: the slots no weight is written to
         out[:] = 0
-    kdst, kstride = _pair_tables(layout, _pairs_of(cg), w3.shape[2])
     threads = workers if layout.packed >= _PARALLEL_PAIRS else 1
-    finite = pack_pairs(w3.view(np.uint16), out16.view(np.uint16), kdst, kstride, groups,
-                        layout.nr, threads)
+    finite = pack_pairs(w3.view(np.uint16), out16.view(np.uint16), layout.kdst,
+                        layout.kstride, groups, layout.nr, threads)
     return out, bool(finite)
-
-
-# pack_tables of the layouts packed last (bf16_layout and amx_layout keep each layout, so
-# its id names it while the entry holds it): 8 us of every one-shot call's pack
-_TABLES = {}
-_TABLES_SIZE = 64
-
-
-def _pair_tables(layout, pairs, kt):
-    """``pack_tables(layout, pairs, kt)``, read-only, kept per layout."""
-    key = (id(layout), pairs, kt)
-    hit = _TABLES.get(key)
-    if hit is None or hit[0] is not layout:
-        tables = pack_tables(layout, pairs, kt)
-        for t in tables:
-            t.flags.writeable = False
-        hit = (layout, tables)
-        if len(_TABLES) >= _TABLES_SIZE:
-            _TABLES.clear()   # one call, atomic under the GIL: calls on other threads
-        _TABLES[key] = hit    # at worst compute their tables again
-    return hit[1]
 
 
 def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=None,
