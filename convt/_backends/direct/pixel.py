@@ -12,8 +12,7 @@ import numpy as np
 
 from .base import DirectKind, Variant
 from .phases import pad3
-# aligned_empty: imported here by tests/test_bf16_stream.py (the lead moves it to storage)
-from .storage import aligned_empty, as_compute, padded_nxc  # noqa: F401
+from .storage import as_compute, padded_nxc
 from ..._kernels._direct import direct_nxc
 from ..._kernels._layout import iox_to_kio
 
