@@ -152,7 +152,8 @@ class MicroBf16(Variant):
 @functools.lru_cache(maxsize=64)
 def _fits(geom):
     # MicroBf16.fits past the dtype and variant: a function of the geometry alone, kept
-    # (micro_macs took 18 us of every one-shot call's planning)
+    # (micro_macs took 18 us of every one-shot call's planning). It reads _PAD_OK and
+    # MAX_GEMM_WASTE: whoever patches them must call _fits.cache_clear() too.
     if geom.c_in == 0 or geom.c_out == 0:
         return False
     mg = geom.c_out // geom.groups
