@@ -52,17 +52,14 @@ _PAD_OK = 2.0
 # (grouped_g8) to 2.14 (dcgan_g1), geometric mean 1.86 (AMD EPYC Zen 4, 2 threads,
 # 2026-11-26; docs/performance.md). vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
 _BF16_RATE = 1.9
-# Packs of at least this many slots (pairs) run on every worker: inside a one-shot call (the
-# thread team just ran or is about to), 2 workers halved the pack down to dilated_s1's 18 K
-# slots (0.024 -> 0.014 ms; grouped_g8's 37 K 0.039 -> 0.022, unet_up2x2's 66 K 0.069 ->
-# 0.038; AMD EPYC Zen 4, 2026-11-27), where the float32 packs' PARALLEL_PACK_VALUES (512 K)
-# kept them on one thread.
+# Packs of at least this many slots (pairs) run on every worker: inside a one-shot call the
+# thread team is warm, so 2 workers halve packs far below the float32 packs'
+# PARALLEL_PACK_VALUES (docs/performance.md, "bfloat16 one-shot calls: the pair pack").
 _PARALLEL_PAIRS = 1 << 14
-# A 16-bit y of at least this many bytes, on a 64-byte line, gets the whole lines the
-# write-out fills streamed past the caches (_writeout.h's convt_cf16_bf16_avx512): no read
-# of y's lines for ownership. dcgan_g3 (2 MiB of y): the write-out 0.144 -> 0.103 ms a
-# thread, the call 2.62 -> 2.57 ms (AMD EPYC Zen 4, 2 threads; docs/performance.md). Smaller
-# outputs keep plain stores: they stay in cache for whatever reads them next.
+# A 16-bit y of at least this many bytes, on a cache line, has the whole lines the write-out
+# fills streamed past the caches (no read for ownership); smaller outputs keep plain stores,
+# staying in cache for their reader (docs/performance.md, "bfloat16 tiles: streamed
+# write-out, pointer tables by lines").
 _STREAM_BYTES = 1 << 20
 
 
