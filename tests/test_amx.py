@@ -359,6 +359,35 @@ def test_at_level_3_one_shot_calls_give_the_prepared_bits(level3, rng):
         np.testing.assert_array_equal(y.view(np.uint16), op(x).view(np.uint16))
 
 
+def test_at_level_3_a_large_result_streams_with_the_plain_stores_bits(level3, monkeypatch,
+                                                                     rng):
+    """The AMX tiles' write-out is micro_bf16's and streams through its gate
+    (``stream_bit``): a 1 MiB bfloat16 result comes on a cache line, streamed, with the bits
+    of plain stores (the gate shut) and of the float32 tiles rounded once."""
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    x = rng.standard_normal((8, 16, 16, 16)).astype(BF16)
+    w = (rng.standard_normal((16, 64, 4, 4)) * 0.3).astype(BF16)
+    op = convt.ConvTranspose(w, **kw)
+    p = op._plan.geometry(x.shape)
+    assert p.variant == "micro_amx"
+    modes = []
+
+    def spy(*args, mode=None, **kwargs):
+        modes.append(mode)
+        return micro_bf16.run_micro_bf16(*args, mode=mode, **kwargs)
+
+    monkeypatch.setattr(micro_amx, "run_micro_bf16", spy)
+    y = op(x)
+    assert y.nbytes >= micro_bf16._STREAM_BYTES and micro_bf16._streams(y)
+    assert modes == [micro_amx.amx_mode(p.state[0].nr) | micro_bf16.BF16_STREAM]
+    want = micro_amx.run_f32(x, p.state, p.geom, op._plan).astype(BF16).view(np.uint16)
+    np.testing.assert_array_equal(y.view(np.uint16), want)
+    monkeypatch.setattr(micro_bf16, "_STREAM_BYTES", 1 << 62)
+    plain = op(x)
+    assert plain.flags.owndata and modes[-1] == micro_amx.amx_mode(p.state[0].nr)
+    np.testing.assert_array_equal(plain.view(np.uint16), want)
+
+
 def test_at_level_3_the_cost_model_prices_the_amx_tiles(level3):
     from convt._dispatch.cost import estimate
     geom = Geometry(batch=16, c_in=128, c_out=64, groups=1, in_shape=(16, 16),

@@ -23,7 +23,7 @@ from .workspace import ONE_SHOT_KEEP, Workspace, one_shot_workspace
 from .._backends import BACKENDS
 from .._backends.direct import registry as direct
 from .._backends import fft as _fft
-from .._backends.direct.pixel import aligned_empty, pack_weights
+from .._backends.direct.pixel import pack_weights
 from .._geometry.dtypes import as_array, cast_hint, compute_dtype, dtype_name
 from .._geometry.geometry import Geometry, resolve
 from .._geometry.validate import choice, fail, int_scalar
@@ -337,9 +337,10 @@ class Plan:
         if (dest is None and self.dtype != self.compute_dtype and p.method == "direct"
                 and direct.BY_NAME[p.variant].writes_16bit
                 and (out is None or out.dtype.isnative)):
-            # the kernel rounds each value into the 16-bit result as it stores it (on a
-            # 64-byte line: the bfloat16 tiles may stream it, micro_bf16._streams)
-            y16 = (aligned_empty(p.geom.array_shape("output"), self.dtype) if out is None
+            # the kernel rounds each value into the 16-bit result as it stores it (a new one
+            # from the variant: aligned where its write-out may stream it)
+            variant = direct.BY_NAME[p.variant]
+            y16 = (variant.new_16bit(p.geom.array_shape("output"), self.dtype) if out is None
                    else out)
             y = p.runner(xa, p.state, p.geom, self, y16)
             return y if y is y16 else deliver(y, self.dtype, out, self.workers)

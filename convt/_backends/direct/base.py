@@ -29,12 +29,16 @@ in rule order). The registry asks each, in turn:
     one line for ``convt.explain``;
 ``writes_16bit``
     whether its runner takes a float16 / bfloat16 ``out`` and rounds each value into it as
-    it stores it (else a 16-bit call's float32 result is rounded in a pass of its own).
+    it stores it (else a 16-bit call's float32 result is rounded in a pass of its own);
+``new_16bit(shape, dtype)``
+    a new such ``out`` (by default ``np.empty``; one its write-out can stream, where it can).
 """
 from __future__ import annotations
 
 from math import prod
 from typing import NamedTuple
+
+import numpy as np
 
 __all__ = ["DirectKind", "Variant", "GRID_WASTE_OK", "MAX_GEMM_WASTE", "TABLE_BYTES"]
 
@@ -72,6 +76,9 @@ class Variant:
 
     def claim(self, geom, rule):
         return None
+
+    def new_16bit(self, shape, dtype):
+        return np.empty(shape, dtype)
 
     def runs(self, geom):
         """Whether this variant can compute ``geom`` at all (when pinned)."""

@@ -22,8 +22,8 @@ import numpy as np
 
 from .base import DirectKind, Variant
 from .phases import axes, axis_phases, gemm_counts
-from .pixel import aligned_empty, bias_filled, new_output, pad3, tables
-from .storage import as_compute
+from .pixel import bias_filled, new_output, pad3, tables
+from .storage import ALIGN, aligned_empty, as_compute
 from ..._kernels import _cpu
 from ..._kernels._depthwise import ROWS_PER_TASK as _ROWS_PER_TASK, depthwise_ncx
 from ..._kernels._depthwise_nxc import depthwise_nxc
@@ -50,13 +50,13 @@ def _channels_last_kernel(geom):
     return geom.data_format == "NXC" and geom.c_in == geom.groups == geom.c_out
 
 # Outputs of at least this many bytes are stored past the caches (streamed: no read of y's
-# lines for ownership, _dwkernel.h), into a new y aligned to _ALIGN bytes (np.empty gives 16).
+# lines for ownership, _dwkernel.h), into a new y on a storage.ALIGN-byte line (np.empty
+# gives 16).
 # On depthwise_bilinear (16 MiB of y) the call went from 0.68-0.73 to 0.64-0.69 ms with y
 # reused from call to call and 1.24-1.9 to 0.74-1.1 ms after a cache-evicting copy; with 1-8
 # MiB of y streamed and plain stores tied, and a later read of y ran 5-10% slower after
 # streamed stores (docs/performance.md, "depthwise: streamed stores").
 _STREAM_BYTES = 8 << 20
-_ALIGN = 64
 # Rows of stride 2 with 4 taps a phase (a 4 x 4 stride-2 kernel's: depthwise_bilinear's) run
 # _dwkernel.h's own row kernel (CONVT_DW_ROW4; the same bits as the generic row, which the
 # tests switch back to with this).
@@ -134,7 +134,7 @@ def run_depthwise(xa, layout, geom, plan, out=None):
         return bias_filled(geom, plan.bias_compute, ct, out)
     shape = geom.array_shape("output")
     stream = prod(shape) * np.dtype(ct).itemsize >= _STREAM_BYTES
-    y = aligned_empty(shape, ct, _ALIGN) if stream and out is None else new_output(geom, ct, out)
+    y = aligned_empty(shape, ct, ALIGN) if stream and out is None else new_output(geom, ct, out)
     if y.size == 0:
         return y
     with plan.workspace.borrow() as arena:   # 16-bit: one parallel widening, kept buffer

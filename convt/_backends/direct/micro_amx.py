@@ -31,7 +31,8 @@ from ..._kernels._bf16 import BF16_AMX, BF16_ON, BF16_WIDE
 from ..._kernels._micro import NR_F32, micro_conv
 from .base import DirectKind
 from .micro import KC, MAX_TB, micro_macs
-from .micro_bf16 import MicroBf16, bf16_layout, bf16_nr, packed_pairs, run_micro_bf16
+from .micro_bf16 import (MicroBf16, bf16_layout, bf16_nr, packed_pairs, run_16bit,
+                         run_micro_bf16, stream_bit)
 
 __all__ = ["VARIANT", "amx_layout", "amx_mode", "amx_ready", "bf16_kernel", "packed_amx",
            "run_f32", "self_check"]
@@ -133,6 +134,7 @@ def amx_layout(geom):
         rows = max(geom.batch * int(np.prod(p[:3])) for p in lay.phases[first:first + count])
         size = -(-rows // -(-rows // mb) // _ROWS) * _ROWS
         tasks += [(first, count, r, size) for r in range(0, rows, size)]
+    # the pair pack's tables stay bf16_layout's: the phases, taps and width are the same
     return dataclasses.replace(lay, tb=max(1, min(MAX_TB, KC // kpad)), mb=mb,
                                tasks=np.array(tasks, np.int64).reshape(-1, 4),
                                packed=lay.packed + _K * lay.nr)
@@ -160,8 +162,10 @@ def run_f32(xa, state, geom, plan, out=None, emulated=None):
 
 
 def _call(xa, layout, geom, wp, bias, workers, arena, out, conv):
-    y = run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out,
-                       mode=amx_mode(layout.nr), conv=conv)
+    # the write-out after the tiles is micro_bf16's: it streams through the same gate
+    mode = amx_mode(layout.nr) | (0 if out is None else stream_bit(out))
+    y = run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out, mode=mode,
+                       conv=conv)
     if conv is not micro_conv:
         fault = _amxemu.take_fault()
         if fault is not None:
@@ -171,10 +175,7 @@ def _call(xa, layout, geom, wp, bias, workers, arena, out, conv):
 
 
 def _run(xa, state, geom, plan, out=None):
-    # The plan's runner: a bfloat16 result, each value rounded once by the write-out.
-    if out is None:
-        out = np.empty(geom.array_shape("output"), plan.dtype)
-    return run_f32(xa, state, geom, plan, out)
+    return run_16bit(run_f32, xa, state, geom, plan, out)
 
 
 class _Arena:

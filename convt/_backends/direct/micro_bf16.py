@@ -32,12 +32,13 @@ from ..._kernels._micro import NR_F32
 from ..._kernels._pack import pack_pairs   # in 8 x 8 blocks (_packkernel.h's convt_pairs)
 from ..base import parallel
 from .base import MAX_GEMM_WASTE, DirectKind, Variant
-from .micro import (KC, MAX_TB, MR, micro_layout, micro_macs, micro_rate, pack_tables,
-                    packing_arrays, tile_call)
-from .pixel import VARIANT as PIXEL, aligned_empty, bias_filled, new_output, pad3
+from .micro import (KC, MAX_TB, MR, MicroLayout, micro_layout, micro_macs, micro_rate,
+                    pack_tables, packing_arrays, tile_call)
+from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
+from .storage import ALIGN, aligned_empty
 
-__all__ = ["VARIANT", "bf16_layout", "bf16_mode", "bf16_nr", "packed_pairs", "run_f32",
-           "run_micro_bf16"]
+__all__ = ["VARIANT", "PairLayout", "bf16_layout", "bf16_mode", "bf16_nr", "new_output16",
+           "packed_pairs", "run_16bit", "run_f32", "run_micro_bf16", "stream_bit"]
 
 # The variants whose geometries the bfloat16 tiles take (the dense ones; depthwise and pixel
 # keep theirs: few channels, or weights that are not finite).
@@ -51,17 +52,14 @@ _PAD_OK = 2.0
 # (grouped_g8) to 2.14 (dcgan_g1), geometric mean 1.86 (AMD EPYC Zen 4, 2 threads,
 # 2026-11-26; docs/performance.md). vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
 _BF16_RATE = 1.9
-# Packs of at least this many slots (pairs) run on every worker: inside a one-shot call (the
-# thread team just ran or is about to), 2 workers halved the pack down to dilated_s1's 18 K
-# slots (0.024 -> 0.014 ms; grouped_g8's 37 K 0.039 -> 0.022, unet_up2x2's 66 K 0.069 ->
-# 0.038; AMD EPYC Zen 4, 2026-11-27), where the float32 packs' PARALLEL_PACK_VALUES (512 K)
-# kept them on one thread.
+# Packs of at least this many slots (pairs) run on every worker: inside a one-shot call the
+# thread team is warm, so 2 workers halve packs far below the float32 packs'
+# PARALLEL_PACK_VALUES (docs/performance.md, "bfloat16 one-shot calls: the pair pack").
 _PARALLEL_PAIRS = 1 << 14
-# A 16-bit y of at least this many bytes, on a 64-byte line, gets the whole lines the
-# write-out fills streamed past the caches (_writeout.h's convt_cf16_bf16_avx512): no read
-# of y's lines for ownership. dcgan_g3 (2 MiB of y): the write-out 0.144 -> 0.103 ms a
-# thread, the call 2.62 -> 2.57 ms (AMD EPYC Zen 4, 2 threads; docs/performance.md). Smaller
-# outputs keep plain stores: they stay in cache for whatever reads them next.
+# A 16-bit y of at least this many bytes, on a cache line, has the whole lines the write-out
+# fills streamed past the caches (no read for ownership); smaller outputs keep plain stores,
+# staying in cache for their reader (docs/performance.md, "bfloat16 tiles: streamed
+# write-out, pointer tables by lines").
 _STREAM_BYTES = 1 << 20
 
 
@@ -125,6 +123,10 @@ class MicroBf16(Variant):
                      "the useful")
         return text
 
+    def new_16bit(self, shape, dtype):
+        """A new 16-bit result for these tiles' write-out (``new_output16``)."""
+        return new_output16(shape, dtype)
+
     def tiles(self):
         """(layout of a geometry, weight packing, runner) of these tiles: ``prepare``'s
         parts, which the AMX tiles (micro_amx) replace."""
@@ -147,7 +149,8 @@ class MicroBf16(Variant):
 @functools.lru_cache(maxsize=64)
 def _fits(geom):
     # MicroBf16.fits past the dtype and variant: a function of the geometry alone, kept
-    # (micro_macs took 18 us of every one-shot call's planning)
+    # (micro_macs took 18 us of every one-shot call's planning). It reads _PAD_OK and
+    # MAX_GEMM_WASTE: whoever patches them must call _fits.cache_clear() too.
     if geom.c_in == 0 or geom.c_out == 0:
         return False
     mg = geom.c_out // geom.groups
@@ -165,25 +168,38 @@ def bf16_nr(geom):
     return 2 * NR_F32 if -(-mg // (2 * NR_F32)) * 2 == -(-mg // NR_F32) else NR_F32
 
 
+@dataclasses.dataclass(frozen=True)
+class PairLayout(MicroLayout):
+    """A ``MicroLayout`` in pairs of input channels, with the pair pack's tables: per flat
+    kernel tap, where its line of (group 0, panel 0, pair 0) goes and its panel stride
+    (``pack_tables`` for the geometry's pairs and taps, read-only), built once with it."""
+    kdst: np.ndarray = None
+    kstride: np.ndarray = None
+
+
 @functools.lru_cache(maxsize=64)
 def bf16_layout(geom):
-    """``micro_layout(geom, bf16_nr(geom))`` with its channel counts in pairs: per phase, the
-    packed weights' offsets in 32-bit slots (a pair each), the chunk and tap blocking for
-    pairs; tile rows an odd number of 64-byte lines apart (as micro_layout's)."""
+    """``micro_layout(geom, bf16_nr(geom))`` with its channel counts in pairs (a
+    ``PairLayout``): per phase, the packed weights' offsets in 32-bit slots (a pair each),
+    the chunk and tap blocking for pairs; tile rows an odd number of 64-byte lines apart (as
+    micro_layout's); the pair pack's tables."""
     nr = bf16_nr(geom)
     lay = micro_layout(geom, nr)
     cg = geom.c_in // geom.groups
     pairs = _pairs(geom)
-    if cg == 0:
-        return lay
-    phases = lay.phases.copy()
-    phases[:, 8] = phases[:, 8] // cg * pairs
-    cc = max(1, min(pairs, KC))
-    ldc = geom.groups * lay.panels * nr + NR_F32 if nr > NR_F32 else lay.ldc
-    return dataclasses.replace(lay, phases=phases, cc=cc, tb=max(1, min(MAX_TB, KC // cc)),
-                               packed=lay.packed // cg * pairs, ldc=ldc,
-                               tasks=_even_tasks(lay.tasks, lay.phases, geom.batch, lay.mb,
-                                                       lay.batch_inner))
+    if cg:
+        phases = lay.phases.copy()
+        phases[:, 8] = phases[:, 8] // cg * pairs
+        cc = max(1, min(pairs, KC))
+        ldc = geom.groups * lay.panels * nr + NR_F32 if nr > NR_F32 else lay.ldc
+        lay = dataclasses.replace(
+            lay, phases=phases, cc=cc, tb=max(1, min(MAX_TB, KC // cc)),
+            packed=lay.packed // cg * pairs, ldc=ldc,
+            tasks=_even_tasks(lay.tasks, lay.phases, geom.batch, lay.mb, lay.batch_inner))
+    kdst, kstride = pack_tables(lay, pairs, prod(geom.kernel))
+    kdst.flags.writeable = kstride.flags.writeable = False
+    fields = {f.name: getattr(lay, f.name) for f in dataclasses.fields(MicroLayout)}
+    return PairLayout(**fields, kdst=kdst, kstride=kstride)
 
 
 def _even_tasks(tasks, phases, n, mb, batch_inner=False):
@@ -243,8 +259,9 @@ def _line(phases, mb, batch_inner):
 
 def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
     """(packed, finite): the bfloat16 IOX weights ``w_iox`` (C_in, Mg, *K) as the bfloat16
-    tiles read them, per phase [G][NP][tap][Cg2/2][NR][2] (one 32-bit slot per pair, float32
-    array on a 64-byte line; ``pack_pairs``), and whether every weight is finite.
+    tiles of ``layout`` (their geometry's ``PairLayout``, whose tables it follows) read
+    them, per phase [G][NP][tap][Cg2/2][NR][2] (one 32-bit slot per pair, float32 array on a
+    64-byte line; ``pack_pairs``), and whether every weight is finite.
     ``buffer(size, dtype)``: where the values come from (``micro.packing_arrays``)."""
     c_in, mg = w_iox.shape[:2]
     out16, w3 = packing_arrays(2 * layout.packed, w_iox, buffer)
@@ -255,32 +272,10 @@ def packed_pairs(layout, w_iox, groups, workers=1, buffer=None):
     cg = c_in // groups
     if cg % 2 or mg % layout.nr:   # padding: the slots no weight is written to
         out[:] = 0
-    kdst, kstride = _pair_tables(layout, _pairs_of(cg), w3.shape[2])
     threads = workers if layout.packed >= _PARALLEL_PAIRS else 1
-    finite = pack_pairs(w3.view(np.uint16), out16.view(np.uint16), kdst, kstride, groups,
-                        layout.nr, threads)
+    finite = pack_pairs(w3.view(np.uint16), out16.view(np.uint16), layout.kdst,
+                        layout.kstride, groups, layout.nr, threads)
     return out, bool(finite)
-
-
-# pack_tables of the layouts packed last (bf16_layout and amx_layout keep each layout, so
-# its id names it while the entry holds it): 8 us of every one-shot call's pack
-_TABLES = {}
-_TABLES_SIZE = 64
-
-
-def _pair_tables(layout, pairs, kt):
-    """``pack_tables(layout, pairs, kt)``, read-only, kept per layout."""
-    key = (id(layout), pairs, kt)
-    hit = _TABLES.get(key)
-    if hit is None or hit[0] is not layout:
-        tables = pack_tables(layout, pairs, kt)
-        for t in tables:
-            t.flags.writeable = False
-        hit = (layout, tables)
-        if len(_TABLES) >= _TABLES_SIZE:
-            _TABLES.clear()   # one call, atomic under the GIL: calls on other threads
-        _TABLES[key] = hit    # at worst compute their tables again
-    return hit[1]
 
 
 def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=None,
@@ -309,17 +304,31 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=No
         to_pairs_nxc(x16, x, n, prod(in3), g, cg, not nxc, workers, _cpu.ISA)
     zero = arena.get("zero", (g * pairs,), np.float32, zero_key=g * pairs)
     if mode is None:
-        mode = bf16_mode(layout.nr, _cpu.bf16()) | (BF16_STREAM if _streams(y) else 0)
+        mode = bf16_mode(layout.nr, _cpu.bf16()) | stream_bit(y)
     tile_call(x.view(np.float32), zero, wp, bias, y, layout, geom, pairs, workers, arena,
               bf16=mode, conv=conv)
     return y
 
 
+def stream_bit(y):
+    """The tiles' STREAM mode bit for ``y`` (``_streams``), else 0."""
+    return BF16_STREAM if _streams(y) else 0
+
+
 def _streams(y):
     """Whether the write-out may stream ``y``'s whole lines: a 16-bit ``y`` of at least
-    ``_STREAM_BYTES`` starting on a 64-byte line (``aligned_empty``)."""
+    ``_STREAM_BYTES`` starting on a cache line (``storage.aligned_empty``)."""
     return (y.itemsize == 2 and y.nbytes >= _STREAM_BYTES
-            and y.__array_interface__["data"][0] % 64 == 0)
+            and y.__array_interface__["data"][0] % ALIGN == 0)
+
+
+def new_output16(shape, dtype):
+    """A new 16-bit result of ``shape``: on a cache line (``storage.aligned_empty``) where it
+    is large enough for the write-out to stream it (``_streams``), else ``np.empty`` (an
+    array that owns its data)."""
+    if prod(shape) * np.dtype(dtype).itemsize >= _STREAM_BYTES:
+        return aligned_empty(shape, dtype)
+    return np.empty(shape, dtype)
 
 
 def bf16_mode(nr, hw):
@@ -337,12 +346,17 @@ def run_f32(xa, state, geom, plan, out=None):
                               arena, out)
 
 
+def run_16bit(run, xa, state, geom, plan, out=None):
+    """A plan runner's bfloat16 result from ``run`` (this module's ``run_f32`` or
+    micro_amx's): ``out`` when given (the plan passes a 16-bit one, the variant
+    ``writes_16bit``), else ``new_output16``, each value rounded once by the write-out."""
+    if out is None:
+        out = new_output16(geom.array_shape("output"), plan.dtype)
+    return run(xa, state, geom, plan, out)
+
+
 def _run(xa, state, geom, plan, out=None):
-    # The plan's runner: a bfloat16 result (``out`` when given: the plan passes a 16-bit
-    # one, the variant ``writes_16bit``) with each value rounded once by the write-out.
-    if out is None:   # on a 64-byte line: the write-out may stream it (_streams)
-        out = aligned_empty(geom.array_shape("output"), plan.dtype)
-    return run_f32(xa, state, geom, plan, out)
+    return run_16bit(run_f32, xa, state, geom, plan, out)
 
 
 VARIANT = MicroBf16()

@@ -16,7 +16,7 @@ from .storage import as_compute, padded_nxc
 from ..._kernels._direct import direct_nxc
 from ..._kernels._layout import iox_to_kio
 
-__all__ = ["VARIANT", "aligned_empty", "axis_taps", "bias_filled", "element_strides",
+__all__ = ["VARIANT", "axis_taps", "bias_filled", "element_strides",
            "pack_weights", "pad3",
            "run_direct", "tables"]
 
@@ -52,15 +52,6 @@ def new_output(geom, ct, out=None):
     shape, of dtype ``ct`` and apart from the input: the kernels then write the result in
     place, with no copy), else a new array."""
     return np.empty(geom.array_shape("output"), ct) if out is None else out
-
-
-def aligned_empty(shape, dtype, align=64):
-    """A new C-contiguous array whose first value is ``align``-byte aligned (a view of a few
-    bytes more; np.empty gives 16): streamed stores need whole aligned vectors."""
-    n = prod(shape) * np.dtype(dtype).itemsize
-    raw = np.empty(n + align, np.uint8)
-    at = -raw.__array_interface__["data"][0] % align   # (ctypes.data: 2x the time)
-    return raw[at:at + n].view(dtype).reshape(shape)
 
 
 def bias_filled(geom, bias, ct, out=None):

@@ -6,12 +6,28 @@ and then a second pass. NumPy's float16 -> float32 cast ran at about 1 GB/s, one
 """
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 
 from ..._kernels import _half
 from ..._kernels._layout import to_padded_nxc, to_padded_nxc16
 
-__all__ = ["half_kind", "as_compute", "padded_nxc", "widen_into"]
+__all__ = ["ALIGN", "aligned_empty", "half_kind", "as_compute", "padded_nxc", "widen_into"]
+
+# The cache line the kernels' streamed stores need an output to start on (a whole aligned
+# vector per store): the C write-out tests the same 64 (_writeout.h's ``& 63``,
+# _dwkernel.h's ``% 64``) and stores plainly into an output off it.
+ALIGN = 64
+
+
+def aligned_empty(shape, dtype, align=ALIGN):
+    """A new C-contiguous array whose first value is ``align``-byte aligned (a view of a few
+    bytes more; np.empty gives 16): streamed stores need whole aligned vectors."""
+    n = prod(shape) * np.dtype(dtype).itemsize
+    raw = np.empty(n + align, np.uint8)
+    at = -raw.__array_interface__["data"][0] % align   # (ctypes.data: 2x the time)
+    return raw[at:at + n].view(dtype).reshape(shape)
 
 
 def half_kind(dt):
