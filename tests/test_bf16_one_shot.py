@@ -1,8 +1,8 @@
 """bfloat16 one-shot calls (``convt.conv_transpose``) against prepared operators: the same bits.
 
 A one-shot call packs its weights into the calling thread's one-shot workspace with the pair
-pack's tasks (``_pack.pack_pairs``: a panel of a group for a run of pairs) and the tables kept
-per layout (``micro_bf16._pair_tables``); a prepared operator packs once into its own array.
+pack's tasks (``_pack.pack_pairs``: a panel of a group for a run of pairs) and the layout's
+tables (``micro_bf16.PairLayout``); a prepared operator packs once into its own array.
 Both run the same tiles, so every result must have the same bits, over ranks 1-3, groups,
 strides, dilations, odd channel counts on both sides, kernels shorter and longer than the
 pack's 8-tap blocks, non-finite weights (the pixel kernel for both), any thread count and
@@ -106,19 +106,6 @@ def test_a_non_finite_weight_gives_the_prepared_bits(name, bad):
         assert op._plan.geometry(x.shape).variant == "pixel"
 
 
-def test_the_pair_tables_are_kept_per_layout_and_read_only():
-    x, w, b, kw = _arrays("2d_k4_s2")
-    geom = convt.ConvTranspose(w, b, **kw)._plan.geometry(x.shape).geom
-    lay = micro_bf16.bf16_layout(geom)
-    kd, ks = micro_bf16._pair_tables(lay, 65, 16)
-    assert micro_bf16._pair_tables(lay, 65, 16)[0] is kd
-    want = micro_bf16.pack_tables(lay, 65, 16)
-    np.testing.assert_array_equal(kd, want[0])
-    np.testing.assert_array_equal(ks, want[1])
-    with pytest.raises(ValueError, match="read-only"):
-        kd[0] = 1
-
-
 _CHILD = """
 import json
 import numpy as np
@@ -150,21 +137,3 @@ def test_one_shot_gives_the_prepared_bits_at_every_isa_level(cap):
     if cap != "avx512":
         assert not got["bf16"]
         assert "micro_bf16" not in got["variants"].values()
-
-
-def test_the_pair_tables_stay_right_when_the_store_is_full(monkeypatch):
-    # a full store is emptied; every layout then gets its own tables again
-    monkeypatch.setattr(micro_bf16, "_TABLES", {})
-    monkeypatch.setattr(micro_bf16, "_TABLES_SIZE", 1)
-    lays = []
-    for name in ("2d_k4_s2", "1d_k16_s8"):
-        x, w, b, kw = _arrays(name)
-        lays.append(micro_bf16.bf16_layout(
-            convt.ConvTranspose(w, b, **kw)._plan.geometry(x.shape).geom))
-    for _ in range(2):
-        for lay in lays:
-            got = micro_bf16._pair_tables(lay, 3, 16)
-            want = micro_bf16.pack_tables(lay, 3, 16)
-            np.testing.assert_array_equal(got[0], want[0])
-            np.testing.assert_array_equal(got[1], want[1])
-            assert len(micro_bf16._TABLES) == 1

@@ -1,6 +1,6 @@
 """The bfloat16 tiles' streamed write-out (_writeout.h's convt_cf16_bf16_avx512 with the
 STREAM mode bit, micro_bf16._streams) and the 64-byte aligned outputs it needs
-(convt._backends.direct.pixel.aligned_empty, Plan.__call__'s 16-bit result): streamed
+(convt._backends.direct.storage.aligned_empty, Plan.__call__'s 16-bit result): streamed
 stores give the plain stores' bits, on a y of 1 MiB or more whose lines the write-out fills
 whole, and only there."""
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 
 import convt
 from convt._backends.direct import micro_bf16
-from convt._backends.direct.pixel import aligned_empty
+from convt._backends.direct.storage import aligned_empty
 from convt._kernels import _cpu
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -70,6 +70,9 @@ def test_streamed_stores_give_the_plain_bits(threads, rng):
             out = raw[8:].reshape(shape)
             assert _address(out) % 64 == 16
         out[...] = np.float32(7.0)   # stale values: every output must be written
+        # the gate the call applies, and 64-byte channel rows: the lines filled whole
+        assert micro_bf16._streams(out) == (kind != "unaligned")
+        assert out.strides[1] % 64 == 0
         got[kind] = _runs(op, x, out, stream, threads)
         assert got[kind] is out
     if _cpu.bf16():   # the call runs these tiles
@@ -85,9 +88,8 @@ def test_the_call_streams_only_large_aligned_16bit_outputs(rng):
     op, x = _case(rng)
     y = op(x)
     assert y.dtype == BF16 and y.nbytes >= micro_bf16._STREAM_BYTES
-    if not _cpu.bf16():   # widened into the float32 kernels, not these tiles
-        y = aligned_empty(y.shape, BF16)
-    assert _address(y) % 64 == 0 and micro_bf16._streams(y)
+    if _cpu.bf16():   # these tiles run the call (else the float32 kernels, rounded after)
+        assert _address(y) % 64 == 0 and micro_bf16._streams(y)
     assert not micro_bf16._streams(aligned_empty(y.shape, np.float32))
     small = aligned_empty((micro_bf16._STREAM_BYTES // 2 - 1,), BF16)
     assert not micro_bf16._streams(small)
@@ -97,6 +99,6 @@ def test_the_call_streams_only_large_aligned_16bit_outputs(rng):
     ys = op_small(xs)
     assert not micro_bf16._streams(ys)
     if _cpu.bf16():
-        assert _address(ys) % 64 == 0
+        assert ys.flags.owndata   # below _STREAM_BYTES: a plain np.empty (new_output16)
         np.testing.assert_array_equal(
             ys.view(np.uint16), _runs(op_small, xs, None, False).astype(BF16).view(np.uint16))
