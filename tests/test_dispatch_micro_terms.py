@@ -9,6 +9,7 @@ from convt._backends.direct import micro as _micro
 from convt._backends.direct import registry as _direct
 from convt._dispatch import cost as _cost
 from convt._geometry.geometry import OpSpec, PadRule, resolve
+from convt._kernels import _cpu
 
 from _helpers import random_geometries
 
@@ -143,6 +144,7 @@ def test_tasks_follow_the_dtype():
     assert _split(geom, kind, True, c) == pytest.approx(parallel(3 / 2, c))
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the micro variant and those built on it need the AVX2 level (CONVT_ISA caps it)")
 def test_estimate_uses_the_table():
     # the dispatcher's estimate is the registry's with the table: explain shows that one
     geom = _geom_1d(3, 3, 27, 236, 206, 4)

@@ -14,6 +14,7 @@ from convt._backends.direct import registry as _direct
 from convt._backends.direct import winograd as _wino
 from convt._dispatch import cost as _cost
 from convt._geometry.geometry import OpSpec, PadRule, resolve
+from convt._kernels import _cpu
 
 
 def _geom(x, w, strides, pads):
@@ -33,6 +34,7 @@ def _generic(geom, itemsize, c):
     return 2 * weights * itemsize / c["pack_bytes_per_s"]
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the micro variant and those built on it need the AVX2 level (CONVT_ISA caps it)")
 @pytest.mark.parametrize("geom", [DCGAN_G1, HIFIGAN_UP1], ids=["dcgan_g1", "hifigan_up1"])
 def test_late_sums_price_the_taps_and_the_sums(geom):
     c = _cost.current()
@@ -79,6 +81,7 @@ def test_float64_keeps_the_default(geom):
     assert _wino.VARIANT.pack_seconds(geom, kind, c, 8, 2) == pytest.approx(_generic(geom, 8, c))
 
 
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the micro variant and those built on it need the AVX2 level (CONVT_ISA caps it)")
 def test_products_packed_keep_the_default():
     # products under _LATE_SUM_BYTES are packed by wino_weights: the default price
     geom = _geom((4, 128, 8, 8), (128, 64, 4, 4), (2, 2), (1, 1))
