@@ -434,13 +434,6 @@ static inline int convt_taps_h16(int isa, int kind, const uint16_t* src, int64_t
     return convt_taps_h16_generic(kind, src, Mg, KT, dst, line, ps, spare);
 }
 
-/* orders the streamed stores before the packed lines are read */
-static inline void convt_half_fence(void)
-{
-#if CONVT_HAVE_AVX2_PATH
-    _mm_sfence();
-#endif
-}
 
 /* dst[i] = narrow(src[i] + bias[i]), i < n: a channels-last tile row written with its bias
  * (one float32 rounding of the addition, then one to 16 bits: the float32 write-out's value,

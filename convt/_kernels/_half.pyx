@@ -19,7 +19,7 @@ cdef extern from "_half.h" nogil:
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
     int convt_taps_h16(int isa, int kind, const uint16_t* src, int64_t Mg, int64_t KT,
                        float* dst, int64_t line, int64_t ps, int spare, int stream)
-    void convt_half_fence()
+    void convt_store_fence()   # (_isa.h's, which _half.h includes)
 
 # Values per work item: 64 KiB of float32, written while in L2; below two blocks one thread.
 cdef enum:
@@ -109,5 +109,5 @@ def pack_taps16(const uint16_t[:, :, ::1] w,     # IN  16-bit IOX weights (C_in,
                                   optr + ((ci // Cg) * NP * Cg + ci % Cg) * 16, line, Cg * 16,
                                   <int> spare_bits, stream)
             if stream:
-                convt_half_fence()
+                convt_store_fence()
     return bad == 0

@@ -147,4 +147,16 @@ static inline int convt_ukernel_isa(void)
     return convt_cpu_isa(1);
 }
 
+/* Orders the calling thread's streamed (non-temporal) stores before its later stores, such
+ * as an OpenMP barrier's or the task's end: after it, other threads and the caller read the
+ * lines (the packs' and write-outs' streamed stores; _mm_sfence on x86). */
+static inline void convt_store_fence(void)
+{
+#if CONVT_HAVE_AVX2_PATH
+    _mm_sfence();
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
 #endif /* CONVT_ISA_H */

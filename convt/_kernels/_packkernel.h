@@ -419,15 +419,5 @@ static inline int convt_pairs(int isa, const uint16_t* w, uint16_t* out, const i
     return convt_pairs_generic(w, out, kd, ks, g, Cg, jp, p0, p1, Mg, KT, NP, NR);
 }
 
-/* Orders this thread's streamed stores (convt_wsum's stream) before its later stores, such
- * as the OpenMP barrier's: after it, every thread reads the lines. */
-static inline void convt_store_fence(void)
-{
-#if CONVT_HAVE_AVX2_PATH
-    _mm_sfence();
-#else
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-#endif
-}
 
 #endif /* CONVT_PACKKERNEL_H */

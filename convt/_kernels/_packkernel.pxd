@@ -12,7 +12,7 @@ cdef extern from "_packkernel.h" nogil:
     int convt_wsum_f64(int isa, const double* tmp, int64_t Mgp, const int64_t* ck,
                        const double* cf, double* dst, int64_t us, int64_t NP, int64_t ls,
                        int stream)
-    void convt_store_fence()
+    void convt_store_fence()   # (_isa.h's, which _packkernel.h includes)
     int convt_taps_f32(int isa, const float* src, int64_t Mg, int64_t KT, float* dst,
                        int64_t line, int64_t ps, int spare, int stream)
     int convt_pairs(int isa, const uint16_t* w, uint16_t* out, const int64_t* kd,

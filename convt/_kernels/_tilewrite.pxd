@@ -14,7 +14,7 @@ cdef extern from "_writeout.h" nogil:
                        const float* bias, uint16_t* y, int64_t cs)
     void convt_cf16_h16(int isa, int kind, const float* ta, const float* tb, int64_t ldc,
                         const float* bias, uint16_t* y, int64_t cs, int stream)
-    void convt_sfence()
+    void convt_store_fence()   # (_isa.h's, which _writeout.h includes)
     void convt_narrow_bias(int isa, int kind, const float* src, const float* bias,
                            uint16_t* dst, int64_t n)
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
@@ -156,7 +156,7 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
                                  int stream=0) noexcept nogil:
     # _write_blocks into a 16-bit y; bfloat16 at ISA level 2 in blocks of 16 channels x 16
     # rows where they fit (_writeout.h's convt_cf16_h16: the same bits; stream: its whole
-    # aligned 64-byte lines streamed, ordered by convt_sfence before the return)
+    # aligned 64-byte lines streamed, ordered by convt_store_fence before the return)
     cdef int64_t G = d[7], Mg = d[9], ldc = d[15], gw = d[10] * d[17]
     cdef int64_t g, mm0, co, i, j, k, h, nc
     cdef const float* a
@@ -192,4 +192,4 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
                 i = j
             mm0 += nc
     if stream:
-        convt_sfence()
+        convt_store_fence()

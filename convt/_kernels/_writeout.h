@@ -230,7 +230,7 @@ static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc
     /* tb == NULL: y[j*cs + k] = bf16(ta[k*ldc + j] + bias[j]); otherwise y[j*cs + 2k] from
      * ta and y[j*cs + 2k + 1] from tb; j, k < 16. stream: the 64-byte stores of a tb block
      * go past the caches (no read of y's lines for ownership) where y and cs keep them on
-     * 64-byte lines; the caller orders them (convt_sfence) before y is read */
+     * 64-byte lines; the caller orders them (_isa.h's convt_store_fence) before y is read */
     __m512 bv = _mm512_loadu_ps(bias);
     __m512i a[16], b[16];
     __mmask16 nan = 0;
@@ -298,14 +298,6 @@ static inline void convt_cf16_h16(int isa, int kind, const float* ta, const floa
     convt_cf16_h16_generic(kind, ta, tb, ldc, bias, y, cs);
 }
 
-/* Orders the streamed stores of convt_cf16_h16 before every later store (the task's end: y
- * is read after the parallel region). */
-static inline void convt_sfence(void)
-{
-#if CONVT_HAVE_AVX2_PATH
-    _mm_sfence();
-#endif
-}
 
 /* The channels-first write-out of 8 consecutive outputs of a line of y, each a tile row of
  * its own (the Winograd variant's sets: phases and sub-phases interleave along the last
