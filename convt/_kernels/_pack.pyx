@@ -161,8 +161,8 @@ def pack_pairs(const uint16_t[:, :, ::1] w,   # IN  bfloat16 bits, IOX (C_in, Mg
     channel, for odd Cg, and output channels past Mg as zeros); releases the GIL. Per run of
     pairs of input channels and panel of output channels (parallel tasks), in 8 x 8 blocks of
     output channels and taps (convt_pairs).
-    Returns whether every weight of a used tap is finite. The same bits as
-    ``convt._kernels._bf16.pack_pairs``, which stores one value at a time. stream: store past
+    Returns whether every weight of a used tap is finite. The same bits at every ISA level
+    and thread count (tests/test_pack_pairs.py: against a NumPy loop). stream: store past
     the caches (None: when out takes _STREAM_PAIRS_BYTES or more), when out, kdst, kstride
     and NR keep every line 32-byte aligned (otherwise stored normally)."""
     cdef int64_t C_in = w.shape[0], Mg = w.shape[1], KT = w.shape[2]

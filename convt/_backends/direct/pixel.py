@@ -16,8 +16,7 @@ from .storage import as_compute, padded_nxc
 from ..._kernels._direct import direct_nxc
 from ..._kernels._layout import iox_to_kio
 
-__all__ = ["VARIANT", "axis_taps", "bias_filled", "element_strides",
-           "pack_weights", "pad3",
+__all__ = ["VARIANT", "axis_taps", "bias_filled", "element_strides", "pack_weights", "pad3",
            "run_direct", "tables"]
 
 
