@@ -27,9 +27,10 @@ in rule order). The registry asks each, in turn:
     bytes a call holds besides x and y;
 ``describe(kind)``
     one line for ``convt.explain``;
-``writes_16bit``
-    whether its runner takes a float16 / bfloat16 ``out`` and rounds each value into it as
-    it stores it (else a 16-bit call's float32 result is rounded in a pass of its own);
+``writes_16bit(geom)``
+    whether its runner takes a float16 / bfloat16 ``out`` for ``geom`` and rounds each value
+    into it as it stores it (else a 16-bit call's float32 result is rounded in a pass of its
+    own);
 ``new_16bit(shape, dtype)``
     a new such ``out`` (by default ``np.empty``; one its write-out can stream, where it can).
 """
@@ -72,7 +73,8 @@ class Variant:
     name = ""
     # the variant that computes a pinned geometry this one cannot (convt.dask's blocks)
     fallback = None
-    writes_16bit = False
+    def writes_16bit(self, geom):
+        return False
 
     def claim(self, geom, rule):
         return None

@@ -94,7 +94,6 @@ class MicroAmx(MicroBf16):
 
     name = "micro_amx"
     label = "micro_amx (AMX-BF16 tile dot products on bfloat16 pairs)"
-    writes_16bit = True
     fallback = "micro"
 
     def takes(self, geom, variant, storage):

@@ -83,8 +83,10 @@ class MicroBf16(Variant):
 
     name = "micro_bf16"
     label = "micro_bf16 (AVX512-BF16 dot products on bfloat16 pairs)"
-    writes_16bit = True    # a bfloat16 out gets each value rounded as it is written
     fallback = "micro"
+
+    def writes_16bit(self, geom):
+        return True   # a bfloat16 out gets each value rounded as it is written
 
     def takes(self, geom, variant, storage):
         """Whether this variant runs ``geom`` in place of ``variant`` for ``storage``."""
