@@ -139,9 +139,13 @@ class MicroBf16(Variant):
         # row times NaN or Inf would reach outputs the tap does not touch; for the AMX
         # tiles, the K tail's zeros times the next lines must stay 0 too).
         layout_of, pack, run = self.tiles()
-        lay, key = layout_of(geom), f"packed_{self.name}"
+        lay, name = layout_of(geom), f"packed_{self.name}"
+        # Kept per plan by what the pack follows: another input shape of the same operator
+        # may have other pads (ONNX's output_shape; convt.dask's blocks), so other phases
+        # and another order of the taps' lines.
+        key = (name, lay.nr, lay.packed, lay.kdst.tobytes(), lay.kstride.tobytes())
         weights, finite = plan.packed(key, lambda p: pack(lay, p.w_iox, geom.groups,
-                                                          p.workers, p.pack_buffer(key)))
+                                                          p.workers, p.pack_buffer(name)))
         plan.packed("finite", lambda p: finite)
         if not finite:
             return PIXEL.prepare(geom, plan, None)
