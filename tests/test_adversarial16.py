@@ -381,3 +381,23 @@ def test_winograd_products_do_not_overflow_where_the_taps_do_not(where):
         variant, bad, top = _child("avx2", _WINO_CHILD)
     assert variant == "winograd" and top < 1.2e38
     assert bad == 0
+
+
+@pytest.mark.skipif(not _cpu.bf16(), reason="no AVX512-BF16: bfloat16 runs the float32 kernels "
+                    "pinned or not")
+@pytest.mark.xfail(strict=True, reason=(
+    "convt.dask pins the whole array's direct variant on its blocks (convt/dask.py: pin = "
+    "variant_choice(geom), the rule's kind, convt/_dispatch/plan.py) and a pinned plan skips "
+    "the storage variants (convt/_backends/direct/registry.py DirectBackend.prepare: "
+    "'if plan.pin is None'), so bfloat16 blocks run the float32 Winograd / GEMM / micro "
+    "kernels on widened values while the in-memory call runs micro_bf16 (or micro_amx): "
+    "other summation orders, other bits (0.02% of this layer's outputs), against "
+    "docs/dask.md's 'with the direct backend, bit for bit'. Shown on the whole array as one "
+    "block (Plan.with_spec, what convt.dask's _run_block plans with), dask not needed"))
+def test_a_pinned_plan_gives_the_bfloat16_bits_of_the_unpinned_call():
+    x, w, b, kw = arrays("wino_f22", "bfloat16")
+    op = convt.ConvTranspose(w, b, method="direct", workers=2, **kw)
+    planned = op._plan.geometry(x.shape)
+    assert planned.variant == "micro_bf16"
+    pinned = op._plan.with_spec(op.spec, _plan.variant_choice(planned.geom))
+    assert same_bits(pinned(x), op(x))
