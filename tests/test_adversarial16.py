@@ -178,6 +178,46 @@ def test_16_bit_results_are_the_float32_sum_rounded_once(name, dtname):
     assert sweep([name], [dtname]) == []
 
 
+# Exact sums: x and w small integers times 2^e, so every product and partial sum is exact in
+# float32 whatever the order (and in the Winograd transforms), and the result must be the
+# exact sum rounded once, bit for bit: ties (odd integers past 2048 in float16, past 256 in
+# bfloat16), past 65504 (Inf), the float16 subnormals (e = -14: products of 2^-28). Zeros
+# compare as values: the sign of an exact zero follows the summation order.
+_EXACT_SCALES = {"float16": (0, -14, 4), "bfloat16": (0, -60, 50)}
+
+
+def exact_violations(names=tuple(LAYERS), dtypes=tuple(DTYPES)):
+    found = []
+    for name in names:
+        for dtname in dtypes:
+            for e in _EXACT_SCALES[dtname]:
+                x, w, b, kw = arrays(name, dtname)
+                rng, dt = np.random.default_rng(7), _dt(dtname)
+                x = (rng.integers(-8, 9, x.shape) * 2.0 ** e).astype(dt)
+                w = (rng.integers(-8, 9, w.shape) * 2.0 ** e).astype(dt)
+                b = ((rng.integers(-50, 51, b.shape) + 0.5) * 2.0 ** (2 * e)).astype(dt)
+                exact = convt.conv_transpose(*(a.astype(np.float64) for a in (x, w, b)),
+                                             method="reference", **kw)
+                with np.errstate(over="ignore"):
+                    want = exact.astype(np.float32).astype(dt)
+                for workers in (1, 2):
+                    op = convt.ConvTranspose(w, b, method="direct", workers=workers, **kw)
+                    for y in (op(x), convt.conv_transpose(x, w, b, method="direct",
+                                                          workers=workers, **kw)):
+                        got = np.where(y == 0, 0, y).astype(dt)
+                        if not same_bits(got, np.where(want == 0, 0, want).astype(dt)):
+                            found.append(f"{name} {dtname} 2^{e} workers={workers} "
+                                         f"({op._plan.geometry(x.shape).variant}, ISA "
+                                         f"{_cpu.ISA}): not the exact sum rounded once")
+    return found
+
+
+@pytest.mark.parametrize("dtname", DTYPES)
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_exact_sums_are_rounded_to_nearest_even(name, dtname):
+    assert exact_violations([name], [dtname]) == []
+
+
 def test_the_layers_reach_every_variant():
     # the sweep is worth what it covers: at this process's level, every variant its layers
     # are named for (inf_w: the pixel kernel)
@@ -200,7 +240,8 @@ _CHILD = """
 import json
 import test_adversarial16 as t
 from convt._kernels import _cpu
-print(json.dumps({"isa": _cpu.ISA, "bf16": _cpu.bf16(), "found": t.sweep(bits=%r)}))
+print(json.dumps({"isa": _cpu.ISA, "bf16": _cpu.bf16(),
+                  "found": t.sweep(bits=%r) + t.exact_violations()}))
 """
 
 
