@@ -144,6 +144,8 @@ def deliver(y, dtype, out, workers=1):
     float32 in parallel blocks on ``workers`` threads (convt._kernels._half.narrow: F16C /
     AVX2, the bits astype gives)."""
     kind = _half.KINDS.get(dtype_name(dtype))
+    if y.dtype == np.float64 and dtype_name(dtype) == "bfloat16":
+        y = _bfloat16_once(y)   # (the reference: ml_dtypes' cast rounds through float32)
     if kind is not None and y.dtype == np.float32:
         y = np.ascontiguousarray(y)   # (the pixel kernel's channels-first view)
         if out is None:
@@ -155,3 +157,18 @@ def deliver(y, dtype, out, workers=1):
         return np.ascontiguousarray(y, dtype=dtype)
     np.copyto(out, y, casting="equiv" if y.dtype == dtype else "unsafe")
     return out
+
+
+def _bfloat16_once(y):
+    """float64 ``y`` as float32 values whose rounding to bfloat16 (to nearest even) is the
+    one rounding of ``y``. ml_dtypes casts float64 through float32, rounding twice (1 + 2^-8
+    + 2^-30 becomes the tie 1 + 2^-8, then 1). Here the float32 step rounds to odd (toward
+    zero, the last bit set when inexact), which keeps what the second rounding needs: float32
+    has more than two bits past bfloat16's 8 (Boldo and Melquiond, "When double rounding is
+    odd", 2005)."""
+    with np.errstate(over="ignore"):   # (past float32's range: Inf, stepped back below)
+        t = y.astype(np.float32)
+    away = np.abs(t.astype(np.float64)) > np.abs(y)   # (NaN compares False)
+    t[away] = np.nextafter(t[away], np.float32(0))
+    t.view(np.uint32)[...] |= (t.astype(np.float64) != y).view(np.uint8).astype(np.uint32)
+    return t
