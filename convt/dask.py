@@ -238,7 +238,7 @@ def conv_transpose(x, w, b=None, *, convention="canonical", **keywords):
     # One backend for every block, chosen on the whole array. "tune" is chosen as "auto" is,
     # by the cost model: timing candidates would need the whole array in memory.
     method = plan.method if plan.method not in ("auto", "tune") else pick(plan.estimate(geom))
-    pin = variant_choice(geom) if method == "direct" else None
+    pin = variant_choice(geom, plan.dtype) if method == "direct" else None
     nxc = geom.data_format == "NXC"
     c_axis = x.ndim - 1 if nxc else 1
     if len(x.chunks[c_axis]) > 1:

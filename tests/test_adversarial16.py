@@ -20,6 +20,7 @@ The same sweep runs in child processes under ``CONVT_ISA=avx2`` and ``generic``.
 The tests marked xfail(strict) are promises found broken (reasons in each).
 """
 import json
+import math
 import os
 import subprocess
 import sys
@@ -32,6 +33,7 @@ import pytest
 import convt
 from convt._backends.direct import micro_amx, winograd
 from convt._dispatch import plan as _plan
+from convt._dispatch.guard import deliver
 from convt._kernels import _cpu
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -430,21 +432,14 @@ def test_winograd_products_do_not_overflow_where_the_taps_do_not(where):
 
 @pytest.mark.skipif(not _cpu.bf16(), reason="no AVX512-BF16: bfloat16 runs the float32 kernels "
                     "pinned or not")
-@pytest.mark.xfail(strict=True, reason=(
-    "convt.dask pins the whole array's direct variant on its blocks (convt/dask.py: pin = "
-    "variant_choice(geom), the rule's kind, convt/_dispatch/plan.py) and a pinned plan skips "
-    "the storage variants (convt/_backends/direct/registry.py DirectBackend.prepare: "
-    "'if plan.pin is None'), so bfloat16 blocks run the float32 Winograd / GEMM / micro "
-    "kernels on widened values while the in-memory call runs micro_bf16 (or micro_amx): "
-    "other summation orders, other bits (0.02% of this layer's outputs), against "
-    "docs/dask.md's 'with the direct backend, bit for bit'. Shown on the whole array as one "
-    "block (Plan.with_spec, what convt.dask's _run_block plans with), dask not needed"))
 def test_a_pinned_plan_gives_the_bfloat16_bits_of_the_unpinned_call():
     x, w, b, kw = arrays("wino_f22", "bfloat16")
     op = convt.ConvTranspose(w, b, method="direct", workers=2, **kw)
     planned = op._plan.geometry(x.shape)
     assert planned.variant == "micro_bf16"
-    pinned = op._plan.with_spec(op.spec, _plan.variant_choice(planned.geom))
+    # convt.dask pins the variant that runs the storage dtype (variant_choice with it): the
+    # float32 kernels' other summation order gave other bits (0.02% of the outputs)
+    pinned = op._plan.with_spec(op.spec, _plan.variant_choice(planned.geom, op._plan.dtype))
     assert same_bits(pinned(x), op(x))
 
 
@@ -463,18 +458,42 @@ def test_auto_one_shot_gives_the_prepared_bits():
                      convt.ConvTranspose(w, workers=2)(x))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "docs/precision.md: 'reference in float32 / float16 / bfloat16 is the float64 result "
-    "rounded once to the dtype'. For bfloat16 it is rounded twice: deliver "
-    "(convt/_dispatch/guard.py, np.ascontiguousarray(y, dtype=dtype) of the float64 "
-    "result) casts with ml_dtypes, which goes float64 -> float32 -> bfloat16: 1 + 2^-8 + "
-    "2^-30 (exact) becomes the tie 1 + 2^-8 in float32, then 1.0, where one rounding gives "
-    "1 + 2^-7. float16 (NumPy's cast) rounds once"))
 def test_reference_rounds_the_float64_result_once_in_bfloat16():
+    # ml_dtypes' cast goes float64 -> float32 -> bfloat16: 1 + 2^-8 + 2^-30 became the tie
+    # 1 + 2^-8, then 1.0 (fixed: guard._bfloat16_once)
     x = np.array([[[1.0], [2.0 ** -8], [2.0 ** -30]]]).astype(BF)   # (N, C_in = 3, 1)
     w = np.ones((3, 1, 1), BF)
     y = convt.conv_transpose(x, w, method="reference")
     assert float(y.reshape(-1)[0]) == 1 + 2.0 ** -7
+
+
+def _bf16_nearest_even(v):
+    """The bfloat16 nearest ``v`` (ties to even), by hand: Python's round() on the value over
+    its ulp (exact in float64 for every finite float64 in bfloat16's range)."""
+    if math.isnan(v) or math.isinf(v) or v == 0:
+        return v
+    ulp = 2.0 ** (max(math.floor(math.log2(abs(v))), -126) - 7)
+    r = round(v / ulp) * ulp
+    return math.copysign(math.inf, v) if abs(r) > float(ml_dtypes.finfo(BF).max) else r
+
+
+def test_float64_to_bfloat16_rounds_once_over_the_range():
+    rng = np.random.default_rng(7)
+    n = 20000
+    # values with bits just past bfloat16's and float32's last places, ties, subnormals, the
+    # edge of the range, and the specials
+    y = np.concatenate([
+        rng.standard_normal(n) * np.exp2(rng.integers(-140, 129, n)),
+        (1 + rng.integers(0, 2 ** 9, n) * 2.0 ** -9 + rng.choice([0, 2.0 ** -30, -2.0 ** -30], n))
+        * np.exp2(rng.integers(-133, 128, n)) * rng.choice([-1, 1], n),
+        [np.inf, -np.inf, np.nan, 0.0, -0.0, 3.3895e38, 3.3896e38, 3.4e38, 1e39, -1e39,
+         2.0 ** -133 * 1.5, 2.0 ** -134, 2.0 ** -135, 2.0 ** -134 * 1.0000001]])
+    got = deliver(y, np.dtype(BF), None).astype(np.float64)
+    want = np.array([_bf16_nearest_even(v) for v in y])
+    assert np.array_equal(got, want, equal_nan=True)
+    out = np.empty(y.shape, BF)
+    assert deliver(y, np.dtype(BF), out) is out
+    assert same_bits(out, got.astype(BF))
 
 
 @pytest.mark.skipif(not _cpu.bf16(), reason="no AVX512-BF16: the float32 kernels keep them")

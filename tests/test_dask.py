@@ -303,3 +303,25 @@ def test_distributed_workers_prepare_weights_once(client):
     counts = client.run(_base_plans, token)
     # one packed-weights plan per worker that ran blocks (64 blocks: usually both do)
     assert len(counts) == 2 and set(counts.values()) <= {0, 1} and sum(counts.values()) >= 1
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_bfloat16_blocks_give_the_in_memory_bits(case):
+    """The blocks run the variant the in-memory call runs in the storage dtype (micro_bf16 on
+    AVX512-BF16 CPUs), on blocks whose local pads differ: before, they ran the float32
+    kernels (other bits), and a pinned micro_bf16 read one block's pack for all."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf = ml_dtypes.bfloat16
+    xs, ws, kw = [((2, 64, 12, 12), (64, 48, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1))),
+                  ((1, 64, 20, 20), (64, 64, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2))),
+                  ((1, 64, 16, 16), (64, 32, 3, 3),
+                   dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1))),
+                  ((1, 64, 64), (64, 32, 16), dict(strides=(8,), pads=(4, 4)))][case]
+    rng = np.random.default_rng(case)
+    x, w = rng.standard_normal(xs).astype(bf), rng.standard_normal(ws).astype(bf)
+    b = rng.standard_normal(ws[1]).astype(bf)
+    y = convt.ConvTranspose(w, b, method="direct", **kw)(x)
+    chunks = (max(1, xs[0] // 2), xs[1], *(max(2, s // 3) for s in xs[2:]))
+    yd = cdask.conv_transpose(da.from_array(x, chunks=chunks), w, b, method="direct",
+                              **kw).compute()
+    assert np.array_equal(yd.view(np.uint16), y.view(np.uint16))

@@ -83,10 +83,13 @@ class Planned(NamedTuple):
     state: Any
 
 
-def variant_choice(geom):
+def variant_choice(geom, storage=None):
     """(name, second): the direct variant ``geom`` runs (the cost model's rule,
-    ``convt._dispatch.cost.direct_kind``), as ``direct_variant`` takes it pinned."""
-    return direct.pin_of(direct_kind(geom))
+    ``convt._dispatch.cost.direct_kind``), as ``direct_variant`` takes it pinned; with the
+    storage dtype ``storage``, the variant that runs it in that dtype (micro_bf16 and
+    micro_amx take bfloat16 from the dense variants: ``direct.storage_kind``)."""
+    kind = direct_kind(geom)
+    return direct.pin_of(kind if storage is None else direct.storage_kind(geom, kind, storage))
 
 
 def block_pin(geom, pin, out_starts):
