@@ -63,8 +63,10 @@ class ConvTranspose:
     -----
     float64 computes in float64; float32, float16 and bfloat16 (``ml_dtypes``) accumulate in
     float32 and the result is rounded once to the input dtype. The output has the input's
-    dtype and layout and is C-contiguous. Results are bit-identical for any ``workers``, and
-    one operator may be called from many Python threads at once (the kernels release the
+    dtype and layout and is C-contiguous. Results are bit-identical for any ``workers`` on one
+    backend (``method="auto"`` prices the backends per thread count, and may pick another for
+    another ``workers``, or for a one-shot call; FFT also tiles a one-shot call its own way:
+    pass ``method="direct"`` when the bits must not move), and one operator may be called from many Python threads at once (the kernels release the
     GIL). A call that would need more memory than the machine has is refused with a
     ``MemoryError`` (also a ``ValueError``) before anything is allocated.
 

@@ -355,7 +355,8 @@ def test_empty_batch_and_channels_in_16_bits():
             assert same_bits(out, y)
 
 
-# ---- promises found broken (xfail, strict: a fix makes them pass, and then fail here) ----
+# ---- promises found broken (xfail, strict: a fix makes them pass, and then fail here), and
+# the promises as the docs now state them ----
 
 def _auto_layers():
     """Depthwise 2-D layers of 16 x 16 inputs, stride 2, kernels 8-17: where the cost model's
@@ -367,20 +368,15 @@ def _auto_layers():
             yield w, dict(group=c, strides=(2, 2)), (1, c, 16, 16)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README.md ('Results are bit-identical for any thread count') and ConvTranspose's Notes "
-    "('bit-identical for any workers') hold for a fixed method only: method='auto' prices "
-    "the direct kernel and FFT per thread count (convt/_dispatch/plan.py Plan.estimate -> "
-    "cost.estimate(geom, ..., self.workers)), so workers=1 runs the depthwise kernel and "
-    "workers=2 (or 3, 7) FFT on e.g. a 16-group 14 x 14 stride-2 layer, with other bits "
-    "(float16: 1 ulp on about 0.2% of the outputs)"))
-def test_auto_gives_the_same_bits_for_any_worker_count():
-    differ = []
+@pytest.mark.parametrize("method", ["direct", "fft"])
+def test_one_backend_gives_the_same_bits_for_any_worker_count(method):
+    """README's promise, for one backend: on these layers "auto" picks the depthwise kernel
+    for one worker and FFT for more (it prices the threads per backend), so its bits move
+    with ``workers`` (as the README says); each backend's do not."""
     for w, kw, xs in _auto_layers():
         x = np.random.default_rng(0).standard_normal(xs).astype(np.float16)
-        ys = {n: convt.ConvTranspose(w, **kw, workers=n)(x) for n in (1, 2, 3, 7)}
-        differ += [(w.shape, n) for n in (2, 3, 7) if not same_bits(ys[n], ys[1])]
-    assert differ == []
+        ys = {n: convt.ConvTranspose(w, **kw, method=method, workers=n)(x) for n in (1, 2, 3, 7)}
+        assert all(same_bits(ys[n], ys[1]) for n in (2, 3, 7)), (w.shape, method)
 
 
 _WINO_CHILD = """
@@ -443,19 +439,16 @@ def test_a_pinned_plan_gives_the_bfloat16_bits_of_the_unpinned_call():
     assert same_bits(pinned(x), op(x))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "docs/quickstart.md ('assert np.array_equal(y2, y)  # the same numbers as the one-shot "
-    "call') and README.md's example hold for a fixed method only: method='auto' prices a "
-    "one-shot call with its weight packing (convt/_dispatch/plan.py Plan.estimate, "
-    "one_shot=self.one_shot -> the variants' pack_seconds), so on a 5 x 5 stride-1 layer of "
-    "32 channels the prepared operator runs FFT and conv_transpose the direct kernel: "
-    "float16 results differ by 1 ulp on 0.15% of the outputs (float32: 90%)"))
-def test_auto_one_shot_gives_the_prepared_bits():
+def test_the_direct_backend_gives_the_prepared_bits_one_shot():
+    """On this layer "auto" runs FFT prepared and the direct kernel one-shot (it prices the
+    one-shot call's weight packing): other bits, as the README says; so does FFT alone (a
+    one-shot call tiles its own way, docs/fft.md). The direct backend's agree."""
+    method = "direct"
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 32, 8, 8)).astype(np.float16)
     w = rng.standard_normal((32, 32, 5, 5)).astype(np.float16)
-    assert same_bits(convt.conv_transpose(x, w, workers=2),
-                     convt.ConvTranspose(w, workers=2)(x))
+    assert same_bits(convt.conv_transpose(x, w, method=method, workers=2),
+                     convt.ConvTranspose(w, method=method, workers=2)(x))
 
 
 def test_reference_rounds_the_float64_result_once_in_bfloat16():
@@ -497,17 +490,15 @@ def test_float64_to_bfloat16_rounds_once_over_the_range():
 
 
 @pytest.mark.skipif(not _cpu.bf16(), reason="no AVX512-BF16: the float32 kernels keep them")
-@pytest.mark.xfail(strict=True, reason=(
-    "docs/precision.md on the AVX512-BF16 tiles: denormal inputs count as zero, 'normal "
-    "values are unaffected'. Not so: vdpbf16ps also flushes each product below 2^-126 "
-    "(convt/_kernels/_bf16kernel.h), so normal bfloat16 inputs x = w = 2^-64 (5.4e-20) "
-    "give 0 on micro_bf16 where the exact result, the float32 path and CONVT_ISA=avx2 give "
-    "1.9e-37 to 7.5e-37 (normal in float32 and bfloat16): every output lost"))
-def test_pair_tiles_keep_normal_inputs_whose_products_are_below_2_126():
+def test_pair_tiles_flush_products_below_2_126():
+    """docs/precision.md: vdpbf16ps flushes a product below 2^-126 of normal bfloat16
+    values (x = w = 2^-64: every output 0 on micro_bf16), where the float32 kernels keep it
+    (CONVT_ISA=avx2 gives 1.9e-37 to 7.5e-37, the exact values' roundings)."""
     x = np.full((1, 64, 4, 4), 2.0 ** -64).astype(BF)
     w = np.full((64, 32, 3, 3), 2.0 ** -64).astype(BF)
     kw = dict(strides=(2, 2), pads=(1, 1, 1, 1))
     op = convt.ConvTranspose(w, method="direct", **kw)
     assert op._plan.geometry(x.shape).variant == "micro_bf16"
-    y = op(x)
-    assert not oracle_violations(y, x, w, np.zeros(32, BF), kw).any()
+    assert not np.asarray(op(x), np.float32).any()
+    kept = convt.ConvTranspose(w.astype(np.float32), method="direct", **kw)(x.astype(np.float32))
+    assert not oracle_violations(kept.astype(BF), x, w, np.zeros(32, BF), kw).any()
