@@ -772,7 +772,7 @@ def test_dask_block_with_a_large_halo_keeps_the_products(monkeypatch):
     w = rng.standard_normal((8, 8, 3, 4)).astype(np.float32)
     kw = dict(dilations=(3, 3), pads=(2, 1, 1, 3))
     _force(monkeypatch)
-    monkeypatch.setattr(cdask, "variant_choice", lambda geom: ("winograd", False))
+    monkeypatch.setattr(cdask, "variant_choice", lambda geom, storage=None: ("winograd", False))
     op = convt.ConvTranspose(w, method="direct", **kw)
     assert op._plan.geometry(x.shape).variant == "winograd"
     y = cdask.conv_transpose(da.from_array(x, chunks=(1, 8, (3, 3), (3, 6, 2))), w,
