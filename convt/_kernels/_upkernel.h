@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include "_half.h"
 #include "_transpose.h"
 
 /* Prefetch into L1 the lines of rows p + i * stride, i < n, each of `bytes` bytes: a slice of
@@ -53,9 +54,9 @@ static inline void convt_up_prefetch(const char* p, int64_t stride, int64_t n, i
     if (NV > 2) A##2 = FMA(WV, X##2, A##2);
 
 /* Vector v's outputs: the two rows' pairs (p0, p1) and (p2, p3), plus their bias, interleaved
- * into 2V values of each output row, stored whole or (the row's last, partial vector) through
- * tmp. */
-#define CONVT_UP_STORE(T, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, v, A0, A1, A2, A3)              \
+ * into 2V values of each output row (of type YT: T, or 16 bits that ST rounds to), stored
+ * whole or (the row's last, partial vector) through tmp. */
+#define CONVT_UP_STORE(YT, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, v, A0, A1, A2, A3)             \
     {                                                                                           \
         VT p0 = ADD(A0, SET1(b[0])), p1 = ADD(A1, SET1(b[0]));                                  \
         VT p2 = ADD(A2, SET1(b[1])), p3 = ADD(A3, SET1(b[1]));                                  \
@@ -66,19 +67,19 @@ static inline void convt_up_prefetch(const char* p, int64_t stride, int64_t n, i
                 ST(y1 + 2 * V * (v), ZIPLO(p2, p3)); ST(y1 + 2 * V * (v) + V, ZIPHI(p2, p3));   \
             }                                                                                   \
         } else if (n_ > 0) {                                                                    \
-            T tmp[4 * V];                                                                       \
+            YT tmp[4 * V];                                                                      \
             ST(tmp, ZIPLO(p0, p1)); ST(tmp + V, ZIPHI(p0, p1));                                 \
             ST(tmp + 2 * V, ZIPLO(p2, p3)); ST(tmp + 3 * V, ZIPHI(p2, p3));                     \
-            memcpy(y0 + 2 * V * (v), tmp, (size_t)n_ * sizeof(T));                              \
-            if (y1) memcpy(y1 + 2 * V * (v), tmp + 2 * V, (size_t)n_ * sizeof(T));              \
+            memcpy(y0 + 2 * V * (v), tmp, (size_t)n_ * sizeof(YT));                             \
+            if (y1) memcpy(y1 + 2 * V * (v), tmp + 2 * V, (size_t)n_ * sizeof(YT));             \
         }                                                                                       \
     }
 
 /* The tile for NV vectors (1-3): 4 x NV accumulators, NV input vectors, one weight. */
-#define CONVT_UP_TILE_NV(NAME, TARGET, NV, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, \
-                         ZIPHI)                                                                \
+#define CONVT_UP_TILE_NV(NAME, TARGET, NV, T, YT, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0,   \
+                         ZIPLO, ZIPHI)                                                         \
 static __attribute__((target(TARGET))) void                                                    \
-NAME##_##NV(const T* xp, const T* w, int64_t kc, T* y0, T* y1, const T* b, int64_t valid)     \
+NAME##_##NV(const T* xp, const T* w, int64_t kc, YT* y0, YT* y1, const T* b, int64_t valid)   \
 {                                                                                               \
     VT a0 = SET0(), a1 = SET0(), a2 = SET0(), b0 = SET0(), b1 = SET0(), b2 = SET0();           \
     VT c0 = SET0(), c1 = SET0(), c2 = SET0(), d0 = SET0(), d1 = SET0(), d2 = SET0();           \
@@ -95,24 +96,29 @@ NAME##_##NV(const T* xp, const T* w, int64_t kc, T* y0, T* y1, const T* b, int64
         wv = BC(wk + 2); CONVT_UP_FMA(FMA, NV, c, x, wv)                                        \
         wv = BC(wk + 3); CONVT_UP_FMA(FMA, NV, d, x, wv)                                        \
     }                                                                                           \
-    CONVT_UP_STORE(T, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, 0, a0, b0, c0, d0)                    \
-    if (NV > 1) CONVT_UP_STORE(T, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, 1, a1, b1, c1, d1)        \
-    if (NV > 2) CONVT_UP_STORE(T, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, 2, a2, b2, c2, d2)        \
+    CONVT_UP_STORE(YT, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, 0, a0, b0, c0, d0)                   \
+    if (NV > 1) CONVT_UP_STORE(YT, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, 1, a1, b1, c1, d1)       \
+    if (NV > 2) CONVT_UP_STORE(YT, VT, V, ST, ADD, SET1, ZIPLO, ZIPHI, 2, a2, b2, c2, d2)       \
 }
 
 /* V values per vector; LD/FMA/BC/ST/ADD/SET1/SET0 are the type's intrinsics; ZIPLO/ZIPHI(a,
- * b): the two halves of a and b interleaved. */
-#define CONVT_UP_TILE(NAME, TARGET, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI) \
-CONVT_UP_TILE_NV(NAME, TARGET, 1, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)   \
-CONVT_UP_TILE_NV(NAME, TARGET, 2, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)   \
-CONVT_UP_TILE_NV(NAME, TARGET, 3, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)   \
-static void NAME(const T* xp, const T* w, int64_t kc, int nv, T* y0, T* y1, const T* b,       \
+ * b): the two halves of a and b interleaved. YT: the type of y (T, or uint16_t: 16-bit
+ * storage, ST rounding each vector as it stores it). */
+#define CONVT_UP_TILE_Y(NAME, TARGET, T, YT, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO,  \
+                        ZIPHI)                                                                 \
+CONVT_UP_TILE_NV(NAME, TARGET, 1, T, YT, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI) \
+CONVT_UP_TILE_NV(NAME, TARGET, 2, T, YT, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI) \
+CONVT_UP_TILE_NV(NAME, TARGET, 3, T, YT, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI) \
+static void NAME(const T* xp, const T* w, int64_t kc, int nv, YT* y0, YT* y1, const T* b,     \
                  int64_t valid)                                                                 \
 {                                                                                               \
     if (nv == 3) NAME##_3(xp, w, kc, y0, y1, b, valid);                                         \
     else if (nv == 2) NAME##_2(xp, w, kc, y0, y1, b, valid);                                    \
     else NAME##_1(xp, w, kc, y0, y1, b, valid);                                                 \
 }
+
+#define CONVT_UP_TILE(NAME, TARGET, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI) \
+    CONVT_UP_TILE_Y(NAME, TARGET, T, T, VT, V, LD, FMA, BC, ST, ADD, SET1, SET0, ZIPLO, ZIPHI)
 
 CONVT_UP_TILE(convt_up_tile_f32, "avx2,fma", float, __m256, 8, _mm256_loadu_ps,
               _mm256_fmadd_ps, _mm256_broadcast_ss, _mm256_storeu_ps, _mm256_add_ps,
@@ -135,6 +141,31 @@ CONVT_UP_TILE(convt_up_tile512_f64, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma
               _mm512_storeu_pd, _mm512_add_pd, _mm512_set1_pd, _mm512_setzero_pd,
               convt_zip512_lo_pd, convt_zip512_hi_pd)
 
+/* The float32 tiles writing a 16-bit y (float16 or bfloat16, _half.h): each vector of sums
+ * plus bias rounded to nearest even as it is stored (_half.h's narrowing, NaN lanes through its
+ * scalar body), so y holds the bits of the float32 result rounded by astype, with no float32
+ * array in between. float16 needs F16C (the caller checks: _half.level). */
+#define CONVT_UP_ST_F16(p, v) convt_narrow8_avx2(CONVT_F16, v, p)
+#define CONVT_UP_ST_BF16(p, v) convt_narrow8_avx2(CONVT_BF16, v, p)
+#define CONVT_UP_ST512_F16(p, v) convt_narrow16_avx512(CONVT_F16, v, p)
+#define CONVT_UP_ST512_BF16(p, v) convt_narrow16_avx512(CONVT_BF16, v, p)
+CONVT_UP_TILE_Y(convt_up_tile_f16, "avx2,fma,f16c", float, uint16_t, __m256, 8,
+                _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_broadcast_ss, CONVT_UP_ST_F16,
+                _mm256_add_ps, _mm256_set1_ps, _mm256_setzero_ps, convt_zip_lo_ps,
+                convt_zip_hi_ps)
+CONVT_UP_TILE_Y(convt_up_tile_bf16, "avx2,fma,f16c", float, uint16_t, __m256, 8,
+                _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_broadcast_ss, CONVT_UP_ST_BF16,
+                _mm256_add_ps, _mm256_set1_ps, _mm256_setzero_ps, convt_zip_lo_ps,
+                convt_zip_hi_ps)
+CONVT_UP_TILE_Y(convt_up_tile512_f16, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,f16c", float,
+                uint16_t, __m512, 16, _mm512_loadu_ps, _mm512_fmadd_ps, CONVT_UP_BC512_PS,
+                CONVT_UP_ST512_F16, _mm512_add_ps, _mm512_set1_ps, _mm512_setzero_ps,
+                convt_zip512_lo_ps, convt_zip512_hi_ps)
+CONVT_UP_TILE_Y(convt_up_tile512_bf16, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,f16c", float,
+                uint16_t, __m512, 16, _mm512_loadu_ps, _mm512_fmadd_ps, CONVT_UP_BC512_PS,
+                CONVT_UP_ST512_BF16, _mm512_add_ps, _mm512_set1_ps, _mm512_setzero_ps,
+                convt_zip512_lo_ps, convt_zip512_hi_ps)
+
 #else  /* no AVX2 path on this compiler/platform: the plan never runs this variant */
 
 static void convt_up_tile_f32(const float* xp, const float* w, int64_t kc, int nv, float* y0,
@@ -145,6 +176,14 @@ static void convt_up_tile512_f32(const float* xp, const float* w, int64_t kc, in
                                  float* y0, float* y1, const float* b, int64_t valid) {}
 static void convt_up_tile512_f64(const double* xp, const double* w, int64_t kc, int nv,
                                  double* y0, double* y1, const double* b, int64_t valid) {}
+
+#define CONVT_UP_STUB16(NAME)                                                                  \
+static void NAME(const float* xp, const float* w, int64_t kc, int nv, uint16_t* y0,           \
+                 uint16_t* y1, const float* b, int64_t valid) {}
+CONVT_UP_STUB16(convt_up_tile_f16)
+CONVT_UP_STUB16(convt_up_tile_bf16)
+CONVT_UP_STUB16(convt_up_tile512_f16)
+CONVT_UP_STUB16(convt_up_tile512_bf16)
 
 #endif
 #endif

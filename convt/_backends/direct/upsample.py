@@ -18,11 +18,11 @@ from math import prod
 import numpy as np
 
 from .pixel import new_output, pad3
-from .storage import as_compute
+from .storage import as_compute, half_kind
 from ..._kernels._upsample import upsample_conv
 from .base import DirectKind, Variant
 from .micro import micro_rate
-from ..._kernels import _cpu
+from ..._kernels import _cpu, _half
 
 __all__ = ["UpLayout", "up_eligible", "up_macs", "up_layout", "packed_up", "run_up"]
 
@@ -114,27 +114,41 @@ def _zmm_pads_no_more(geom, itemsize):
 
 
 def run_up(xa, layout, geom, packed, workers, arena, out=None):
-    """y (channels-first, the dtype of the packed weights; ``out`` when given: ``new_output``)
-    from ``xa`` (channels-first). At level 2 (``_cpu.kernel_level``, read per call), where
-    that pads the rows no more, the blocks are re-cut into 64-byte vectors for the AVX-512
-    tile (the packed weights do not depend on the vector)."""
+    """y (channels-first, the dtype of the packed weights, or ``out`` when given: ``new_output``,
+    or a 16-bit array of ``xa``'s dtype) from ``xa`` (channels-first). At level 2
+    (``_cpu.kernel_level``, read per call), where that pads the rows no more, the blocks are
+    re-cut into 64-byte vectors for the AVX-512 tile (the packed weights do not depend on the
+    vector). 16-bit ``xa`` (float32 compute) is widened block by block as the kernel copies
+    it, and a 16-bit ``out`` receives each value rounded as the tile stores it: no float32
+    copy of x or y."""
     wp, pb = packed
     ct = wp.dtype
     if _cpu.kernel_level("upsample") >= 2 and _zmm_pads_no_more(geom, ct.itemsize):
         layout = up_layout(geom, ct.itemsize, 64)
-    y = new_output(geom, ct, out)
+    y16 = out if out is not None and half_kind(out.dtype) is not None else None
+    y = new_output(geom, ct, out) if y16 is None else y16
     if y.size == 0:
         return y
-    x = as_compute(xa, ct, workers, arena)   # 16-bit: one parallel widening
+    kind = half_kind(xa.dtype) if ct == np.float32 else None
+    if kind is None:
+        x, x16 = as_compute(xa, ct, workers, arena).reshape(-1), None
+        kind = half_kind(y16.dtype) if y16 is not None else 0
+    else:
+        x, x16 = wp[:1], np.ascontiguousarray(xa).reshape(-1).view(np.uint16)
     n = geom.batch
     i3, s3, o3 = pad3(geom.in_shape, 1), pad3(geom.strides, 1), pad3(geom.out_shape, 1)
     xs = (geom.c_in * prod(i3), prod(i3), i3[1] * i3[2], i3[2])
     ys = (geom.c_out * prod(o3), s3[0] * o3[1] * o3[2], s3[1] * o3[2])
     dims = np.array([n, i3[0], i3[1], i3[2], geom.c_in, geom.groups, geom.c_in // geom.groups,
                      layout.tiles, layout.vector, len(layout.blocks), *xs, *ys], np.int64)
-    scratch = arena.get("up_block", (workers * geom.c_in * _MAX_VECTORS * layout.vector,), ct)
-    upsample_conv(x.reshape(-1), wp, pb, y.reshape(-1), dims, layout.poff,
-                  layout.blocks.reshape(-1), scratch, workers)
+    # per thread: a block's inputs (C_in x 3 vectors), then two rows of outputs (the 16-bit
+    # y rounded from there when the conversions run without F16C)
+    per = (geom.c_in + 4) * _MAX_VECTORS * layout.vector
+    scratch = arena.get("up_block", (workers * per,), ct)
+    yk, y16k = (y.reshape(-1), None) if y16 is None else (scratch[:1], y16.reshape(-1))
+    upsample_conv(x, wp, pb, yk, dims, layout.poff, layout.blocks.reshape(-1), scratch,
+                  workers, x16, None if y16k is None else y16k.view(np.uint16), kind,
+                  _half.level(kind))
     return y
 
 
@@ -163,6 +177,9 @@ class Upsample(Variant):
 
     def runs(self, geom):
         return up_eligible(geom)
+
+    def writes_16bit(self, geom):
+        return True   # its tiles round each value into a 16-bit out as they store it
 
     def rate(self, geom, kind, c):
         return micro_rate(geom, c)
