@@ -88,6 +88,7 @@
 # _tilewrite.pxd       their tiles written into y (channels-last rows, channels-first blocks).
 # _packkernel.pxd      _packkernel.h's declarations and the product-weight sums' dispatch.
 # _finite.pxd          finiteness and exponent-bound checks.  _types.pxd: the fused dtype.
+# _dwloop.pxd          the depthwise kernel's portable loop (chunks, borders, interleave).
 # Headers (AVX2 bodies selected at run time, portable C otherwise):
 # _isa.h               CPU detection: the ISA level (CPUID + XCR0; AMX tile permission).
 # _amxkernel.h         the AMX-BF16 tile blocks, on a macro layer: the instructions, or their C
@@ -98,7 +99,7 @@
 # _corners.h           the Winograd input transforms (signed sums of corners).
 # _packkernel.h        tap transposes for late sums, product-weight sums, store fence.
 # _half.h              16-bit <-> float32 conversions (F16C + AVX2, AVX-512; NaN bits as NumPy
-#                      keeps them).
+#                      keeps them).  _halfstream.h: its narrowing with whole lines streamed.
 # _dwkernel.h, _cwkernel.h, _upkernel.h   the depthwise, channels-first Winograd and upsample
 #                      kernels' AVX2 and AVX-512 bodies (_cpu.kernel_level picks one).
 

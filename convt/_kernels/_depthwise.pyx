@@ -31,6 +31,15 @@ each is bit-identical across thread counts.
 Channels-last layers with 2-3 channels per group run here on transposed data
 (convt._backends.direct.depthwise); with one channel per group, _depthwise_nxc.pyx's kernel runs them.
 
+16-bit storage (float32 compute; convt._backends.direct.depthwise passes x16 / y16): a task
+widens the input rows its rows read (per input channel of the group, the rows of axis 0 an
+output row's taps reach, whole) into the thread's copy, kept while the next rows read the
+same (the thread's next task mostly does), and reads them there; a run of rows (at most
+_YBUF values) is computed into the thread's float32 rows, then rounded into the 16-bit y
+(_half.h; whole 64-byte lines streamed with stream set, _halfstream.h). The sums are the
+float32 call's, so the bits are its result rounded by astype, without a float32 x or y.
+The portable loop's helpers are in _dwloop.pxd.
+
 Every output is written by exactly one task and its sum is always taken in the same order
 (bias, then input channel, tap of axis 0, axis 1, axis 2), so the result is bit-identical for
 any thread count. Per-thread scratch (tap lists, phase buffers) is allocated once per thread.
@@ -42,10 +51,11 @@ range, steps = (kstep0, istep0, kstep1, istep1, kstep2, istep2); phases (s2, 5) 
 every tap of the phase in range for q_lo <= q < q_hi; ptaps (.., 2) rows (k2, e); Cg >= 1.
 """
 from cython.parallel cimport parallel, prange
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport free, malloc
 
 from ._types cimport real
+from ._dwloop cimport _border, _chunk, _interleave
 
 cdef extern from "_dwkernel.h" nogil:
     int CONVT_DW_HAVE_AVX2
@@ -62,74 +72,22 @@ cdef extern from "_dwkernel.h" nogil:
     void convt_dw_fence()
     void convt_dw_probe(int isa, const float* src, float* dst, int64_t n, int64_t r)
 
+cdef extern from "_half.h" nogil:
+    void convt_widen(int isa, int kind, const uint16_t* src, float* dst, int64_t n)
+    void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
+
+cdef extern from "_halfstream.h" nogil:
+    void convt_narrow_stream(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
+
 from . import _cpu
 
 # Output rows (blocks) per channels-first task: enough to amortise decoding the task index
 # and give runs their length (64 over 16: 1.04x on depthwise_bilinear, 2 threads).
 DEF _ROWS_PER_TASK = 64
 ROWS_PER_TASK = _ROWS_PER_TASK   # for the cost model (convt._backends.direct.depthwise)
-
-
-cdef inline void _chunk(real* d, const real* x, const int64_t* off, const real* wv, int nt,
-                        int64_t n, bint init, real b) noexcept nogil:
-    # d[q] (= b or d[q]) + sum_t wv[t] * x[off[t] + q], t < nt <= 4, q < n, in tap order.
-    cdef int64_t q
-    cdef const real* p0 = x + off[0]
-    cdef const real* p1
-    cdef const real* p2
-    cdef const real* p3
-    cdef real w0 = wv[0], w1, w2, w3
-    if nt == 1:
-        if init:
-            for q in range(n):
-                d[q] = b + w0 * p0[q]
-        else:
-            for q in range(n):
-                d[q] = d[q] + w0 * p0[q]
-        return
-    p1 = x + off[1]
-    w1 = wv[1]
-    if nt == 2:
-        if init:
-            for q in range(n):
-                d[q] = b + w0 * p0[q] + w1 * p1[q]
-        else:
-            for q in range(n):
-                d[q] = d[q] + w0 * p0[q] + w1 * p1[q]
-        return
-    p2 = x + off[2]
-    w2 = wv[2]
-    if nt == 3:
-        if init:
-            for q in range(n):
-                d[q] = b + w0 * p0[q] + w1 * p1[q] + w2 * p2[q]
-        else:
-            for q in range(n):
-                d[q] = d[q] + w0 * p0[q] + w1 * p1[q] + w2 * p2[q]
-        return
-    p3 = x + off[3]
-    w3 = wv[3]
-    if init:
-        for q in range(n):
-            d[q] = b + w0 * p0[q] + w1 * p1[q] + w2 * p2[q] + w3 * p3[q]
-    else:
-        for q in range(n):
-            d[q] = d[q] + w0 * p0[q] + w1 * p1[q] + w2 * p2[q] + w3 * p3[q]
-
-
-cdef inline void _border(real* d, const real* x, const int64_t* off, const int64_t* te,
-                         const real* wv, int64_t nt, int64_t q0, int64_t q1, int64_t qa,
-                         int64_t I2, real b) noexcept nogil:
-    # Outputs q0 <= q < q1 of a phase whose taps are not all in range, same order as _chunk.
-    cdef int64_t q, t, i
-    cdef real acc
-    for q in range(q0, q1):
-        acc = b
-        for t in range(nt):
-            i = q + te[t]
-            if i >= 0 and i < I2:
-                acc = acc + wv[t] * x[off[t] + q]
-        d[q - qa] = acc
+# Float32 values of a thread's rows of a 16-bit y (a run of rows computed there, then rounded
+# into y): 16 KiB, half of L1, so they are still there when rounded.
+DEF _YBUF = 4096
 
 
 cdef int64_t _terms(const real* w, const int64_t* arow, int64_t na, const int64_t* ph,
@@ -173,38 +131,6 @@ cdef void _phase(real* d, const real* x, const real* w, const int64_t* arow, int
                c == 0, b)
 
 
-cdef void _interleave(real* yr, const real* buf, const int64_t* phases, int64_t s2,
-                      int64_t QB, int64_t qa) noexcept nogil:
-    # yr[q*s2 + c] = buf[c*QB + q - qa] for the q of the block in each phase.
-    cdef int64_t c, q, n, n1
-    cdef real* yo = yr + qa * s2
-    cdef const real* b0 = buf
-    cdef const real* b1 = buf + QB
-    if s2 == 2:
-        n = min(phases[0] - qa, QB)
-        n1 = max(min(phases[5] - qa, QB), 0)
-        for q in range(n1):
-            yo[2 * q] = b0[q]
-            yo[2 * q + 1] = b1[q]
-        for q in range(n1, n):
-            yo[2 * q] = b0[q]
-        return
-    # y in order while every phase has its q (stores one after the other: phase by phase, each
-    # a store every s2 values, took 74-87% of the task function's samples on a stride-8 1-D
-    # layer, perf), then each phase's remaining q
-    n1 = QB
-    for c in range(s2):
-        n1 = min(n1, phases[5 * c] - qa)
-    n1 = max(n1, 0)
-    for q in range(n1):
-        for c in range(s2):
-            yo[q * s2 + c] = buf[c * QB + q]
-    for c in range(s2):
-        n = min(phases[5 * c] - qa, QB)
-        for q in range(n1, n):
-            yo[q * s2 + c] = buf[c * QB + q]
-
-
 cdef void _row_avx2(real* yr, const real* x, const real* w, const int64_t* arow, int64_t na,
                     const int64_t* phases, const int64_t* ptaps, int64_t qa, int64_t QB, real b,
                     int64_t wstride, int64_t I2, int64_t s2, int64_t nrows, int64_t ystep,
@@ -233,25 +159,27 @@ cdef void _row_avx2(real* yr, const real* x, const real* w, const int64_t* arow,
                          stream)
 
 
-cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int64_t qb,
-                   int64_t nrows, int64_t ystep, const real* x, const real* w,
-                   const real* bias, real* y, const int64_t* t0, const int64_t* t1,
+cdef void _row_ncx(int64_t g, int64_t o0, int64_t o1, int64_t m, int64_t qb,
+                   int64_t nrows, int64_t ystep, const real* x, int64_t xc0, int64_t xcs,
+                   int64_t i0lo, const real* w, const real* bias, real* yr,
+                   const int64_t* t0, const int64_t* t1,
                    const int64_t* st, const int64_t* phases, const int64_t* ptaps,
                    const int64_t* dims, int64_t* arow, int64_t* off, int64_t* te, real* wv,
-                   real* buf) noexcept nogil:
-    # Block qb of output row (n, g*Mg + m, o0, o1) and, by the AVX2 kernel, of the nrows - 1
-    # rows after it in its run (each ystep further in y, its taps one input row further).
-    # dims: N, C_in, G, Cg, Mg, I0, I1, I2, O0, O1, O2, K0, K1, K2, s2, QB, nqb, isa, stream,
-    # row4
-    cdef int64_t C_in = dims[1], G = dims[2], Cg = dims[3], Mg = dims[4]
-    cdef int64_t I0 = dims[5], I1 = dims[6], I2 = dims[7]
-    cdef int64_t O0 = dims[8], O1 = dims[9], O2 = dims[10]
+                   real* buf, int stream) noexcept nogil:
+    # Block qb of output row (n, g*Mg + m, o0, o1), at yr, and, by the AVX2 kernel, of the
+    # nrows - 1 rows after it in its run (each ystep further, its taps one input row
+    # further). Input channel g*Cg + ci, row (i0, i1) at x + (xc0 + ci) * xcs + (i0 - i0lo)
+    # * I1 * I2 + i1 * I2 (x itself, or a thread's widened copy of the rows a 16-bit x's
+    # block reads). dims: N, C_in, G, Cg, Mg, I0, I1, I2, O0, O1, O2, K0, K1, K2, s2, QB, nqb,
+    # isa, stream, row4
+    cdef int64_t Cg = dims[3], Mg = dims[4]
+    cdef int64_t I1 = dims[6], I2 = dims[7]
+    cdef int64_t O2 = dims[10]
     cdef int64_t K0 = dims[11], K1 = dims[12], K2 = dims[13]
     cdef int64_t s2 = dims[14], QB = dims[15]
     cdef int64_t co = g * Mg + m, qa = qb * QB, qe, c, ci, j0, j1, k0, k1, i0, i1, na = 0
     cdef int64_t wstride = Cg * Mg
     cdef real b = bias[co]
-    cdef real* yr = y + ((n * G * Mg + co) * O0 + o0) * O1 * O2 + o1 * O2
     for ci in range(Cg):
         for j0 in range(t0[3 * o0 + 2]):
             k0 = t0[3 * o0] + j0 * st[0]
@@ -259,12 +187,12 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
             for j1 in range(t1[3 * o1 + 2]):
                 k1 = t1[3 * o1] + j1 * st[2]
                 i1 = t1[3 * o1 + 1] - j1 * st[3]
-                arow[2 * na] = ((n * C_in + g * Cg + ci) * I0 + i0) * I1 * I2 + i1 * I2
+                arow[2 * na] = (xc0 + ci) * xcs + (i0 - i0lo) * I1 * I2 + i1 * I2
                 arow[2 * na + 1] = ((g * K0 + k0) * K1 + k1) * K2 * wstride + ci * Mg + m
                 na += 1
     if dims[17] and s2 <= 2:
         _row_avx2(yr, x, w, arow, na, phases, ptaps, qa, QB, b, wstride, I2, s2, nrows, ystep,
-                  off, te, wv, <int> dims[17], <int> dims[19], <int> dims[18])
+                  off, te, wv, <int> dims[17], <int> dims[19], stream)
         return
     if dims[17]:
         # s2 >= 3: the AVX2 kernel phase by phase (as stride 1) into the phase buffer, then
@@ -287,21 +215,39 @@ cdef void _row_ncx(int64_t n, int64_t g, int64_t o0, int64_t o1, int64_t m, int6
     _interleave(yr, buf, phases, s2, QB, qa)
 
 
+cdef struct Half16:
+    # 16-bit storage of a float32 call (_half.h; NULL pointers: x read, y written as they are)
+    const uint16_t* x16     # x (N, C_in, I0, I1, I2): the rows a task reads are widened
+    uint16_t* y16           # y (N, C_out, O0, O1, O2): a run's rows rounded into it
+    int kind                # 0 float16, 1 bfloat16
+    int hisa                # the conversions' level (_half.level)
+    int64_t R0              # per channel, the rows of axis 0 a thread's copy holds
+    int64_t maxrun          # rows a call computes into the thread's float32 rows
+    int stream              # y16's whole lines streamed past the caches (_halfstream.h)
+
+
 cdef void _task_ncx(int64_t t, int64_t rows_per_task, int64_t nrows, const real* x,
                     const real* w, const real* bias, real* y, const int64_t* t0,
                     const int64_t* t1, const int64_t* rows1, const int64_t* st,
                     const int64_t* phases, const int64_t* ptaps, const int64_t* dims,
                     int64_t* arow, int64_t* off, int64_t* te, real* wv,
-                    real* buf) noexcept nogil:
+                    real* buf, const Half16* h, real* slab, int64_t* key,
+                    real* ybuf) noexcept nogil:
     # Rows r of [t * rows_per_task, ...), r = (((((n*G + g)*Mg + m)*O0 + o0)*nqb + qb)*O1 + k,
     # output row o1 = rows1[k, 0] (axis 1's rows phase by phase): decoded once, then stepped
     # (divisions cost as much as a short row's arithmetic). The AVX2 kernel takes a run of
     # rows (rows1[k, 1] set: row o1 + s1 after row o1, same taps one input row further) in
-    # one call.
-    cdef int64_t G = dims[2], Mg = dims[4], O0 = dims[8], O1 = dims[9], O2 = dims[10]
-    cdef int64_t nqb = dims[16], s1
-    cdef bint runs = dims[17] and dims[14] <= 2
+    # one call. 16-bit storage (h): the input rows of (n, group, o0's taps) widened into the
+    # thread's slab (kept while key = (n, g, first row, rows) holds: the next rows, and the
+    # thread's next task, mostly read the same), and a run of at most maxrun rows computed
+    # into ybuf, then rounded into y16.
+    cdef int64_t C_in = dims[1], G = dims[2], Cg = dims[3], Mg = dims[4], I0 = dims[5]
+    cdef int64_t plane = dims[6] * dims[7], O0 = dims[8], O1 = dims[9], O2 = dims[10]
+    cdef int64_t s2 = dims[14], QB = dims[15], nqb = dims[16], s1
+    cdef bint runs = dims[17] and s2 <= 2
     cdef int64_t r = t * rows_per_task, end = min(r + rows_per_task, nrows), k = r, cnt
+    cdef int64_t o1, qa, yoff, xc0, xcs, i0lo, lo0, rows0, ci, j, nout, pitch = QB * s2
+    cdef const real* xb
     cdef int64_t kk = k % O1
     k = k // O1
     cdef int64_t qb = k % nqb
@@ -315,12 +261,43 @@ cdef void _task_ncx(int64_t t, int64_t rows_per_task, int64_t nrows, const real*
         cnt = 1
         s1 = 0
         if runs:
-            while r + cnt < end and kk + cnt < O1 and rows1[2 * (kk + cnt) + 1]:
+            while (r + cnt < end and kk + cnt < O1 and rows1[2 * (kk + cnt) + 1]
+                   and (h.y16 == NULL or cnt < h.maxrun)):
                 cnt += 1
             if cnt > 1:
                 s1 = rows1[2 * (kk + 1)] - rows1[2 * kk]
-        _row_ncx(n, g, o0, rows1[2 * kk], m, qb, cnt, s1 * O2, x, w, bias, y, t0, t1, st,
-                 phases, ptaps, dims, arow, off, te, wv, buf)
+        o1 = rows1[2 * kk]
+        qa = qb * QB
+        yoff = (((n * G + g) * Mg + m) * O0 + o0) * O1 * O2 + o1 * O2
+        xb, xc0, xcs, i0lo = x, n * C_in + g * Cg, I0 * plane, 0
+        if real is float:
+            if h.x16 != NULL:
+                rows0 = t0[3 * o0 + 2]
+                lo0 = t0[3 * o0 + 1] - (rows0 - 1) * st[1] if rows0 > 0 else 0
+                rows0 = (rows0 - 1) * st[1] + 1 if rows0 > 0 else 0
+                if rows0 > 0 and (key[0] != n or key[1] != g or key[2] != lo0
+                                  or key[3] != rows0):
+                    for ci in range(Cg):
+                        convt_widen(h.hisa, h.kind,
+                                    h.x16 + ((n * C_in + g * Cg + ci) * I0 + lo0) * plane,
+                                    slab + ci * h.R0 * plane, rows0 * plane)
+                    key[0], key[1], key[2], key[3] = n, g, lo0, rows0
+                xb, xc0, xcs, i0lo = slab, 0, h.R0 * plane, lo0
+            if h.y16 != NULL:
+                _row_ncx(g, o0, o1, m, qb, cnt, pitch, xb, xc0, xcs, i0lo, w, bias,
+                         ybuf - qa * s2, t0, t1, st, phases, ptaps, dims, arow, off, te, wv,
+                         buf, 0)
+                nout = min(O2, (qa + QB) * s2) - qa * s2
+                for j in range(cnt):
+                    if h.stream:
+                        convt_narrow_stream(h.hisa, h.kind, ybuf + j * pitch,
+                                            h.y16 + yoff + j * s1 * O2 + qa * s2, nout)
+                    else:
+                        convt_narrow(h.hisa, h.kind, ybuf + j * pitch,
+                                     h.y16 + yoff + j * s1 * O2 + qa * s2, nout)
+        if h.y16 == NULL:
+            _row_ncx(g, o0, o1, m, qb, cnt, s1 * O2, xb, xc0, xcs, i0lo, w, bias, y + yoff,
+                     t0, t1, st, phases, ptaps, dims, arow, off, te, wv, buf, <int> dims[18])
         r += cnt
         kk += cnt
         if kk == O1:
@@ -354,19 +331,35 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
                   int num_threads,
                   int isa=-1,                          # level (_cpu), -1 _cpu.ISA
                   bint stream=False,                   # y's whole vectors past the caches
-                  bint row4=True):                     # stride-2 4-tap rows' own kernel (A/B)
-    """Compute y in place; releases the GIL. See the module docstring for the contract."""
+                  bint row4=True,                      # stride-2 4-tap rows' own kernel (A/B)
+                  const uint16_t[:, :, :, :, ::1] x16=None,  # IN  x in 16-bit storage (x unread)
+                  uint16_t[:, :, :, :, ::1] y16=None,  # OUT y in 16-bit storage (y unwritten)
+                  int kind=0,                          # IN  their kind (_half.KINDS)
+                  int hisa=0):                         # IN  their conversions' level (_half.level)
+    """Compute y in place; releases the GIL. See the module docstring for the contract.
+    16-bit storage (float32 only): with x16, each task widens the input rows its rows read
+    (per channel of the group, the rows of axis 0 its taps reach) into the thread's copy;
+    with y16, each run of rows is computed into the thread's float32 rows and rounded into
+    y16 (_half.h: astype's bits). x (y) is then any array of the compute dtype."""
     cdef int64_t dims[20]
-    cdef int64_t s2 = phases.shape[0], nqb, nrows, ntasks, t, maxa
+    cdef int64_t s2 = phases.shape[0], nqb, nrows, ntasks, t, maxa, o0, rows0
     cdef int err[1]
     cdef int* errp = err
+    cdef Half16 h
     err[0] = 0
-    if y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3] * y.shape[4] == 0:
+    cdef int64_t xs[5]
+    cdef int64_t ys[5]
+    for t in range(5):
+        xs[t] = x.shape[t] if x16 is None else x16.shape[t]
+        ys[t] = y.shape[t] if y16 is None else y16.shape[t]
+    if (x16 is not None or y16 is not None) and real is not float:
+        raise ValueError("depthwise_ncx: 16-bit x or y needs float32 compute")
+    if ys[0] * ys[1] * ys[2] * ys[3] * ys[4] == 0:
         return
-    dims[0], dims[1], dims[2] = x.shape[0], x.shape[1], w.shape[0]
+    dims[0], dims[1], dims[2] = xs[0], xs[1], w.shape[0]
     dims[3], dims[4] = w.shape[4], w.shape[5]
-    dims[5], dims[6], dims[7] = x.shape[2], x.shape[3], x.shape[4]
-    dims[8], dims[9], dims[10] = y.shape[2], y.shape[3], y.shape[4]
+    dims[5], dims[6], dims[7] = xs[2], xs[3], xs[4]
+    dims[8], dims[9], dims[10] = ys[2], ys[3], ys[4]
     dims[11], dims[12], dims[13] = w.shape[1], w.shape[2], w.shape[3]
     nqb = (phases[0, 0] + qblock - 1) // qblock
     dims[14], dims[15], dims[16] = s2, qblock, nqb
@@ -374,9 +367,22 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
     dims[17] = 0
     if CONVT_DW_HAVE_AVX2:
         dims[17] = _cpu.kernel_level("depthwise", None if isa < 0 else isa)
-    dims[18] = stream and dims[17] > 0
+    dims[18] = stream and dims[17] > 0 and y16 is None
     dims[19] = row4
-    nrows = y.shape[0] * y.shape[1] * y.shape[2] * y.shape[3] * nqb
+    nrows = ys[0] * ys[1] * ys[2] * ys[3] * nqb
+    h.x16, h.y16, h.kind, h.hisa, h.R0 = NULL, NULL, kind, hisa, 0
+    h.stream = stream and y16 is not None
+    h.maxrun = max(1, _YBUF // (qblock * s2))
+    if x16 is not None:
+        h.x16 = &x16[0, 0, 0, 0, 0]
+        for o0 in range(dims[8]):   # the most rows of axis 0 an output row's taps read
+            rows0 = tab0[o0, 2]
+            h.R0 = max(h.R0, (rows0 - 1) * steps[1] + 1 if rows0 > 0 else 0)
+    if y16 is not None:
+        h.y16 = &y16[0, 0, 0, 0, 0]
+    cdef int64_t nslab = dims[3] * h.R0 * dims[6] * dims[7]
+    cdef int64_t nybuf = h.maxrun * qblock * s2 if y16 is not None else 0
+    cdef const Half16* hp = &h
     ntasks = (nrows + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     maxa = w.shape[4] * w.shape[1] * w.shape[2]
     cdef int64_t maxt = maxa * w.shape[3]
@@ -395,25 +401,36 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
     cdef int64_t* te = NULL
     cdef real* wv = NULL
     cdef real* buf = NULL
+    cdef real* slab = NULL
+    cdef real* ybuf = NULL
+    cdef int64_t* key = NULL
     with nogil, parallel(num_threads=num_threads):
         arow = <int64_t*> malloc(2 * maxa * sizeof(int64_t))
         off = <int64_t*> malloc(maxt * sizeof(int64_t))
         te = <int64_t*> malloc(maxt * sizeof(int64_t))
         wv = <real*> malloc(maxt * sizeof(real))
         buf = <real*> malloc(s2 * qblock * sizeof(real))
-        if arow == NULL or off == NULL or te == NULL or wv == NULL or buf == NULL:
+        slab = <real*> malloc(max(nslab, 1) * sizeof(real))
+        ybuf = <real*> malloc(max(nybuf, 1) * sizeof(real))
+        key = <int64_t*> malloc(4 * sizeof(int64_t))
+        if (arow == NULL or off == NULL or te == NULL or wv == NULL or buf == NULL
+                or slab == NULL or ybuf == NULL or key == NULL):
             errp[0] = 1
         else:
+            key[0] = -1   # no rows widened yet
             for t in prange(ntasks, schedule="static"):
                 _task_ncx(t, _ROWS_PER_TASK, nrows, xp, wp, bp, yp, t0, t1, r1, st, ph, pt, dims,
-                          arow, off, te, wv, buf)
-            if dims[18]:
+                          arow, off, te, wv, buf, hp, slab, key, ybuf)
+            if dims[18] or h.stream:
                 convt_dw_fence()
         free(arow)
         free(off)
         free(te)
         free(wv)
         free(buf)
+        free(slab)
+        free(ybuf)
+        free(key)
     if err[0]:
         raise MemoryError("convt: no memory for the depthwise kernel's per-thread scratch")
 

@@ -23,8 +23,8 @@ import numpy as np
 from .base import DirectKind, Variant
 from .phases import axes, axis_phases, gemm_counts
 from .pixel import bias_filled, new_output, pad3, tables
-from .storage import ALIGN, aligned_empty, as_compute
-from ..._kernels import _cpu
+from .storage import ALIGN, aligned_empty, as_compute, half_kind
+from ..._kernels import _cpu, _half
 from ..._kernels._depthwise import ROWS_PER_TASK as _ROWS_PER_TASK, depthwise_ncx
 from ..._kernels._depthwise_nxc import depthwise_nxc
 
@@ -127,19 +127,43 @@ def _pack_nxc(plan):
 
 
 def run_depthwise(xa, layout, geom, plan, out=None):
-    """y in ``geom``'s data layout and the compute dtype (``out`` when given: ``new_output``);
-    ``xa`` in that layout too."""
+    """y in ``geom``'s data layout and the compute dtype (``out`` when given: ``new_output``,
+    or a 16-bit array of ``xa``'s dtype: ``writes_16bit``); ``xa`` in that layout too."""
     ct = plan.compute_dtype
-    if geom.c_in == 0:  # nothing to contract: every position is the bias
+    y16 = out if out is not None and half_kind(out.dtype) is not None else None
+    if geom.c_in == 0:  # nothing to contract: every position is the bias (rounded as astype)
         return bias_filled(geom, plan.bias_compute, ct, out)
     shape = geom.array_shape("output")
-    stream = prod(shape) * np.dtype(ct).itemsize >= _STREAM_BYTES
-    y = aligned_empty(shape, ct, ALIGN) if stream and out is None else new_output(geom, ct, out)
+    stream = prod(shape) * (ct if y16 is None else y16.dtype).itemsize >= _STREAM_BYTES
+    y = (y16 if y16 is not None else aligned_empty(shape, ct, ALIGN) if stream and out is None
+         else new_output(geom, ct, out))
     if y.size == 0:
         return y
+    if geom.data_format == "NCX" and ct == np.float32:
+        kind = half_kind(xa.dtype)
+        if kind is not None and _slab_bytes(geom) > _SLAB_BYTES:
+            kind = None   # the rows a task reads would not fit in cache: one widening pass
+        if kind is not None or y16 is not None:
+            with plan.workspace.borrow() as arena:
+                x = xa if kind is not None else as_compute(xa, ct, plan.threads(geom), arena)
+                _ncx(x, y, plan.bias_compute, layout, geom, plan, stream)
+            return y
     with plan.workspace.borrow() as arena:   # 16-bit: one parallel widening, kept buffer
         return _run(as_compute(xa, ct, plan.threads(geom), arena), y, layout, geom, plan,
                     stream)
+
+
+# Bytes of a thread's float32 copy of the input rows a task reads from a 16-bit x
+# (_depthwise.pyx: per input channel of the group, the rows of axis 0 an output row's taps
+# reach, whole); beyond, x is widened in one pass before the kernel instead.
+_SLAB_BYTES = 1 << 20
+
+
+def _slab_bytes(geom):
+    i3, s3, d3, k3 = (pad3(v, 1) for v in (geom.in_shape, geom.strides, geom.dilations,
+                                           geom.kernel))
+    rows0 = min(i3[0], (-(-k3[0] // s3[0]) - 1) * d3[0] + 1)
+    return 4 * (geom.c_in // geom.groups) * rows0 * i3[1] * i3[2]
 
 
 def _run(x, y, layout, geom, plan, stream):
@@ -165,11 +189,28 @@ def _run(x, y, layout, geom, plan, stream):
 
 
 def _ncx(x, y, b, layout, geom, plan, stream=False):
+    """depthwise_ncx on channels-first ``x`` and ``y``: float32 or float64, or (float32
+    compute) 16-bit storage of either, converted by the kernel block by block."""
     i3, o3 = pad3(geom.in_shape, 1), pad3(geom.out_shape, 1)
-    depthwise_ncx(x.reshape(geom.batch, geom.c_in, *i3), plan.w_packed, b,
-                  y.reshape(geom.batch, geom.c_out, *o3), layout.tabs[0], layout.tabs[1],
+    xs, ys = (geom.batch, geom.c_in, *i3), (geom.batch, geom.c_out, *o3)
+    ct = plan.compute_dtype
+    kind = half_kind(x.dtype) if ct == np.float32 else None
+    ykind = half_kind(y.dtype) if ct == np.float32 else None
+    x16 = y16 = None
+    if kind is not None:
+        x16, x = np.ascontiguousarray(x).reshape(xs).view(np.uint16), _DUMMY
+    if ykind is not None:
+        y16, y, kind = y.reshape(ys).view(np.uint16), _DUMMY_OUT, ykind
+    depthwise_ncx(x.reshape(xs) if x16 is None else x, plan.w_packed, b,
+                  y.reshape(ys) if y16 is None else y, layout.tabs[0], layout.tabs[1],
                   layout.rows1, layout.steps, layout.phases, layout.ptaps, layout.qblock,
-                  plan.threads(geom), _cpu.ISA, stream, _ROW4)
+                  plan.threads(geom), _cpu.ISA, stream, _ROW4, x16, y16,
+                  0 if kind is None else kind, 0 if kind is None else _half.level(kind))
+
+
+# the kernel's x or y where it reads or writes 16-bit storage instead (never touched)
+_DUMMY = np.zeros((1, 1, 1, 1, 1), np.float32)
+_DUMMY_OUT = np.zeros((1, 1, 1, 1, 1), np.float32)
 
 
 # Below this many input or output channels per group, the depthwise kernel (memory-bound,
@@ -420,6 +461,16 @@ class Depthwise(Variant):
 
     def layout(self, geom, mode):
         return depthwise_layout(geom)
+
+    def writes_16bit(self, geom):
+        # the channels-first kernel rounds each run of rows into a 16-bit out (float32
+        # compute); channels-last layers still get a float32 y, rounded by guard.deliver
+        return geom.data_format == "NCX"
+
+    def new_16bit(self, shape, dtype):
+        # aligned where the kernel streams its lines (as a float32 y of that size)
+        big = prod(shape) * np.dtype(dtype).itemsize >= _STREAM_BYTES
+        return aligned_empty(shape, dtype, ALIGN) if big else np.empty(shape, dtype)
 
     def prepare(self, geom, plan, layout):
         return self.name, run_depthwise, depthwise_layout(geom) if layout is None else layout
