@@ -39,6 +39,11 @@ bits (_past16), so a 16-bit call makes no widening pass of x (hifigan_up3, float
 of the call, docs/performance.md). A NaN sends the call to the micro variant, so F16C's
 quieting of a signaling NaN never reaches y.
 
+16-bit y (y16) is written as it is too: each row's outputs of a block are combined into a
+buffer of the thread's scratch (2 S J float32 values, in L1) and rounded from there into y16's
+row (_half.h's convt_narrow, astype's rounding of the float32 value), so a 16-bit call makes
+no narrowing pass of y either.
+
 Assumes: x channels-first contiguous (N, C_in, W); wp packed by convt._backends.direct.cfwino.cf_weights,
 (G, QD, S, 3, Cg, 4); bias per output channel; the AVX2 + FMA path (isa 1).
 """
@@ -50,6 +55,10 @@ from ._finite cimport _exponent_at_least
 from ._types cimport real
 
 from . import _cpu
+from ._half import level as _half_level
+
+cdef extern from "_half.h" nogil:
+    void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
 
 cdef extern from "_cwkernel.h" nogil:
     void convt_cw_widen16(int kind, const uint16_t* s, float* d, int64_t n)
@@ -101,11 +110,14 @@ cdef int64_t _past16(const uint16_t* v, int64_t n, int64_t spare, int kind) noex
 
 cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
                     const int64_t* d, real* sp, int64_t task, bint zmm,
-                    const uint16_t* x16, int kind) noexcept nogil:
+                    const uint16_t* x16, int kind, uint16_t* y16, int ykind,
+                    int yisa) noexcept nogil:
     # Task = (image n, block bi) of J tiles: its transforms, then its outputs. Returns 1 when
     # a value of its part of x is past the bound. x16 (16-bit x of the given kind, float
     # only; x unread then): the bound tested on its bits, each segment widened as it is
-    # copied.
+    # copied. y16 (16-bit y of kind ykind, float only; y unused then): each row's outputs
+    # combined into the scratch's last 2 S J values, then rounded into y16's row
+    # (convt_narrow at level yisa).
     cdef int64_t C = d[1], W = d[2], O = d[3], G = d[4], Cg = d[5], Mg = d[6], QD = d[7]
     cdef int64_t J = d[8], NB = d[9], emin = d[10], spare = d[13], L = d[14], S = d[15]
     cdef const int64_t* rset = d + 16     # per phase: its transform rows' set (0 or 1)
@@ -121,6 +133,7 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
     cdef real* od = ev + half
     cdef real* st = od + half            # [set][m][channel][J]
     cdef real* tt = st + 6 * C * J       # [phase][m][row][J]
+    cdef real* yb = tt + 12 * S * J      # y16: one row's outputs in float32
     cdef const real* xr
     cdef const real* src
     cdef real* yr
@@ -166,7 +179,7 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
                 if co >= Mg:
                     break
                 co = g * Mg + co
-                yr = y + (n * G * Mg + co) * O + span * bi
+                yr = y + (n * G * Mg + co) * O + span * bi if y16 == NULL else yb
                 if S == 2:
                     if real is float:
                         convt_cw_out_f32(tt + r * J, rs, bias[co], yr, valid)
@@ -176,6 +189,10 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
                     convt_cw_outs_f32(tt + r * J, rs, S, bias[co], yr, valid, J)
                 else:
                     convt_cw_outs_f64(tt + r * J, rs, S, bias[co], yr, valid, J)
+                if real is float:
+                    if y16 != NULL:
+                        convt_narrow(yisa, ykind, yb, y16 + (n * G * Mg + co) * O + span * bi,
+                                     valid)
     return bad
 
 
@@ -183,20 +200,25 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
                 const real[::1] wp,       # IN  product weights (G, QD, S, 3, Cg, 4)
                 const real[::1] bias,     # IN  (C_out,)
                 real[::1] y,              # OUT (N, C_out, O) channels-first, contiguous
+                                          #     (with y16: unread, any size)
                 const int64_t[::1] dims,  # IN  N, C_in, W, O, G, Cg, Mg, QD, J, NB, emin,
                                           #     the two row sets' offsets dd (0 or 1), spare,
                                           #     L, S, then per phase its row set
-                real[::1] scratch,        # OUT nthreads * (2 L + 6 C_in J + 12 S J) values
+                real[::1] scratch,        # OUT nthreads * (2 L + 6 C_in J + 12 S J) values,
+                                          #     2 S J more each with y16
                 int num_threads,
                 const uint16_t[::1] x16=None,   # IN  x in 16-bit storage (x then unread)
-                int kind=0):              # IN  x16's kind (_half.KINDS; needs F16C for 0)
-    """Compute y; returns False (y then partly written) when a value of x is past the
-    Winograd bound (the caller runs the micro variant). Releases the GIL. See the module
-    docstring."""
+                int kind=0,               # IN  x16's kind (_half.KINDS; needs F16C for 0)
+                uint16_t[::1] y16=None,   # OUT y in 16-bit storage (y then unwritten)
+                int ykind=0):             # IN  y16's kind (_half.KINDS)
+    """Compute y (or y16: each value rounded to nearest even as it is stored, the bits of
+    y's float32 value narrowed by astype); returns False (y then partly written) when a
+    value of x is past the Winograd bound (the caller runs the micro variant). Releases the
+    GIL. See the module docstring."""
     cdef int64_t tasks = dims[0] * dims[9], task, tid, bad = 0
     cdef bint zmm = _cpu.kernel_level("cfwino") >= 2
     cdef int64_t per = scratch.shape[0] // max(num_threads, 1)
-    if tasks == 0 or y.shape[0] == 0:
+    if tasks == 0 or (y.shape[0] if y16 is None else y16.shape[0]) == 0:
         return True
     cdef const real* xptr = &x[0]
     cdef const uint16_t* x16p = NULL
@@ -205,15 +227,25 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
             raise ValueError(f"cfwino_conv: x16 needs float32, N C_in W values and spare bits "
                              f"below 113; got {x16.shape[0]} values, spare {dims[13]}")
         x16p = &x16[0]
+    cdef uint16_t* y16p = NULL
+    cdef int yisa = _half_level(ykind)
+    if y16 is not None:
+        if real is not float or y16.shape[0] != dims[0] * dims[4] * dims[6] * dims[3] \
+                or per < 2 * (dims[14] + 3 * dims[1] * dims[8] + 7 * dims[15] * dims[8]):
+            raise ValueError(f"cfwino_conv: y16 needs float32, N C_out O values and "
+                             f"scratch of 2 (L + 3 C_in J + 7 S J) values a thread; got "
+                             f"{y16.shape[0]} values, {per} a thread")
+        y16p = &y16[0]
     cdef const real* wptr = &wp[0]
     cdef const real* bptr = &bias[0]
-    cdef real* yptr = &y[0]
+    cdef real* yptr = &y[0] if y16 is None else NULL
     cdef const int64_t* dm = &dims[0]
     cdef real* sp = &scratch[0]
     with nogil:
         for task in prange(tasks, schedule="dynamic", num_threads=num_threads):
             tid = threadid()
-            bad += _block(xptr, wptr, bptr, yptr, dm, sp + tid * per, task, zmm, x16p, kind)
+            bad += _block(xptr, wptr, bptr, yptr, dm, sp + tid * per, task, zmm, x16p, kind,
+                          y16p, ykind, yisa)
     return bad == 0
 
 

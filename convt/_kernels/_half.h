@@ -156,6 +156,22 @@ static inline __m256 convt_widen8_avx2(int kind, const uint16_t* src)
     return _mm256_cvtph_ps(h);
 }
 
+/* 8 floats, none a NaN, -> 8 halves at dst, rounded to nearest even */
+__attribute__((target("avx2,f16c")))
+static inline void convt_round8_avx2(int kind, __m256 v, uint16_t* dst)
+{
+    if (kind == CONVT_BF16) {
+        __m256i u = _mm256_castps_si256(v);
+        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(
+            _mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
+            _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))), 16);
+        r = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+        _mm_storeu_si128((__m128i*) dst, _mm256_castsi256_si128(r));
+        return;
+    }
+    _mm_storeu_si128((__m128i*) dst, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
 /* 8 floats -> 8 halves at dst, rounded to nearest even (NaN lanes: the scalar body) */
 __attribute__((target("avx2,f16c")))
 static inline void convt_narrow8_avx2(int kind, __m256 v, uint16_t* dst)
@@ -171,15 +187,7 @@ static inline void convt_narrow8_avx2(int kind, __m256 v, uint16_t* dst)
             dst[j] = convt_narrow1(kind, t[j]);
         return;
     }
-    if (kind == CONVT_BF16) {
-        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(
-            _mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
-            _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))), 16);
-        r = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
-        _mm_storeu_si128((__m128i*) dst, _mm256_castsi256_si128(r));
-        return;
-    }
-    _mm_storeu_si128((__m128i*) dst, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    convt_round8_avx2(kind, v, dst);
 }
 
 /* convt_t8c_f32 (_transpose.h) from 16-bit rows: dst[j*ldd + k] = widen(src[k*lds + j]),

@@ -17,7 +17,13 @@ to_padded_nxc16: the same from 16-bit x (float16 or bfloat16, as uint16 bits) in
 grid, widened in the same pass (_half.h: 8 rows of 8 values widened in registers, then
 transposed), so a 16-bit input costs one pass, not a conversion and then the transpose.
 
-Assumes: x and xp C-contiguous of the same dtype (to_padded_nxc16: x 16-bit, xp float32);
+to_padded_nxc_narrow: the same transpose from float32 x into a 16-bit xp, each value rounded
+to nearest even as it is stored (_writeout.h's convt_t8n: 8 x 8 blocks transposed in
+registers, then rounded): the Winograd variant's channels-last y, staged in float32, goes to a
+16-bit channels-first result in one pass, not a transpose and then a narrowing pass.
+
+Assumes: x and xp C-contiguous of the same dtype (to_padded_nxc16: x 16-bit, xp float32;
+to_padded_nxc_narrow: x float32, xp 16-bit);
 H + I <= P per axis.
 """
 from cython.parallel cimport prange, threadid
@@ -40,7 +46,12 @@ cdef extern from "_half.h" nogil:
     int convt_t8w(int isa, int kind, const uint16_t* src, int64_t lds, float* dst, int64_t ldd,
                   int spare)
     float convt_widen1(int kind, uint16_t h)
+    uint16_t convt_narrow1(int kind, float v)
     uint32_t convt_f32_bits(float v)
+
+cdef extern from "_writeout.h" nogil:
+    void convt_t8n(int isa, int kind, const float* src, int64_t lds, uint16_t* dst,
+                   int64_t ldd)
 
 cdef int64_t _CBLOCK = 16
 cdef enum:
@@ -125,6 +136,28 @@ cdef int64_t _row16(int isa, int kind, const uint16_t* src, float* dst, int64_t 
             c0 = cend
         p0 = pend
     return bad
+
+
+cdef void _row_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t C,
+                      int64_t I2, int64_t plane) noexcept nogil:
+    # _row into 16-bit dst, each value rounded as stored (convt_t8n: in registers)
+    cdef int64_t c0, c, i2, p0, pend, cend
+    p0 = 0
+    while p0 < I2:
+        pend = min(I2, p0 + 2 * _T8)
+        c0 = 0
+        while c0 < C:
+            cend = min(C, c0 + _T8)
+            if pend - p0 == 2 * _T8 and cend - c0 == _T8:
+                convt_t8n(isa, kind, src + c0 * plane + p0, plane, dst + p0 * C + c0, C)
+                convt_t8n(isa, kind, src + c0 * plane + p0 + _T8, plane,
+                          dst + (p0 + _T8) * C + c0, C)
+            else:
+                for c in range(c0, cend):
+                    for i2 in range(p0, pend):
+                        dst[i2 * C + c] = convt_narrow1(kind, src[c * plane + i2])
+            c0 = cend
+        p0 = pend
 
 
 cdef inline void _copy(real* dst, const real* src, int64_t n) noexcept nogil:
@@ -221,6 +254,39 @@ def to_padded_nxc16(const uint16_t[:, :, :, :, ::1] x,  # IN  (N, C, I0, I1, I2)
                           xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C,
                           C, m, plane, spare_bits)
     return bad == 0
+
+
+def to_padded_nxc_narrow(const float[:, :, :, :, ::1] x,  # IN  (N, C, I0, I1, I2)
+                         uint16_t[:, :, :, :, ::1] xp,       # OUT (N, P0, P1, P2, C) 16-bit bits,
+                                                             #     interior only
+                         const int64_t[::1] halo,            # IN  (H0, H1, H2)
+                         int num_threads, int isa=-1,        # isa: level (_cpu), -1 _cpu.ISA
+                         int kind=0):                        # 0 float16, 1 bfloat16
+    """to_padded_nxc into a 16-bit xp (``xp.view(np.uint16)``), each value rounded to
+    nearest even as it is stored (astype's bits); releases the GIL."""
+    cdef int64_t N = x.shape[0], C = x.shape[1], I0 = x.shape[2], I1 = x.shape[3]
+    cdef int64_t I2 = x.shape[4], P0 = xp.shape[1], P1 = xp.shape[2], P2 = xp.shape[3]
+    cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo, m
+    cdef int64_t H0 = halo[0], H1 = halo[1], H2 = halo[2]
+    cdef int64_t blk = _row_block(I2, rows, num_threads)
+    cdef int64_t nb = (I2 + blk - 1) // blk
+    if rows == 0 or C == 0 or I2 == 0:
+        return
+    isa = _half_level(kind, isa)
+    cdef const float* xs = &x[0, 0, 0, 0, 0]
+    cdef uint16_t* xd = &xp[0, 0, 0, 0, 0]
+    with nogil:
+        for item in prange(rows * nb, schedule="static", num_threads=num_threads):
+            b = item % nb
+            r = item // nb
+            i1 = r % I1
+            i0 = (r // I1) % I0
+            n = r // (I1 * I0)
+            lo = b * blk
+            m = min(blk, I2 - lo)
+            _row_narrow(isa, kind, xs + n * C * plane + (i0 * I1 + i1) * I2 + lo,
+                        xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C,
+                        C, m, plane)
 
 
 def iox_to_kio(const real[:, :, ::1] w,     # IN  (C_in, Mg, Kt): IOX weights, taps flat

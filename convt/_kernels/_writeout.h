@@ -162,6 +162,51 @@ static inline void convt_cf8_h16(int isa, int kind, const float* ta, const float
     convt_cf8_h16_generic(kind, ta, tb, ldc, bias, y, cs);
 }
 
+/* An 8 x 8 float32 block transposed into 16-bit rows: dst[j*ldd + k] = narrow(src[k*lds + j])
+ * (the Winograd variant's channels-last y, staged in float32, rounded into channels-first
+ * 16-bit y by _layout.pyx's to_padded_nxc_narrow). The AVX2 body rounds the 8 transposed
+ * vectors after one NaN test over all of them, as convt_cf8_h16's; a block holding a NaN takes
+ * the portable body. isa: as convt_t8w's (float16 lowered to 0 without F16C). */
+static inline void convt_t8n_generic(int kind, const float* src, int64_t lds, uint16_t* dst,
+                                     int64_t ldd)
+{
+    int64_t j, k;
+    for (j = 0; j < 8; j++)
+        for (k = 0; k < 8; k++)
+            dst[j * ldd + k] = convt_narrow1(kind, src[k * lds + j]);
+}
+
+#if CONVT_HAVE_AVX2_PATH
+__attribute__((target("avx2,f16c")))
+static inline void convt_t8n_avx2(int kind, const float* src, int64_t lds, uint16_t* dst,
+                                  int64_t ldd)
+{
+    __m256 c[8], nan = _mm256_setzero_ps();
+    int j;
+    convt_transpose8_f32(src, lds, c);
+    for (j = 0; j < 8; j++)
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(c[j], c[j], _CMP_UNORD_Q));
+    if (!_mm256_testz_ps(nan, nan)) {
+        convt_t8n_generic(kind, src, lds, dst, ldd);
+        return;
+    }
+    for (j = 0; j < 8; j++)
+        convt_round8_avx2(kind, c[j], dst + j * ldd);
+}
+#endif
+
+static inline void convt_t8n(int isa, int kind, const float* src, int64_t lds, uint16_t* dst,
+                             int64_t ldd)
+{
+#if CONVT_HAVE_AVX2_PATH
+    if (isa >= 1) {
+        convt_t8n_avx2(kind, src, lds, dst, ldd);
+        return;
+    }
+#endif
+    convt_t8n_generic(kind, src, lds, dst, ldd);
+}
+
 /* convt_cf8_h16_generic over 16 tile rows x 16 channels, as four 8 x 8 blocks */
 static void convt_cf16_h16_generic(int kind, const float* ta, const float* tb, int64_t ldc,
                                    const float* bias, uint16_t* y, int64_t cs)

@@ -115,11 +115,14 @@ def cf_weights(layout, geom, w_iox):
 
 
 def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
-    """y (channels-first, the dtype of ``wp``; ``out`` when given: ``new_output``) from
-    channels-first ``xa``, or None when a value of x is past the Winograd bound (``out`` is
-    then partly written: the caller runs the micro variant, which writes all of it)."""
+    """y (channels-first, the dtype of ``wp``; ``out`` when given: ``new_output``, or a
+    float16 / bfloat16 ``out`` of a float32 call, each value rounded into it as it is
+    stored) from channels-first ``xa``, or None when a value of x is past the Winograd bound
+    (``out`` is then partly written: the caller runs the micro variant, which writes all of
+    it)."""
     ct = wp.dtype
-    y = new_output(geom, ct, out)   # (cf_layout takes no layer without input channels)
+    ykind = half_kind(out.dtype) if out is not None and out.dtype != ct else None
+    y = out if ykind is not None else new_output(geom, ct, out)   # (no layer without C_in)
     if y.size == 0:
         return y
     kind = half_kind(xa.dtype) if ct == np.float32 else None
@@ -133,10 +136,13 @@ def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
     dims = np.array([n, c_in, geom.in_shape[0], geom.out_shape[0], g, c_in // g,
                      geom.c_out // g, layout.quads, layout.tile, layout.blocks, e0,
                      0, 1, SPARE_BITS, layout.seg, s, *(e - e0 for e in layout.e)], np.int64)
-    per = 2 * layout.seg + 6 * c_in * layout.tile + 3 * s * _ROWS * layout.tile
+    # 16-bit y: a row's 2 S J outputs a block combined in float32 at the thread's scratch end
+    per = (2 * layout.seg + 6 * c_in * layout.tile + 3 * s * _ROWS * layout.tile
+           + (0 if ykind is None else 2 * s * layout.tile))
     scratch = arena.get("cf_block", (workers * per,), ct)
-    if not cfwino_conv(x, wp, bias, y.reshape(-1), dims, scratch, workers, x16,
-                       0 if kind is None else kind):
+    y16 = {} if ykind is None else dict(y16=y.reshape(-1).view(np.uint16), ykind=ykind)
+    if not cfwino_conv(x, wp, bias, y.reshape(-1) if ykind is None else scratch[:0], dims,
+                       scratch, workers, x16, 0 if kind is None else kind, **y16):
         return None
     return y
 

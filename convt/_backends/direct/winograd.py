@@ -27,7 +27,7 @@ from .pixel import bias_filled, element_strides, new_output, pad3
 from .storage import half_kind, padded_nxc
 from .winograd_layout import WinoLayout, wino_alignment, wino_axes, wino_layout
 from ..._kernels import _cpu
-from ..._kernels._layout import to_padded_nxc
+from ..._kernels._layout import to_padded_nxc, to_padded_nxc_narrow
 from ..._kernels._micro import MR
 from ..._kernels._pack import PACK_KB, WSUM_MAX, pack_taps, pack_wino
 from ..._kernels._wino import wino_conv, wino_ready
@@ -129,9 +129,21 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
     """y in ``geom``'s data layout and the dtype of ``wp`` (``out`` when given:
     ``new_output``), or None when the input is not finite or holds a value a difference could
     overflow on (``wino_ready``): the caller runs the micro variant then, and ``out`` is
-    untouched. ``late``: ``wp`` holds ``wino_taps``, not the products."""
+    untouched. ``late``: ``wp`` holds ``wino_taps``, not the products. A float16 / bfloat16
+    ``out`` of a float32 call: y staged channels-last is rounded into it by its transpose
+    (``Winograd.writes_16bit``); otherwise y is a new float32 array (the plan rounds it)."""
     ct = wp.dtype
     n, c_in = geom.batch, geom.c_in
+    # Channels-first y without sets is written channels-last first, then transposed: a
+    # sub-phase's outputs are 2 * s apart along the last axis, and stores of one value each
+    # into y's channel rows (each 64-byte line filled by 4 phases x 2 sub-phases, from
+    # different tasks) took about 1.5 ms of dcgan_g3's 10.5 on one thread (perf); staged and
+    # transposed, 0.9. A set's task holds all of a line's phases and sub-phases, and writes
+    # them in transposed blocks (_MIN_SET_MB).
+    staged = geom.data_format == "NCX" and not layout.sets
+    ykind = half_kind(out.dtype) if out is not None and out.dtype != ct else None
+    if ykind is not None and not staged:
+        out, ykind = None, None
     if c_in == 0:
         return bias_filled(geom, bias, ct, out)
     y = new_output(geom, ct, out)
@@ -153,13 +165,6 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
         return None
     x = x.reshape(-1)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
-    # Channels-first y without sets is written channels-last first, then transposed: a
-    # sub-phase's outputs are 2 * s apart along the last axis, and stores of one value each
-    # into y's channel rows (each 64-byte line filled by 4 phases x 2 sub-phases, from
-    # different tasks) took about 1.5 ms of dcgan_g3's 10.5 on one thread (perf); staged and
-    # transposed, 0.9. A set's task holds all of a line's phases and sub-phases, and writes
-    # them in transposed blocks (_MIN_SET_MB).
-    staged = geom.data_format == "NCX" and not layout.sets
     yl = arena.get("wino_y", (n, *pad3(geom.out_shape, 1), geom.c_out), ct) if staged else y
     ystr = (np.array([v // yl.itemsize for v in yl.strides], np.int64) if staged
             else element_strides(yl, geom))
@@ -182,8 +187,12 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
               **late_args)
     if staged:   # (N, O, C) -> (N, C, O), as to_padded_nxc's transpose of (N, C', 1, 1, I2)
         o = prod(geom.out_shape)
-        to_padded_nxc(yl.reshape(n, o, 1, 1, geom.c_out), y.reshape(n, 1, 1, geom.c_out, o),
-                      np.zeros(3, np.int64), workers, isa)
+        src, dst = yl.reshape(n, o, 1, 1, geom.c_out), y.reshape(n, 1, 1, geom.c_out, o)
+        if ykind is None:
+            to_padded_nxc(src, dst, np.zeros(3, np.int64), workers, isa)
+        else:   # rounded to 16 bits as the transpose stores it
+            to_padded_nxc_narrow(src, dst.view(np.uint16), np.zeros(3, np.int64), workers,
+                                 isa, ykind)
     return y
 
 
@@ -217,6 +226,17 @@ class Winograd(Variant):
     """Winograd's F(2, 2) / F(2, 3) products on the micro variant's tiles."""
 
     name = "winograd"
+
+    def writes_16bit(self, geom):
+        # the channels-first kernel rounds each row as it stores it, the NXC kernel's
+        # staged channels-first y is rounded by its transpose (run_wino); its sets and
+        # channels-last y are written in float32 (the plan rounds them)
+        if geom.data_format != "NCX":
+            return False
+        if _cf_rule_layout(geom, 4) is not None:
+            return True
+        layout = wino_layout(geom, micro.NR_F32)
+        return layout is not None and not layout.sets
 
     def claim(self, geom, rule):
         kind = rule.next()
