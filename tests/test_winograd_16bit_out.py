@@ -1,12 +1,13 @@
 """A 16-bit result of the Winograd variant rounded as its kernels store it (no narrowing pass).
 
 The channels-first kernel (convt._kernels._cfwino) rounds each row of a block from the
-thread's scratch into the float16 / bfloat16 row; the NXC kernel's channels-first y, staged
-channels-last in float32, is rounded by its transpose (``_layout.to_padded_nxc_narrow``).
-Either way the result must be the bits of the float32 call rounded by astype, for any thread
-count, with ``out=`` or without, and when a value past the Winograd bound sends the call to
-the micro variant. The plan's ``deliver`` (the narrowing pass) is made to fail, so a case
-that still takes it fails; the sets path, which still writes float32, is checked to take it.
+thread's scratch into the float16 / bfloat16 row; the NXC kernel's channels-first y is
+rounded by its sets as they write it (8 x 8 blocks through L1), or, staged channels-last in
+float32, by its transpose (``_layout.to_padded_nxc_narrow``). Each way the result must be the
+bits of the float32 call rounded by astype, for any thread count, with ``out=`` or without,
+and when a value past the Winograd bound sends the call to the micro variant. The plan's
+``deliver`` (the narrowing pass) is made to fail, so a case that still takes it fails;
+channels-last data, which the kernel still writes in float32, is checked to take it.
 bfloat16 runs these kernels only below the BF16 level (micro_bf16 above it): it is checked
 in a child process with CONVT_ISA=avx2, float16 there too.
 """
@@ -32,12 +33,18 @@ from conftest import np_dtype
 pytestmark = pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant needs AVX2 + FMA")
 TESTS = Path(__file__).resolve().parent
 
-# name: (x shape, w shape (IOX), attributes, path: "cf" channels-first kernel, "staged" NXC)
+# name: (x shape, w shape (IOX), attributes, path: "cf" channels-first kernel, "sets" and
+# "staged" the NXC kernel's channels-first write-outs)
 CASES = {
     "cf_s2": ((1, 64, 203), (64, 64, 4), dict(strides=(2,), pads=(1, 1)), "cf"),
     "cf_s2_odd": ((2, 67, 61), (67, 65, 4), dict(strides=(2,), pads=(1, 2)), "cf"),
     "cf_s4_g2": ((1, 130, 45), (130, 66, 8), dict(strides=(4,), pads=(2, 2), group=2), "cf"),
     "cf_s8": ((1, 64, 37), (64, 72, 16), dict(strides=(8,), pads=(4, 4)), "cf"),
+    "sets_1d": ((2, 64, 29), (64, 67, 3), dict(pads=(1, 1)), "sets"),
+    "sets_1d_s2": ((1, 64, 40), (64, 200, 6), dict(strides=(2,), pads=(2, 2)), "sets"),
+    "sets_2d": ((2, 64, 8, 7), (64, 80, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)), "sets"),
+    "sets_2d_d2": ((1, 64, 13, 11), (64, 64, 3, 3), dict(dilations=(2, 2), pads=(2, 2, 2, 2)),
+                   "sets"),
     "staged_1d": ((1, 512, 20), (512, 256, 16), dict(strides=(8,), pads=(4, 4)), "staged"),
     "staged_2d": ((4, 128, 4, 4), (128, 256, 4, 4), dict(strides=(2, 2), pads=(1, 1, 1, 1)),
                   "staged"),
@@ -122,7 +129,7 @@ def test_the_variant_says_it_rounds_into_the_out(name):
     assert direct.BY_NAME[p.variant].writes_16bit(p.geom)
 
 
-FALLBACK = ["cf_s2", "cf_s4_g2", "staged_2d", "staged_3d"]
+FALLBACK = ["cf_s2", "cf_s4_g2", "sets_2d", "staged_2d", "staged_3d"]
 
 
 def check_fallback(name, dtname):
@@ -172,34 +179,26 @@ def test_a_pinned_plan_gives_the_same_bits(name):
     assert _same_bits(pinned(x), _float32_rounded(x, w, b, kw, 2))
 
 
-def test_the_sets_path_still_rounds_in_a_pass_of_its_own(monkeypatch):
+def test_channels_last_data_still_rounds_in_a_pass_of_its_own(monkeypatch):
     x = np.random.default_rng(3).standard_normal((1, 64, 20, 20)).astype(np.float16)
-    w = np.random.default_rng(4).standard_normal((64, 64, 3, 3)).astype(np.float16) / 8
+    w = (np.random.default_rng(4).standard_normal((64, 64, 3, 3)) / 8).astype(np.float16)
     kw = dict(dilations=(2, 2), pads=(2, 2, 2, 2))
-    op = convt.ConvTranspose(w, workers=2, **kw)
-    p = op._plan.geometry(x.shape)
-    assert _path(op, x.shape) == "sets" and not direct.BY_NAME["winograd"].writes_16bit(p.geom)
+    op = convt.ConvTranspose(w, workers=2, data_format="NXC", **kw)
+    xl = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    p = op._plan.geometry(xl.shape)
+    assert p.variant == "winograd" and not direct.BY_NAME["winograd"].writes_16bit(p.geom)
     passes = []
     real = plan_mod.deliver
     monkeypatch.setattr(plan_mod, "deliver", lambda *a: passes.append(1) or real(*a))
-    got = op(x)
+    got = op(xl)
     assert passes == [1]
-    assert _same_bits(got, _float32_rounded(x, w, None, kw, 2))
-
-
-def test_a_16_bit_out_on_a_path_that_cannot_round_gets_the_float32_result():
-    # a runner handed a 16-bit out where its kernel writes float32 (the sets path, as a
-    # pinned plan may hand it) returns a float32 result for the plan to round
-    x = np.random.default_rng(5).standard_normal((1, 64, 12, 12)).astype(np.float16)
-    w = (np.random.default_rng(6).standard_normal((64, 64, 3, 3)) / 8).astype(np.float16)
-    kw = dict(dilations=(2, 2), pads=(2, 2, 2, 2))
-    op = convt.ConvTranspose(w, workers=2, **kw)
-    p = op._plan.geometry(x.shape)
-    assert _path(op, x.shape) == "sets"
+    want = np.moveaxis(_float32_rounded(x, w, None, kw, 2), 1, -1)
+    assert _same_bits(got, np.ascontiguousarray(want))
+    # a runner handed a 16-bit out there anyway returns a float32 result for the plan to round
     out = np.zeros(p.geom.array_shape("output"), np.float16)
-    y = p.runner(x, p.state, p.geom, op._plan, out)
+    y = p.runner(xl, p.state, p.geom, op._plan, out)
     assert y.dtype == np.float32 and not out.any()
-    assert _same_bits(y.astype(np.float16), _float32_rounded(x, w, None, kw, 2))
+    assert _same_bits(y.astype(np.float16), got)
 
 
 @pytest.mark.parametrize("kind", [0, 1], ids=["float16", "bfloat16"])

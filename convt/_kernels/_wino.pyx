@@ -22,7 +22,9 @@ in place, one axis after the other (the "output transform"), and the 2^w sub-til
 transposes channels-first y afterwards). A task may instead run a set of real phases (the
 residues of the last axis, equal in tiles and Winograd axes: dims[23]), all its tiles held,
 whose outputs then fill runs of each line of channels-first y: written straight to y, 8
-consecutive outputs x 8 channels per transposed block (_wino_set_write). Axes without the
+consecutive outputs x 8 channels per transposed block (_wino_set_write), or into a 16-bit
+y (float16 / bfloat16 of a float32 call) through an 8 x 8 block in L1 whose rows are rounded
+as they are stored (_gather_write16: no narrowing pass of y afterwards). Axes without the
 two- or three-tap structure, and phases without any, run their taps as they are (one
 product summing all of a phase's taps).
 
@@ -31,7 +33,7 @@ wino_corners exposes the input transforms to the tests.
 """
 import numpy as np
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint16_t, uint64_t
 
 from ._finite cimport _exponent_at_least
 from ._packkernel cimport CONVT_WSUM_MAX
@@ -41,8 +43,11 @@ from ._tilewrite cimport _WRITE_ROWS, _cols, _write_blocks, _write_nxc
 from ._types cimport real
 
 from . import _cpu
+from ._half import level as _half_level
 
 cdef extern from "_writeout.h" nogil:
+    void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
+    uint16_t convt_narrow1(int kind, float v)
     void convt_g8_f32(int isa, const float* const* rows, int64_t coff, const float* bias,
                       float* y, int64_t cs)
     void convt_g8_f64(int isa, const double* const* rows, int64_t coff, const double* bias,
@@ -206,12 +211,43 @@ cdef void _gather_rows(const real* const* rows, const int64_t* at, int64_t n,
                     else bias[g * Mg + mm])
 
 
+cdef void _gather_write16(int isa, const float* const* rows, const int64_t* at, int64_t n,
+                          const float* bias, uint16_t* y16, int64_t cs, const int64_t* d,
+                          int kind, int hisa) noexcept nogil:
+    # _gather_write into 16-bit y: a transposed block of 8 x 8 values with their bias in
+    # float32 (convt_g8_f32, in L1), its rows rounded into y16 (convt_narrow at level hisa);
+    # the rest one value per store. Each value is the float32 write's, rounded once.
+    cdef float blk[64]
+    cdef int64_t G = d[7], Mg = d[9], gw = d[10] * d[17], g, mm0 = 0, mm, e, j
+    cdef uint16_t* yb
+    if n == 8:
+        for g in range(G):
+            mm0 = 0
+            while mm0 + 8 <= Mg:
+                convt_g8_f32(isa, rows, g * gw + mm0, bias + g * Mg + mm0, blk, 8)
+                yb = y16 + (g * Mg + mm0) * cs + at[0]
+                for j in range(8):
+                    convt_narrow(hisa, kind, blk + 8 * j, yb + j * cs, 8)
+                mm0 += 8
+    for e in range(n):
+        for g in range(G):
+            for mm in range(mm0, Mg):
+                y16[(g * Mg + mm) * cs + at[e]] = convt_narrow1(kind, (
+                    rows[e][g * gw + mm] + bias[g * Mg + mm] if rows[e] != NULL
+                    else bias[g * Mg + mm]))
+
+
 cdef void _gather_write(int isa, const real* const* rows, const int64_t* at, int64_t n,
-                        const real* bias, real* y, int64_t cs, const int64_t* d) noexcept nogil:
+                        const real* bias, real* y, int64_t cs, const int64_t* d,
+                        uint16_t* y16, int kind, int hisa) noexcept nogil:
     # n <= 8 tile rows to y: 8 rows at consecutive offsets, per block of 8 channels of a
     # group, in one transposed block (convt_g8_f32, convt_g8_f64); the rest one value per
-    # store
+    # store. y16 (float only): into 16-bit y instead (_gather_write16).
     cdef int64_t G = d[7], Mg = d[9], gw = d[10] * d[17], g, mm0 = 0
+    if real is float:
+        if y16 != NULL:
+            _gather_write16(isa, rows, at, n, bias, y16, cs, d, kind, hisa)
+            return
     if n == 8:
         for g in range(G):
             mm0 = 0
@@ -228,7 +264,8 @@ cdef void _gather_write(int isa, const real* const* rows, const int64_t* at, int
 
 cdef void _wino_set_write(int isa, const real* t, const real* bias, real* y,
                           const int64_t* rp, int64_t nph, int64_t r0, int64_t m,
-                          const int64_t* d, const int64_t* ystr) noexcept nogil:
+                          const int64_t* d, const int64_t* ystr, uint16_t* y16, int kind,
+                          int hisa) noexcept nogil:
     # Channels-first y written straight from the combined tiles of a set's nph real phases
     # (the residues of the last axis, equal in tiles and Winograd axes: convt._backends.direct.winograd;
     # phase p's products from t + (products before p) * MB * ldc): per sub-phase of the other
@@ -265,15 +302,15 @@ cdef void _wino_set_write(int isa, const real* t, const real* bias, real* y,
                         src = (tp[p] + _wino_slot(pp, tt) * MB * ldc + i * ldc
                                if tp[p] != NULL else NULL)
                         if n and (pos != at[n - 1] + 1 or src == NULL):
-                            _gather_write(isa, rows, at, n, bias, y, cs, d)
+                            _gather_write(isa, rows, at, n, bias, y, cs, d, y16, kind, hisa)
                             n = 0
                         rows[n] = src
                         at[n] = pos
                         n += 1
                         if n == 8 or src == NULL:
-                            _gather_write(isa, rows, at, n, bias, y, cs, d)
+                            _gather_write(isa, rows, at, n, bias, y, cs, d, y16, kind, hisa)
                             n = 0
-            _gather_write(isa, rows, at, n, bias, y, cs, d)
+            _gather_write(isa, rows, at, n, bias, y, cs, d, y16, kind, hisa)
             n = 0
 
 
@@ -282,7 +319,8 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
                      const int64_t* prods, const int64_t* toff, const int64_t* tkind,
                      int64_t r0, int64_t m, const int64_t* d, const int64_t* ystr, real* t,
                      real* v, const real** ptr, int64_t* off, const int64_t* ck,
-                     const real* cf, int64_t rstride, real* wb) noexcept nogil:
+                     const real* cf, int64_t rstride, real* wb, uint16_t* y16, int kind,
+                     int hisa) noexcept nogil:
     # Tile rows r0..r0+m of the nph real phases from rp (a set: d[23]; else nph = 1): each
     # phase's products and output transform, then y written.
     cdef int64_t MB = d[14], ldc = d[15], p, first = 0
@@ -291,7 +329,7 @@ cdef void _wino_task(int isa, const real* x, const real* zero, const real* wp,
                     t + first * MB * ldc, v, ptr, off, ck, cf, rstride, wb)
         first += rp[WINO_COLS * p + 10]
     if d[23]:
-        _wino_set_write(isa, t, bias, y, rp, nph, r0, m, d, ystr)
+        _wino_set_write(isa, t, bias, y, rp, nph, r0, m, d, ystr, y16, kind, hisa)
     else:
         _wino_write(isa, t, bias, y, rp, r0, m, d, ystr, off)
 
@@ -323,10 +361,13 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
               const int64_t[:, ::1] ck=None,  # IN  late sums: pack_wino's ck and cf; wp holds
               const real[:, ::1] cf=None,     #     tap k's lines at k * rstride
               int64_t rstride=0,
-              real[::1] wbuf=None):           # OUT scratch: nthreads * TB * CC * NR values
+              real[::1] wbuf=None,            # OUT scratch: nthreads * TB * CC * NR values
+              uint16_t[::1] y16=None,         # OUT sets: y in 16-bit storage, through ystr
+              int ykind=0):                   #     (y then unwritten), of kind ykind
     """Compute y by the Winograd products; releases the GIL. See the section comment.
     With ck (late sums), the products' weights are summed from the taps per task, chunk and
-    panel instead of read from pack_wino's products."""
+    panel instead of read from pack_wino's products. With y16 (float32 sets), each value
+    of y is rounded to nearest even into y16 as it is written (astype's bits)."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
     cdef int64_t tstride = (SM * ldc + TB * dims[11]) * MB
@@ -350,14 +391,18 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
         if real_ph[k, 10] and real_ph[k, 10] != real_ph[k, 17] * real_ph[k, 18] * real_ph[k, 19]:
             raise ValueError(f"wino_conv: real phase {k} has {real_ph[k, 10]} products, not "
                              "the product of its radices")
+    if y16 is not None and (real is not float or not dims[23]):
+        raise ValueError("wino_conv: y16 needs float32 and sets")
     cdef const int64_t* tk
+    cdef uint16_t* y16p = &y16[0] if y16 is not None and y16.shape[0] else NULL
+    cdef int hisa = _half_level(ykind, isa)
     if ntasks == 0:
         return
     cdef const real* xptr = &x[0]
     cdef const real* zeros = &zero[0]
     cdef const real* wptr = &wp[0]
     cdef const real* bptr = &bias[0]
-    cdef real* yptr = &y[0]
+    cdef real* yptr = &y[0] if y16 is None else NULL
     cdef const int64_t* rptr = &real_ph[0, 0]
     cdef const int64_t* pr = &prods[0, 0] if prods.shape[0] else NULL
     cdef const int64_t* to = &toff[0] if toff.shape[0] else NULL
@@ -393,7 +438,8 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
                        to, tkd, tk[1], tk[2], dm, yst, tl + tid * tstride,
                        tl + tid * tstride + SM * MB * ldc,
                        <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB,
-                       ckp, cfp, rstride, wb + tid * wstride if wb != NULL else NULL)
+                       ckp, cfp, rstride, wb + tid * wstride if wb != NULL else NULL,
+                       y16p, ykind, hisa)
 
 
 def wino_ready(const real[::1] x, int64_t spare_bits, int num_threads):

@@ -130,8 +130,9 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
     ``new_output``), or None when the input is not finite or holds a value a difference could
     overflow on (``wino_ready``): the caller runs the micro variant then, and ``out`` is
     untouched. ``late``: ``wp`` holds ``wino_taps``, not the products. A float16 / bfloat16
-    ``out`` of a float32 call: y staged channels-last is rounded into it by its transpose
-    (``Winograd.writes_16bit``); otherwise y is a new float32 array (the plan rounds it)."""
+    ``out`` of a float32 call, for channels-first y (``Winograd.writes_16bit``): each value
+    is rounded into it as the sets write it, or as the transpose of y staged channels-last
+    stores it; channels-last y is a new float32 array instead (the plan rounds it)."""
     ct = wp.dtype
     n, c_in = geom.batch, geom.c_in
     # Channels-first y without sets is written channels-last first, then transposed: a
@@ -142,7 +143,7 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
     # them in transposed blocks (_MIN_SET_MB).
     staged = geom.data_format == "NCX" and not layout.sets
     ykind = half_kind(out.dtype) if out is not None and out.dtype != ct else None
-    if ykind is not None and not staged:
+    if ykind is not None and geom.data_format != "NCX":
         out, ykind = None, None
     if c_in == 0:
         return bias_filled(geom, bias, ct, out)
@@ -177,14 +178,17 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
                                 * layout.mb,), ct)
     pointers = arena.get("pointers",
                          (workers * (layout.mb * (layout.tb + 1) + layout.mb // MR),), np.int64)
-    late_args = {}
+    extra = {}
+    if ykind is not None and not staged:   # the sets round each value as they write it
+        extra = dict(y16=yl.reshape(-1).view(np.uint16), ykind=ykind)
     if late:
-        late_args = dict(ck=layout.ck, cf=layout.cf.astype(ct), rstride=tap_values(layout, c_in),
-                         wbuf=arena.get("wino_wb", (workers * layout.tb * layout.cc
-                                                    * layout.nr,), ct))
-    wino_conv(x, zero, wp, bias, yl.reshape(-1), layout.real, layout.prods, layout.toff,
+        extra = dict(ck=layout.ck, cf=layout.cf.astype(ct), rstride=tap_values(layout, c_in),
+                     wbuf=arena.get("wino_wb", (workers * layout.tb * layout.cc * layout.nr,),
+                                    ct), **extra)
+    y32 = yl.reshape(-1) if yl.dtype == ct else zero[:0]   # (16-bit sets: y16 instead)
+    wino_conv(x, zero, wp, bias, y32, layout.real, layout.prods, layout.toff,
               layout.tkind, layout.tasks, dims, ystr, tiles, pointers, isa, workers,
-              **late_args)
+              **extra)
     if staged:   # (N, O, C) -> (N, C, O), as to_padded_nxc's transpose of (N, C', 1, 1, I2)
         o = prod(geom.out_shape)
         src, dst = yl.reshape(n, o, 1, 1, geom.c_out), y.reshape(n, 1, 1, geom.c_out, o)
@@ -228,15 +232,10 @@ class Winograd(Variant):
     name = "winograd"
 
     def writes_16bit(self, geom):
-        # the channels-first kernel rounds each row as it stores it, the NXC kernel's
-        # staged channels-first y is rounded by its transpose (run_wino); its sets and
-        # channels-last y are written in float32 (the plan rounds them)
-        if geom.data_format != "NCX":
-            return False
-        if _cf_rule_layout(geom, 4) is not None:
-            return True
-        layout = wino_layout(geom, micro.NR_F32)
-        return layout is not None and not layout.sets
+        # channels-first y: the channels-first kernel rounds each row as it stores it, the
+        # NXC kernel's sets each value as they write it, its staged y the transpose (run_wino);
+        # channels-last y is written in float32 (the plan rounds it)
+        return geom.data_format == "NCX"
 
     def claim(self, geom, rule):
         kind = rule.next()
