@@ -39,10 +39,11 @@ bits (_past16), so a 16-bit call makes no widening pass of x (hifigan_up3, float
 of the call, docs/performance.md). A NaN sends the call to the micro variant, so F16C's
 quieting of a signaling NaN never reaches y.
 
-16-bit y (y16) is written as it is too: each row's outputs of a block are combined into a
+16-bit y (y16) is written as it is too: at S = 2 each row's outputs of a block are rounded in
+registers as convt_cw_out16_f32 stores them; for other strides they are combined into a
 buffer of the thread's scratch (2 S J float32 values, in L1) and rounded from there into y16's
-row (_half.h's convt_narrow, astype's rounding of the float32 value), so a 16-bit call makes
-no narrowing pass of y either.
+row (_half.h's convt_narrow). Either way astype's rounding of the float32 value, so a 16-bit
+call makes no narrowing pass of y either.
 
 Assumes: x channels-first contiguous (N, C_in, W); wp packed by convt._backends.direct.cfwino.cf_weights,
 (G, QD, S, 3, Cg, 4); bias per output channel; the AVX2 + FMA path (isa 1).
@@ -68,6 +69,8 @@ cdef extern from "_cwkernel.h" nogil:
     void convt_cw_tile512_f64(const double* s, int64_t kc, const double* w, double* out)
     void convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y, int64_t valid)
     void convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t valid)
+    void convt_cw_out16_f32(const float* t, int64_t rs, float bias, uint16_t* y16,
+                            int64_t valid, int kind)
     void convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y,
                            int64_t valid, int64_t J)
     void convt_cw_outs_f64(const double* t, int64_t rs, int64_t S, double bias, double* y,
@@ -115,8 +118,9 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
     # Task = (image n, block bi) of J tiles: its transforms, then its outputs. Returns 1 when
     # a value of its part of x is past the bound. x16 (16-bit x of the given kind, float
     # only; x unread then): the bound tested on its bits, each segment widened as it is
-    # copied. y16 (16-bit y of kind ykind, float only; y unused then): each row's outputs
-    # combined into the scratch's last 2 S J values, then rounded into y16's row
+    # copied. y16 (16-bit y of kind ykind, float only; y unused then): at S = 2 each row's
+    # outputs rounded in registers as they are stored (convt_cw_out16_f32, level yisa >= 1),
+    # else combined into the scratch's last 2 S J values, then rounded into y16's row
     # (convt_narrow at level yisa).
     cdef int64_t C = d[1], W = d[2], O = d[3], G = d[4], Cg = d[5], Mg = d[6], QD = d[7]
     cdef int64_t J = d[8], NB = d[9], emin = d[10], spare = d[13], L = d[14], S = d[15]
@@ -180,6 +184,12 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
                     break
                 co = g * Mg + co
                 yr = y + (n * G * Mg + co) * O + span * bi if y16 == NULL else yb
+                if real is float:
+                    if y16 != NULL and S == 2 and yisa >= 1:   # rounded in registers
+                        convt_cw_out16_f32(tt + r * J, rs, bias[co],
+                                           y16 + (n * G * Mg + co) * O + span * bi, valid,
+                                           ykind)
+                        continue
                 if S == 2:
                     if real is float:
                         convt_cw_out_f32(tt + r * J, rs, bias[co], yr, valid)

@@ -20,7 +20,9 @@
  * interleave in y: y[4j + 2t + c] = phase c's y_t of tile j. convt_cw_outs does the same for
  * S phases other than two: y[2S j + S t + c] = phase c's y_t of tile j (8 x 8 float32 or
  * 4 x 4 float64 transposes when S is a multiple of the vector width, 4 x 4 per 128-bit lane
- * for float32 at S = 4, one value per store otherwise).
+ * for float32 at S = 4, one value per store otherwise). convt_cw_out16_f32 is convt_cw_out_f32
+ * into a 16-bit y, each vector rounded in registers as it is stored (a 16-bit call's result
+ * with no narrowing pass; other strides round through a buffer, _cfwino.pyx).
  *
  * AVX2 + FMA (target attribute; the plan runs the NXC Winograd kernel on other CPUs), and an
  * AVX-512 tile (convt_cw_tile512_*: level 2, where convt._kernels._cpu.kernel_level allows).
@@ -29,6 +31,7 @@
 #define CONVT_CWKERNEL_H
 
 #include <stdint.h>
+#include "_half.h"
 #include "_transpose.h"
 
 #if CONVT_HAVE_AVX2_PATH
@@ -101,49 +104,102 @@ CONVT_CW_TILE512(convt_cw_tile512_f64, double, __m512d, __m256d, 4, _mm512_loadu
 #define CONVT_CW_SUMS(T, i)                                                                     \
     T s00 = (m[0][i] + m[1][i]) + bias, s01 = (m[3][i] + m[4][i]) + bias;                      \
     T s10 = (m[2][i] + m[1][i]) + bias, s11 = (m[5][i] + m[4][i]) + bias;
-/* ... one value per store: a block's last outputs, up to valid */
-#define CONVT_CW_TAIL(T)                                                                        \
+/* ... one value per store: a block's last outputs, up to valid (PUT(k, value) stores y[k]) */
+#define CONVT_CW_TAIL(T, PUT)                                                                   \
     for (i = 0; 4 * i < valid; i++) {                                                           \
         CONVT_CW_SUMS(T, i)                                                                     \
-        y[4 * i] = s00;                                                                         \
-        if (4 * i + 1 < valid) y[4 * i + 1] = s01;                                              \
-        if (4 * i + 2 < valid) y[4 * i + 2] = s10;                                              \
-        if (4 * i + 3 < valid) y[4 * i + 3] = s11;                                              \
+        PUT(4 * i, s00);                                                                        \
+        if (4 * i + 1 < valid) PUT(4 * i + 1, s01);                                             \
+        if (4 * i + 2 < valid) PUT(4 * i + 2, s10);                                             \
+        if (4 * i + 3 < valid) PUT(4 * i + 3, s11);                                             \
     }
+#define CONVT_CW_PUT(k, value) (y[k] = (value))
+#define CONVT_CW_PUT16(k, value) (y16[k] = convt_narrow1(kind, (value)))
+
+/* vector v < 3 of the row's tiles: its 32 outputs, in y's order, as o[0..3] */
+static inline __attribute__((always_inline, target("avx2"))) void
+convt_cw_out8(const float* const* m, int64_t v, __m256 bb, __m256* o)
+{
+    __m256 m1 = _mm256_loadu_ps(m[1] + 8 * v), m4 = _mm256_loadu_ps(m[4] + 8 * v);
+    __m256 A = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[0] + 8 * v), m1), bb);
+    __m256 B = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[3] + 8 * v), m4), bb);
+    __m256 C = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[2] + 8 * v), m1), bb);
+    __m256 D = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[5] + 8 * v), m4), bb);
+    /* (A B C D) per tile j: 4 x 8 -> 8 runs of 4 */
+    __m256 ab0 = _mm256_unpacklo_ps(A, B), ab1 = _mm256_unpackhi_ps(A, B);
+    __m256 cd0 = _mm256_unpacklo_ps(C, D), cd1 = _mm256_unpackhi_ps(C, D);
+    __m256 r0 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(ab0),
+                                                    _mm256_castps_pd(cd0)));
+    __m256 r1 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(ab0),
+                                                    _mm256_castps_pd(cd0)));
+    __m256 r2 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(ab1),
+                                                    _mm256_castps_pd(cd1)));
+    __m256 r3 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(ab1),
+                                                    _mm256_castps_pd(cd1)));
+    /* r0: tiles 0 and 4, r1: 1 and 5, r2: 2 and 6, r3: 3 and 7 (one per lane) */
+    o[0] = _mm256_permute2f128_ps(r0, r1, 0x20);
+    o[1] = _mm256_permute2f128_ps(r2, r3, 0x20);
+    o[2] = _mm256_permute2f128_ps(r0, r1, 0x31);
+    o[3] = _mm256_permute2f128_ps(r2, r3, 0x31);
+}
 
 static __attribute__((target("avx2"))) void
 convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y, int64_t valid)
 {
     const float* m[6] = {t, t + rs, t + 2 * rs, t + 3 * rs, t + 4 * rs, t + 5 * rs};
     int64_t v, i;
+    __m256 o[4];
     if (valid >= 4 * 24) {
-        __m256 bb = _mm256_set1_ps(bias);
         for (v = 0; v < 3; v++) {
-            __m256 m1 = _mm256_loadu_ps(m[1] + 8 * v), m4 = _mm256_loadu_ps(m[4] + 8 * v);
-            __m256 A = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[0] + 8 * v), m1), bb);
-            __m256 B = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[3] + 8 * v), m4), bb);
-            __m256 C = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[2] + 8 * v), m1), bb);
-            __m256 D = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(m[5] + 8 * v), m4), bb);
-            /* (A B C D) per tile j: 4 x 8 -> 8 runs of 4 */
-            __m256 ab0 = _mm256_unpacklo_ps(A, B), ab1 = _mm256_unpackhi_ps(A, B);
-            __m256 cd0 = _mm256_unpacklo_ps(C, D), cd1 = _mm256_unpackhi_ps(C, D);
-            __m256 r0 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(ab0),
-                                                            _mm256_castps_pd(cd0)));
-            __m256 r1 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(ab0),
-                                                            _mm256_castps_pd(cd0)));
-            __m256 r2 = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(ab1),
-                                                            _mm256_castps_pd(cd1)));
-            __m256 r3 = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(ab1),
-                                                            _mm256_castps_pd(cd1)));
-            /* r0: tiles 0 and 4, r1: 1 and 5, r2: 2 and 6, r3: 3 and 7 (one per lane) */
-            _mm256_storeu_ps(y + 32 * v, _mm256_permute2f128_ps(r0, r1, 0x20));
-            _mm256_storeu_ps(y + 32 * v + 8, _mm256_permute2f128_ps(r2, r3, 0x20));
-            _mm256_storeu_ps(y + 32 * v + 16, _mm256_permute2f128_ps(r0, r1, 0x31));
-            _mm256_storeu_ps(y + 32 * v + 24, _mm256_permute2f128_ps(r2, r3, 0x31));
+            convt_cw_out8(m, v, _mm256_set1_ps(bias), o);
+            for (i = 0; i < 4; i++)
+                _mm256_storeu_ps(y + 32 * v + 8 * i, o[i]);
         }
         return;
     }
-    CONVT_CW_TAIL(float)
+    CONVT_CW_TAIL(float, CONVT_CW_PUT)
+}
+
+/* 32 outputs o[0..3] rounded into y16[0..31]: float16 by vcvtps2ph after one NaN test over
+ * the four vectors, two to a store; bfloat16, or a NaN among them, by convt_narrow8_avx2 */
+static inline __attribute__((always_inline, target("avx2,f16c"))) void
+convt_cw_put16(int kind, const __m256* o, uint16_t* y16)
+{
+    __m256 nan = _mm256_or_ps(
+        _mm256_or_ps(_mm256_cmp_ps(o[0], o[0], _CMP_UNORD_Q),
+                     _mm256_cmp_ps(o[1], o[1], _CMP_UNORD_Q)),
+        _mm256_or_ps(_mm256_cmp_ps(o[2], o[2], _CMP_UNORD_Q),
+                     _mm256_cmp_ps(o[3], o[3], _CMP_UNORD_Q)));
+    int i;
+    if (kind == CONVT_BF16 || !_mm256_testz_ps(nan, nan)) {
+        for (i = 0; i < 4; i++)
+            convt_narrow8_avx2(kind, o[i], y16 + 8 * i);
+        return;
+    }
+    for (i = 0; i < 4; i += 2)
+        _mm256_storeu_si256((__m256i*) (y16 + 8 * i), _mm256_set_m128i(
+            _mm256_cvtps_ph(o[i + 1], _MM_FROUND_TO_NEAREST_INT),
+            _mm256_cvtps_ph(o[i], _MM_FROUND_TO_NEAREST_INT)));
+}
+
+/* convt_cw_out_f32 into 16-bit y16 (_half.h's kind), each value rounded in registers as it
+ * is stored (convt_cw_put16: the float32 value, then astype's rounding; needs F16C for
+ * float16) */
+static __attribute__((target("avx2,f16c"))) void
+convt_cw_out16_f32(const float* t, int64_t rs, float bias, uint16_t* y16, int64_t valid,
+                   int kind)
+{
+    const float* m[6] = {t, t + rs, t + 2 * rs, t + 3 * rs, t + 4 * rs, t + 5 * rs};
+    int64_t v, i;
+    __m256 o[4];
+    if (valid >= 4 * 24) {
+        for (v = 0; v < 3; v++) {
+            convt_cw_out8(m, v, _mm256_set1_ps(bias), o);
+            convt_cw_put16(kind, o, y16 + 32 * v);
+        }
+        return;
+    }
+    CONVT_CW_TAIL(float, CONVT_CW_PUT16)
 }
 
 static __attribute__((target("avx2"))) void
@@ -167,7 +223,7 @@ convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y, int64_t va
         }
         return;
     }
-    CONVT_CW_TAIL(double)
+    CONVT_CW_TAIL(double, CONVT_CW_PUT)
 }
 
 /* One row's outputs of a block for S != 2 phases: m(c, p) = t + (3c + p) * rs, each J tile
@@ -356,6 +412,8 @@ static void convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y,
                              int64_t valid) {}
 static void convt_cw_out_f64(const double* t, int64_t rs, double bias, double* y,
                              int64_t valid) {}
+static void convt_cw_out16_f32(const float* t, int64_t rs, float bias, uint16_t* y16,
+                               int64_t valid, int kind) {}
 static void convt_cw_outs_f32(const float* t, int64_t rs, int64_t S, float bias, float* y,
                               int64_t valid, int64_t J) {}
 static void convt_cw_outs_f64(const double* t, int64_t rs, int64_t S, double bias, double* y,
