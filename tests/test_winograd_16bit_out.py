@@ -56,11 +56,16 @@ CASES = {
 }
 
 
-def _arrays(name, dt, bias=True, seed=0):
+# x and w scaled so that some results overflow: float16's past 65504 (Inf), bfloat16's
+# float32 sums past float32's range (Inf, and NaN where the combine adds Inf and -Inf)
+HUGE = {"float16": 300.0, "bfloat16": 1e19}
+
+
+def _arrays(name, dt, bias=True, seed=0, scale=1.0):
     xs, ws, kw, _ = CASES[name]
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal(xs).astype(dt)
-    w = (rng.standard_normal(ws) / np.sqrt(ws[0])).astype(dt)
+    x = (rng.standard_normal(xs) * scale).astype(dt)
+    w = (rng.standard_normal(ws) * scale / np.sqrt(ws[0])).astype(dt)
     b = rng.standard_normal(ws[1] * kw.get("group", 1)).astype(dt) if bias else None
     return x, w, b, kw
 
@@ -100,11 +105,14 @@ def no_narrowing_pass(monkeypatch):
     monkeypatch.setattr(plan_mod, "deliver", strict_deliver(plan_mod.deliver))
 
 
-def check_case(name, dtname, workers, bias, given_out):
+def check_case(name, dtname, workers, bias, given_out, huge=False):
     """Bits of the 16-bit call against the float32 call rounded; returns the path taken."""
     dt = np_dtype(dtname)
-    x, w, b, kw = _arrays(name, dt, bias)
-    want = _float32_rounded(x, w, b, kw, workers)
+    x, w, b, kw = _arrays(name, dt, bias, scale=HUGE[dtname] if huge else 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = _float32_rounded(x, w, b, kw, workers)
+    if huge:
+        assert not np.isfinite(want.astype(np.float32)).all()
     op = convt.ConvTranspose(w, b, workers=workers, **kw)
     out = np.full(want.shape, np.nan, dt) if given_out else None
     got = op(x, out=out)
@@ -120,6 +128,11 @@ def check_case(name, dtname, workers, bias, given_out):
 def test_float16_is_the_float32_result_rounded_as_stored(name, workers, bias, given_out,
                                                           no_narrowing_pass):
     assert check_case(name, "float16", workers, bias, given_out) == CASES[name][3]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_results_past_the_16_bit_range_keep_astype_bits(name, no_narrowing_pass):
+    assert check_case(name, "float16", 2, True, False, huge=True) == CASES[name][3]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -235,6 +248,7 @@ for dtname in ("float16", "bfloat16"):
         for workers in (1, 2):
             out["paths"][name + " " + dtname] = t.check_case(name, dtname, workers,
                                                              workers == 1, workers == 2)
+        t.check_case(name, dtname, 2, True, False, huge=True)
     for name in t.FALLBACK:
         out["fallback"][name + " " + dtname] = t.check_fallback(name, dtname)
 print(json.dumps(out))
