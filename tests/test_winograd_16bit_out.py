@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt._backends.direct import micro
+from convt._backends.direct import micro, winograd
 from convt._backends.direct import registry as direct
 from convt._backends.direct.cfwino import CfLayout
 from convt._backends.direct.winograd_layout import wino_alignment
@@ -268,3 +268,22 @@ def test_bfloat16_below_the_bf16_level_is_rounded_as_stored(cap):
                             for d in ("float16", "bfloat16")}
     assert got["fallback"] == {f"{n} {d}": [d] for n in FALLBACK
                                for d in ("float16", "bfloat16")}
+
+
+@pytest.mark.parametrize("name", ["cf_s4_g2", "sets_2d", "staged_2d_g2", "dcgan_g1"])
+def test_one_shot_calls_round_as_stored(name, no_narrowing_pass, monkeypatch):
+    # one-shot plans too; dcgan_g1's products take 8 MB or more, so its one-shot call sums
+    # them in the kernel (winograd.late_sums) before the staged transpose rounds y
+    if name == "dcgan_g1":
+        rng = np.random.default_rng(7)
+        x = rng.standard_normal((16, 512, 4, 4)).astype(np.float16)
+        w = (rng.standard_normal((512, 256, 4, 4)) / 45).astype(np.float16)
+        b, kw = None, dict(strides=(2, 2), pads=(1, 1, 1, 1))
+    else:
+        x, w, b, kw = _arrays(name, np.float16)
+    late = []
+    real = winograd.run_wino
+    monkeypatch.setattr(winograd, "run_wino", lambda *a, **k: late.append(a[8]) or real(*a, **k))
+    got = convt.conv_transpose(x, w, b, workers=2, **kw)
+    assert late == ([True] if name == "dcgan_g1" else [False] if "cf" not in name else [])
+    assert _same_bits(got, _float32_rounded(x, w, b, kw, 2))
