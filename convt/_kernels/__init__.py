@@ -73,7 +73,8 @@
 # _half               16-bit storage: widen (float16 / bfloat16 -> float32) and narrow (float32
 #                      -> 16-bit, round to nearest even), parallel blocks, the bits of NumPy's
 #                      and ml_dtypes' astype; pack_taps16 (the late sums' taps from 16-bit
-#                      weights). _layout.to_padded_nxc16 widens as it transposes.
+#                      weights). _layout.to_padded_nxc16 widens as it transposes,
+#                      to_padded_nxc_narrow rounds as it transposes (Winograd's staged y).
 # _fftmul.fft_contract the FFT backend's per-bin channel contraction (split real / imaginary
 #                      kernel spectra, OpenMP over bins: bit-identical for any thread count);
 #                      fft_contract_dft, a one-shot call's: each row's kernel spectrum made in
