@@ -4,7 +4,8 @@
  *
  * convt_cf8_f32: the micro variant's rows contiguous in y (_tilewrite.pxd), in 8 x 8 blocks;
  * convt_cf8_h16 the same into a 16-bit y, and convt_cf16_h16 a bfloat16 y in 16 x 16 blocks
- * on AVX-512; convt_g8_*: the
+ * on AVX-512; convt_t8n: the Winograd variant's staged channels-last y into a 16-bit y
+ * (_layout.pyx); convt_g8_*: the
  * Winograd variant's sets, a tile row per output (_wino.pyx); convt_zip2_*: the GEMM
  * variant's stride-2 phase pairs from a channel-major tile (_gemm.pyx). Each value takes one
  * rounding (the bias addition), as in the scalar loops they replace: identical results.
