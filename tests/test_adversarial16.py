@@ -406,16 +406,11 @@ def winograd_overflow(dtname):
 
 @pytest.mark.skipif(_cpu.CPU_ISA < 1, reason="the Winograd variant needs the AVX2 level")
 @pytest.mark.parametrize("where", ["float32", "bfloat16_avx2"])
-@pytest.mark.xfail(strict=True, reason=(
-    "Winograd products overflow where the taps do not: wino_ready (convt/_kernels/_wino.pyx, "
-    "called from convt/_backends/direct/winograd.py run_wino with spare = diff_axes + 1; "
-    "cfwino.SPARE_BITS for the channels-first kernel) bounds |x| alone, by 2^(emax + 1 - "
-    "spare), not |x| times the product weights (sums of up to 4 taps in 2-D F(2, 2), 27 in "
-    "3-D F(2, 3)): x = 3.9e37 with weights 3.0 gives Inf at 256 outputs whose exact value is "
-    "1.19e38 (one product each). docs/reliability.md says only inputs and weights 'both near "
-    "the float range' escape the check. bfloat16 runs these kernels below AVX512-BF16 "
-    "(CONVT_ISA=avx2, or AVX-512 CPUs without BF16)"))
 def test_winograd_products_do_not_overflow_where_the_taps_do_not(where):
+    """x = 3.9e37 and weights of 3.0: every exact output is one product, 1.19e38. wino_ready
+    bounded |x| alone, and the products (sums of 4 taps, 12) gave Inf at 256 outputs; the
+    bounds on x and the products' weights (winograd_layout.input_bits, product_bits) now
+    send such data to the micro variant."""
     if where == "float32":
         if _cpu.ISA < 1:
             pytest.skip("capped below the AVX2 level")
@@ -424,6 +419,42 @@ def test_winograd_products_do_not_overflow_where_the_taps_do_not(where):
         variant, bad, top = _child("avx2", _WINO_CHILD)
     assert variant == "winograd" and top < 1.2e38
     assert bad == 0
+
+
+@pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant needs the AVX2 level")
+@pytest.mark.parametrize("one_shot", [False, True])
+@pytest.mark.parametrize("layer", ["2d_f22", "1d_f23", "1d_channels_first", "1d_nxc", "3d_f22"])
+def test_winograd_layers_stay_finite_where_the_reference_is(layer, one_shot):
+    """An input and weights whose every exact output is in the float32 range, on each
+    Winograd kernel (channels-first, channels-last, F(2, 2) and F(2, 3), one-shot late
+    sums): no Inf or NaN, and the reference's values (the micro variant runs them)."""
+    shapes = {"2d_f22": ((1, 64, 6, 6), (64, 64, 4, 4), dict(strides=(2, 2), pads=(1,) * 4)),
+              "1d_f23": ((1, 64, 12), (64, 64, 3), dict(pads=(1, 1))),
+              "1d_channels_first": ((1, 64, 256), (64, 64, 4), dict(strides=(2,), pads=(1, 1))),
+              "1d_nxc": ((1, 256, 64), (64, 64, 4), dict(strides=(2,), pads=(1, 1),
+                                                          data_format="NXC")),
+              "3d_f22": ((1, 64, 6, 6, 6), (64, 64, 4, 4, 4),
+                         dict(strides=(2, 2, 2), pads=(1,) * 6))}
+    xs, ws, kw = shapes[layer]
+    nd, nxc = len(ws) - 2, kw.get("data_format") == "NXC"
+    # one input just under the old bound on x alone (2^(127 - nd)) meets weights of 3: each
+    # output that reads it is one product, in range; a product weight sums 2 to 8 taps (or,
+    # F(2, 3), halves 3): 256 to 512 outputs were Inf
+    x = np.zeros(xs, np.float32)
+    mid = tuple(s // 2 for s in (xs[1:-1] if nxc else xs[2:]))
+    x[(0, *mid, 0) if nxc else (0, 0, *mid)] = 2.0 ** (126.9 - nd)
+    w = np.zeros(ws, np.float32)
+    w[0] = 3.0
+    planned = convt.ConvTranspose(w, method="direct", **kw)._plan.geometry(x.shape)
+    assert planned.variant == "winograd"
+    call = (convt.conv_transpose if one_shot else
+            lambda x, w, **k: convt.ConvTranspose(w, **k)(x))
+    y = call(x, w, method="direct", **kw).astype(np.float64)
+    ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), method="reference",
+                               **kw)
+    fits = np.abs(ref) < float(np.finfo(np.float32).max)
+    assert fits.all() and np.isfinite(y).all()
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=0)
 
 
 @pytest.mark.skipif(not _cpu.bf16(), reason="no AVX512-BF16: bfloat16 runs the float32 kernels "

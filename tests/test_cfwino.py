@@ -135,7 +135,7 @@ def test_hifigan_up3_runs_it_by_default():
     assert (_direct.seconds(p.geom, kind, False, 2, _cost.CONSTANTS)
             < _direct.seconds(p.geom, nxc_kind, False, 2, _cost.CONSTANTS))
     # the one Winograd axis: the NXC kernel's bound on x
-    assert _cfwino.SPARE_BITS == _winograd.wino_layout(p.geom, 16).diff_axes + 1
+    assert _cfwino.DIFF_AXES == _winograd.wino_layout(p.geom, 16).diff_axes
 
 
 def test_hifigan_second_layer_runs_it_by_default():

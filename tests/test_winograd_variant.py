@@ -18,6 +18,7 @@ from convt._backends.direct import micro as _micro
 from convt._dispatch import plan as _plan
 from convt._backends.direct import winograd as _winograd
 from convt._backends.direct import winograd_layout as _winograd_layout
+from convt._backends.direct.winograd_layout import product_bits
 from convt._backends.direct import cfwino as _cfwino
 from convt._kernels import _pack as _kpack
 from convt._kernels import _wino as _kwino
@@ -600,9 +601,10 @@ def test_pack_wino_streams_only_into_aligned_lines(isa, dtype, shift, pad):
 @pytest.mark.parametrize("k", [4, 3], ids=["F22", "F23"])
 def test_late_sums_take_weights_whose_sums_cannot_overflow(k, m, mg, nd, isa, monkeypatch):
     """wino_taps' bound: a product weight sums up to 2^nd taps (F(2, 2), 4 x 4 at stride 2)
-    or 3^nd (F(2, 3), 3 x 3 at stride 1), so a weight of 2^(128 - b) or more (float32), 2^b
-    the first power of two at least that count, could overflow and the one-shot call runs
-    the micro variant (whose result it returns exactly); just under the bound it runs the
+    or 3^nd (F(2, 3), 3 x 3 at stride 1), so a weight of 2^(128 - 64 - b) or more (float32;
+    2^b the first power of two at least that count, 64 = product_bits: the products' half
+    of the exponent range) could pass the products' bound and the one-shot call runs the
+    micro variant (whose result it returns exactly); just under the bound it runs the
     products. mg = 32 with 16 or 64 taps: tested in the 8 x 8 transposes (convt_taps_f32),
     the weight in either half of a 16-channel panel (output channel m)."""
     monkeypatch.setattr(_cpu, "ISA", isa)
@@ -612,6 +614,7 @@ def test_late_sums_take_weights_whose_sums_cannot_overflow(k, m, mg, nd, isa, mo
     x = (1e-30 * rng.standard_normal((1, 16, *(5,) * nd))).astype(np.float32)
     kw = dict(strides=(2 if k == 4 else 1,) * nd, pads=(1,) * (2 * nd))
     bits = ((2 if k == 4 else 3) ** nd - 1).bit_length()   # 2^nd or 3^nd taps
+    bits += product_bits(np.float32)
     _force(monkeypatch)
     for big, variant in ((np.float32(2.0 ** (128 - bits)), "micro"),
                          (np.nextafter(np.float32(2.0 ** (128 - bits)), np.float32(0)),

@@ -262,10 +262,11 @@ def cfwino_conv(const real[::1] x,        # IN  (N, C_in, W) channels-first, con
 def cf_pack(const real[:, :, ::1] w3,      # IN  the IOX filter (C_in, Mg, K)
             real[::1] out,                 # OUT (G, QD, S, 3, Cg, 4)
             const int64_t[::1] taps,       # IN  per phase c < S: W_lo's tap, W_hi's tap
-            int64_t groups):
+            int64_t groups,
+            int64_t spare_bits=0):         # IN  the bound's spare exponent bits
     """The products' weights as cfwino_conv reads them (convt._backends.direct.cfwino.cf_weights): per
-    phase W_lo, W_lo + W_hi and -W_hi, rows past Mg zero. Returns whether every one is
-    finite. Releases the GIL."""
+    phase W_lo, W_lo + W_hi and -W_hi, rows past Mg zero. Returns whether every one is below
+    2^(emax + 1 - spare_bits) in magnitude (0: finite). Releases the GIL."""
     cdef int64_t C = w3.shape[0], Mg = w3.shape[1], K = w3.shape[2]
     cdef int64_t Cg = C // max(groups, 1), S = taps.shape[0] // 2
     cdef int64_t QD = (Mg + 3) // 4, g, qd, r, ci, c, co, at, bad
@@ -295,5 +296,5 @@ def cf_pack(const real[:, :, ::1] w3,      # IN  the IOX filter (C_in, Mg, K)
                                 out[at + r] = 0
                                 out[at + Cg * 4 + r] = 0
                                 out[at + 2 * Cg * 4 + r] = 0
-        bad = _exponent_at_least(&out[0], out.shape[0], 0)
+        bad = _exponent_at_least(&out[0], out.shape[0], spare_bits)
     return bad == 0

@@ -21,16 +21,16 @@ from .storage import as_compute, half_kind
 from ..._kernels import _cpu, _half
 from ..._kernels._cfwino import cf_pack, cfwino_conv
 from . import micro as _micro
-from .winograd_layout import wino_axes
+from .winograd_layout import input_bits, product_bits, wino_axes
 
 __all__ = ["CfLayout", "cf_layout", "cf_weights", "prepare", "run_cf"]
 
 _VECTOR_BYTES = 32   # one AVX2 register
 _VECTORS = 3         # tiles per block: 3 vectors (4 rows x 3 accumulators, _cwkernel.h)
 _ROWS = 4            # output channels per register tile
-# wino_ready's bound for one Winograd axis (convt._backends.direct.winograd's diff_axes + 1): a value whose
-# difference with another could overflow sends the call to the micro variant.
-SPARE_BITS = 2
+# An input transform here sums two values (winograd_layout's diff_axes: 1); the bounds on x
+# and on the products' weights are winograd_layout's input_bits and product_bits.
+DIFF_AXES = 1
 # Input channels at most: a block's transforms take 6 x 3 vectors per channel of the thread's
 # scratch (1.7 MiB of float32 at 2048, past L2's share for more; and the bound keeps the
 # workspace from growing with C_in past what the NXC kernel needs).
@@ -105,13 +105,13 @@ def cf_weights(layout, geom, w_iox):
     """(packed, finite): the products' weights from the IOX filter ``w_iox`` (C_in, Mg, 2S)
     in the compute dtype, (G, QD, S, 3, Cg, 4) C-contiguous: per phase W_lo, W_lo + W_hi and
     -W_hi (the sums pack_wino makes: a sum of two is the same whichever comes first), rows
-    past Mg zero (``cf_pack``); finite is False when one of them is not (the caller runs the
-    micro variant then)."""
+    past Mg zero (``cf_pack``); finite is False when one of them is not below
+    ``product_bits``' bound (the caller runs the micro variant then)."""
     g, s = geom.groups, layout.stride
     w3 = np.ascontiguousarray(w_iox).reshape(w_iox.shape[0], -1, 2 * s)
     out = np.empty(g * layout.quads * 3 * s * (geom.c_in // g) * _ROWS, w_iox.dtype)
     taps = np.array([k for pair in zip(layout.k_lo, layout.k_hi) for k in pair], np.int64)
-    return out, bool(cf_pack(w3, out, taps, g))
+    return out, bool(cf_pack(w3, out, taps, g, product_bits(out.dtype)))
 
 
 def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
@@ -135,7 +135,7 @@ def run_cf(xa, layout, geom, wp, bias, workers, arena, out=None):
     # the phases read their tiles' inputs from offset e0 (row set 0) or e0 + 1 (row set 1)
     dims = np.array([n, c_in, geom.in_shape[0], geom.out_shape[0], g, c_in // g,
                      geom.c_out // g, layout.quads, layout.tile, layout.blocks, e0,
-                     0, 1, SPARE_BITS, layout.seg, s, *(e - e0 for e in layout.e)], np.int64)
+                     0, 1, input_bits(DIFF_AXES, c_in, ct), layout.seg, s, *(e - e0 for e in layout.e)], np.int64)
     # 16-bit y: a row's 2 S J outputs a block combined in float32 at the thread's scratch end
     per = (2 * layout.seg + 6 * c_in * layout.tile + 3 * s * _ROWS * layout.tile
            + (0 if ykind is None else 2 * s * layout.tile))

@@ -25,7 +25,8 @@ from ..base import parallel
 from .micro import packing_arrays
 from .pixel import bias_filled, element_strides, new_output, pad3
 from .storage import half_kind, padded_nxc
-from .winograd_layout import WinoLayout, wino_alignment, wino_axes, wino_layout
+from .winograd_layout import (WinoLayout, input_bits, product_bits, wino_alignment,
+                              wino_axes, wino_layout)
 from ..._kernels import _cpu
 from ..._kernels._layout import to_padded_nxc, to_padded_nxc_narrow
 from ..._kernels._micro import MR
@@ -53,7 +54,9 @@ _PARALLEL_PACK_VALUES = micro.PARALLEL_PACK_VALUES
 def wino_weights(layout, w_iox, groups, workers, isa, buffer=None, one_shot=False):
     """(packed, finite): the products' weights as ``wino_conv`` reads them, from the IOX
     filter in the compute dtype, starting on a 64-byte boundary; finite is False when a
-    weight or a sum of weights is not finite (the caller runs another variant then). ``isa``:
+    weight or a sum of weights is not finite, or a weight is 2^(emax + 1 - spare) or more in
+    magnitude, spare = ``sum_bits`` + ``product_bits`` (the caller runs another variant
+    then: ``input_bits``' bound on x holds for those products). ``isa``:
     the sums' kernel (``convt._kernels._cpu.ISA``; all levels give identical values).
     ``one_shot``: the pack serves one call, and is stored past the caches whatever its size
     (_STREAM_PACK_BYTES)."""
@@ -66,7 +69,8 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None, one_shot=Fals
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
     finite = pack_wino(w3, out, ck, cf.astype(w_iox.dtype, copy=False), at + lines * line,
                        taps * line, scratch, groups, layout.nr, threads, isa,
-                       one_shot or layout.packed * out.itemsize >= _STREAM_PACK_BYTES)
+                       one_shot or layout.packed * out.itemsize >= _STREAM_PACK_BYTES,
+                       layout.sum_bits + product_bits(out.dtype))
     return out, bool(finite)
 
 
@@ -85,16 +89,16 @@ def wino_taps(layout, w_iox, groups, workers, isa, buffer=None):
     values never read (``pack_wino`` with one product per tap, each the tap itself, stored
     past the caches as the products are),
     starting on a 64-byte boundary; finite is False when a weight is 2^(emax + 1 - spare) or
-    more in magnitude, spare = log2 of the most taps a product's weight sums, so that no sum
-    can overflow (the caller runs another variant then, as for ``wino_weights``' non-finite
-    sums)."""
+    more in magnitude, spare = log2 of the most taps a product's weight sums
+    (``sum_bits``) + ``product_bits``, so that no sum passes ``product_bits``' bound (the
+    caller runs another variant then, as for ``wino_weights``)."""
     kt = prod(w_iox.shape[2:])
     line = tap_values(layout, w_iox.shape[0])
     kind = half_kind(w_iox.dtype)   # 16-bit weights: widened by the pack (pack_taps16)
     out, w3 = packing_arrays(kt * line, w_iox, buffer, np.float32 if kind is not None else None)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
-    spare = layout.sum_bits
+    spare = layout.sum_bits + product_bits(np.float32 if kind is not None else w_iox.dtype)
     threads = workers if out.size >= _PARALLEL_PACK_VALUES else 1
     stream = out.size * out.itemsize >= _STREAM_PACK_BYTES
     if kind is not None:
@@ -154,7 +158,7 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
     img = prod(layout.grid)
     x = arena.get("wino_x", (n, *layout.grid, c_in), ct,
                   zero_key=("wino", layout.halo, layout.grid, in3, n, c_in))
-    h, spare = layout.halo, layout.diff_axes + 1
+    h, spare = layout.halo, input_bits(layout.diff_axes, c_in, ct)
     if geom.data_format == "NXC":
         x[:, h[0]:h[0] + in3[0], h[1]:h[1] + in3[1], h[2]:h[2] + in3[2]] = \
             xa.reshape(n, *in3, c_in)

@@ -27,7 +27,8 @@ from ..._kernels._micro import MR
 from ..._kernels._pack import PACK_KB, WSUM_MAX
 from ..._kernels._wino import SET_MAX
 
-__all__ = ["WinoLayout", "wino_alignment", "wino_axes", "wino_layout"]
+__all__ = ["WinoLayout", "input_bits", "product_bits", "wino_alignment", "wino_axes",
+           "wino_layout"]
 
 # The grid may hold at most this many pixels per input + output pixel: the halo of a heavily
 # cropped or padded layer would otherwise make it, not the data, the size of the call.
@@ -103,6 +104,31 @@ class WinoLayout:
         bound)."""
         return int(np.count_nonzero(self.cf, axis=1).max(initial=1) - 1).bit_length()
 
+
+
+# The bounds that keep every value the Winograd kernels make inside the float range (the
+# reference's terms x * w may overflow where these do too; then the micro variant runs,
+# which overflows exactly where the taps do). The exponent budget of the float type is
+# split: the products' weights stay below 2^(emax + 1 - product_bits) (their packs test it
+# on the taps, a product weight summing up to 2^sum_bits of them), and x below
+# 2^(emax + 1 - input_bits): an input transform sums up to 2^diff_axes values, a product
+# is one of those times one weight, a channel sum adds C_in products, and an output adds
+# up to 27 sums (3 per F(2, 3) axis) and the bias. Data past them runs the micro variant:
+# for float32, |x| from 2^46 up for 512 channels, or weights from 2^64 / 2^sum_bits up.
+_OUTPUT_SUMS = 27
+
+
+def product_bits(dtype):
+    """Spare exponent bits below the float range for the products' weights: half of it."""
+    return np.finfo(dtype).maxexp // 2
+
+
+def input_bits(diff_axes, c_in, dtype):
+    """``wino_ready``'s spare bits for x: its values below 2^(emax + 1 - this) keep every
+    transform, product and sum of a layer of ``c_in`` input channels in the float range
+    when the products' weights are within ``product_bits``."""
+    return (product_bits(dtype) + diff_axes + 1
+            + (max(c_in, 1) * _OUTPUT_SUMS - 1).bit_length())
 
 # Input transforms of a product tap along one axis (2 bits of its kind per axis, at bit 2a;
 # the kernel's _wino_build): 0 x[u] itself, 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] + x[u+1];
