@@ -66,8 +66,8 @@ class ConvTranspose:
     dtype and layout and is C-contiguous. Results are bit-identical for any ``workers`` on one
     backend (``method="auto"`` prices the backends per thread count, and may pick another for
     another ``workers``, or for a one-shot call; FFT also tiles a one-shot call its own way:
-    pass ``method="direct"`` when the bits must not move), and one operator may be called from many Python threads at once (the kernels release the
-    GIL). A call that would need more memory than the machine has is refused with a
+    pass ``method="direct"`` when the bits must not move), and one operator may be called
+    from many Python threads at once (the kernels release the GIL). A call that would need more memory than the machine has is refused with a
     ``MemoryError`` (also a ``ValueError``) before anything is allocated.
 
     Examples

@@ -339,7 +339,7 @@ class Plan:
             dest = out if out.dtype == self.compute_dtype else None
         if (dest is None and self.dtype != self.compute_dtype and p.method == "direct"
                 and direct.BY_NAME[p.variant].writes_16bit(p.geom)
-                and (out is None or out.dtype.isnative)):
+                and (out is None or (out.dtype.isnative and out.flags.aligned))):
             # the kernel rounds each value into the 16-bit result as it stores it (a new one
             # from the variant: aligned where its write-out may stream it)
             variant = direct.BY_NAME[p.variant]

@@ -391,8 +391,10 @@ def wino_conv(const real[::1] x,              # IN  x channels-last on its zero-
         if real_ph[k, 10] and real_ph[k, 10] != real_ph[k, 17] * real_ph[k, 18] * real_ph[k, 19]:
             raise ValueError(f"wino_conv: real phase {k} has {real_ph[k, 10]} products, not "
                              "the product of its radices")
-    if y16 is not None and (real is not float or not dims[23]):
-        raise ValueError("wino_conv: y16 needs float32 and sets")
+    if y16 is not None and (real is not float or not dims[23]
+                            or (ntasks and y16.shape[0] == 0)):
+        raise ValueError(f"wino_conv: y16 needs float32, sets and values for the tasks to "
+                         f"write; got {y16.shape[0]} for {ntasks} tasks")
     cdef const int64_t* tk
     cdef uint16_t* y16p = &y16[0] if y16 is not None and y16.shape[0] else NULL
     cdef int hisa = _half_level(ykind, isa)
