@@ -165,13 +165,8 @@ convt_cw_out_f32(const float* t, int64_t rs, float bias, float* y, int64_t valid
 static inline __attribute__((always_inline, target("avx2,f16c"))) void
 convt_cw_put16(int kind, const __m256* o, uint16_t* y16)
 {
-    __m256 nan = _mm256_or_ps(
-        _mm256_or_ps(_mm256_cmp_ps(o[0], o[0], _CMP_UNORD_Q),
-                     _mm256_cmp_ps(o[1], o[1], _CMP_UNORD_Q)),
-        _mm256_or_ps(_mm256_cmp_ps(o[2], o[2], _CMP_UNORD_Q),
-                     _mm256_cmp_ps(o[3], o[3], _CMP_UNORD_Q)));
     int i;
-    if (kind == CONVT_BF16 || !_mm256_testz_ps(nan, nan)) {
+    if (kind == CONVT_BF16 || convt_any_nan8(o, 4)) {
         for (i = 0; i < 4; i++)
             convt_narrow8_avx2(kind, o[i], y16 + 8 * i);
         return;

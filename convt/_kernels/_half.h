@@ -156,6 +156,18 @@ static inline __m256 convt_widen8_avx2(int kind, const uint16_t* src)
     return _mm256_cvtph_ps(h);
 }
 
+/* Whether any lane of v[0..n-1] is a NaN (one test before rounding a block of vectors with
+ * convt_round8_avx2; a block holding one takes the scalar body, which quiets it as astype) */
+__attribute__((target("avx2")))
+static inline int convt_any_nan8(const __m256* v, int n)
+{
+    __m256 nan = _mm256_setzero_ps();
+    int j;
+    for (j = 0; j < n; j++)
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[j], v[j], _CMP_UNORD_Q));
+    return !_mm256_testz_ps(nan, nan);
+}
+
 /* 8 floats, none a NaN, -> 8 halves at dst, rounded to nearest even */
 __attribute__((target("avx2,f16c")))
 static inline void convt_round8_avx2(int kind, __m256 v, uint16_t* dst)

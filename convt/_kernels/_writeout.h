@@ -108,7 +108,6 @@ static inline void convt_cf8_h16_avx2(int kind, const float* ta, const float* tb
                                       const float* bias, uint16_t* y, int64_t cs)
 {
     __m256 a[8], b[8], r[16];
-    __m256 nan = _mm256_setzero_ps();
     int j, n = tb == NULL ? 8 : 16;
     convt_transpose8_f32(ta, ldc, a);
     for (j = 0; j < 8; j++)
@@ -125,28 +124,13 @@ static inline void convt_cf8_h16_avx2(int kind, const float* ta, const float* tb
             r[2 * j + 1] = _mm256_permute2f128_ps(lo, hi, 0x31);
         }
     }
-    for (j = 0; j < n; j++)
-        nan = _mm256_or_ps(nan, _mm256_cmp_ps(r[j], r[j], _CMP_UNORD_Q));
-    if (!_mm256_testz_ps(nan, nan)) {
+    if (convt_any_nan8(r, n)) {
         convt_cf8_h16_generic(kind, ta, tb, ldc, bias, y, cs);
         return;
     }
     /* row j of y: r[j] (one phase), or r[2j] then r[2j + 1] (a pair, 16 outputs) */
-    if (kind == CONVT_BF16) {
-        for (j = 0; j < n; j++) {
-            __m256i u = _mm256_castps_si256(r[j]);
-            __m256i q = _mm256_srli_epi32(_mm256_add_epi32(
-                _mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
-                _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))), 16);
-            q = _mm256_permute4x64_epi64(_mm256_packus_epi32(q, q), 0x08);
-            _mm_storeu_si128((__m128i*) (y + (tb == NULL ? j * cs : (j / 2) * cs + (j % 2) * 8)),
-                             _mm256_castsi256_si128(q));
-        }
-        return;
-    }
     for (j = 0; j < n; j++)
-        _mm_storeu_si128((__m128i*) (y + (tb == NULL ? j * cs : (j / 2) * cs + (j % 2) * 8)),
-                         _mm256_cvtps_ph(r[j], _MM_FROUND_TO_NEAREST_INT));
+        convt_round8_avx2(kind, r[j], y + (tb == NULL ? j * cs : (j / 2) * cs + (j % 2) * 8));
 }
 #endif
 
@@ -182,12 +166,10 @@ __attribute__((target("avx2,f16c")))
 static inline void convt_t8n_avx2(int kind, const float* src, int64_t lds, uint16_t* dst,
                                   int64_t ldd)
 {
-    __m256 c[8], nan = _mm256_setzero_ps();
+    __m256 c[8];
     int j;
     convt_transpose8_f32(src, lds, c);
-    for (j = 0; j < 8; j++)
-        nan = _mm256_or_ps(nan, _mm256_cmp_ps(c[j], c[j], _CMP_UNORD_Q));
-    if (!_mm256_testz_ps(nan, nan)) {
+    if (convt_any_nan8(c, 8)) {
         convt_t8n_generic(kind, src, lds, dst, ldd);
         return;
     }
