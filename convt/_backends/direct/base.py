@@ -73,6 +73,7 @@ class Variant:
     name = ""
     # the variant that computes a pinned geometry this one cannot (convt.dask's blocks)
     fallback = None
+
     def writes_16bit(self, geom):
         return False
 

@@ -105,7 +105,6 @@ class WinoLayout:
         return int(np.count_nonzero(self.cf, axis=1).max(initial=1) - 1).bit_length()
 
 
-
 # The bounds that keep every value the Winograd kernels make inside the float range (the
 # reference's terms x * w may overflow where these do too; then the micro variant runs,
 # which overflows exactly where the taps do). The exponent budget of the float type is
@@ -129,6 +128,7 @@ def input_bits(diff_axes, c_in, dtype):
     when the products' weights are within ``product_bits``."""
     return (product_bits(dtype) + diff_axes + 1
             + (max(c_in, 1) * _OUTPUT_SUMS - 1).bit_length())
+
 
 # Input transforms of a product tap along one axis (2 bits of its kind per axis, at bit 2a;
 # the kernel's _wino_build): 0 x[u] itself, 1 x[u] - x[u+1], 2 x[u] - x[u+2], 3 x[u] + x[u+1];
