@@ -17,8 +17,9 @@ import pytest
 
 import convt
 from convt._backends.direct import upsample
-from convt._dispatch import plan as _plan
 from convt._kernels import _cpu, _half
+
+from _helpers import float32_rounded, refuse_narrowing, same_bits
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF = ml_dtypes.bfloat16
@@ -61,26 +62,6 @@ def _op(w, b, kw, workers=2):
     return op
 
 
-def _expected(x, w, b, kw):
-    """The float32 call on the widened arrays (same variant), rounded by astype."""
-    f = np.float32
-    op = _op(w.astype(f), None if b is None else b.astype(f), kw, workers=1)
-    return op(x.astype(f)).astype(x.dtype)
-
-
-def _same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
-        a.view(np.uint16), b.view(np.uint16))
-
-
-def _refuse_deliver(monkeypatch):
-    """From here on, a call whose result ``deliver`` converts fails: the 16-bit calls under
-    test must get their y from the kernel (the float32 references are computed first)."""
-    def refuse(y, dtype, out, workers=1):
-        raise AssertionError(f"deliver called on a {y.dtype} result")
-    monkeypatch.setattr(_plan, "deliver", refuse)
-
-
 @pytest.mark.parametrize("level", [1, 2])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
@@ -93,32 +74,32 @@ def test_16bit_bits_equal_the_float32_result_rounded(name, dtype, bias, level, m
     op = _op(w, b, kw)
     assert op._plan.geometry(x.shape).variant == "upsample"
     assert upsample.VARIANT.writes_16bit(op._plan.geometry(x.shape).geom)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
-    assert _same_bits(op(x), want)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
+    assert same_bits(op(x), want)
     out = np.full(want.shape, 7, want.dtype)
     assert op(x, out=out) is out
-    assert _same_bits(out, want)
+    assert same_bits(out, want)
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("name", ["1d_odd", "2d_k3x2_g3", "3d_k2"])
 def test_16bit_same_bits_for_any_thread_count(name, dtype, monkeypatch):
     x, w, b, kw = _arrays(name, DTYPES[dtype], seed=1)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
     for workers in (1, 2, 3, 1):
-        assert _same_bits(_op(w, b, kw, workers)(x), want)
+        assert same_bits(_op(w, b, kw, workers)(x), want)
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("name", ["1d_odd", "2d_wide", "3d_g4"])
 def test_non_finite_inputs_round_as_astype_rounds_them(name, dtype, monkeypatch):
     x, w, b, kw = _arrays(name, DTYPES[dtype], seed=2, bad=True)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
     got = _op(w, b, kw)(x)
-    assert _same_bits(got, want)
+    assert same_bits(got, want)
     wide = got.astype(np.float32)
     assert np.isnan(wide).any() and np.isinf(wide).any() and np.isfinite(wide).any()
 
@@ -128,19 +109,19 @@ def test_float16_without_f16c_rounds_through_the_scalar_conversions(name, monkey
     monkeypatch.setattr(_half, "F16C", False)
     assert _half.level(0) == 0
     x, w, b, kw = _arrays(name, np.float16, seed=3, bad=True)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
-    assert _same_bits(_op(w, b, kw)(x), want)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
+    assert same_bits(_op(w, b, kw)(x), want)
 
 
 def test_a_16bit_input_into_a_float32_staging_out():
     # a 16-bit out of the other byte order: the plan stages float32 (the kernel still
     # widens x block by block) and deliver swaps
     x, w, b, kw = _arrays("2d_k2", np.float16, seed=4)
-    out = np.empty(_expected(x, w, b, kw).shape, np.dtype(">f2"))
+    out = np.empty(float32_rounded(x, w, b, kw, pin=PIN).shape, np.dtype(">f2"))
     _op(w, b, kw)(x, out=out)
     assert np.array_equal(out.astype(np.float16).view(np.uint16),
-                          _expected(x, w, b, kw).view(np.uint16))
+                          float32_rounded(x, w, b, kw, pin=PIN).view(np.uint16))
 
 
 _CHILD = """
@@ -154,7 +135,7 @@ for name in sorted(t.CASES):
         x, w, b, kw = t._arrays(name, t.DTYPES[dtype], seed=5)
         op = convt.ConvTranspose(w, b, method="direct", workers=2, **kw)
         out["variants"][name + " " + dtype] = op._plan.geometry(x.shape).variant
-        if not t._same_bits(op(x), t._expected(x, w, b, kw)):
+        if not t.same_bits(op(x), t.float32_rounded(x, w, b, kw, pin=t.PIN)):
             out["differ"].append([name, dtype])
 print(json.dumps(out))
 """
