@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +123,39 @@ def test_a_16bit_input_into_a_float32_staging_out():
     _op(w, b, kw)(x, out=out)
     assert np.array_equal(out.astype(np.float16).view(np.uint16),
                           float32_rounded(x, w, b, kw, pin=PIN).view(np.uint16))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_workspace_bytes_is_what_a_call_takes(dtype, level, order, monkeypatch):
+    # the kernel's scratch (one thread) is the arena's whole request; a Fortran-ordered x
+    # adds its C-contiguous copy in the storage dtype (16-bit x is never widened whole):
+    # the first call's peak NumPy allocation into a given out is that, plus a few small
+    # arrays (the kernel's dims, the 64-byte layout)
+    if level > _cpu.ISA:
+        pytest.skip("this CPU has no AVX-512")
+    monkeypatch.setattr(_cpu, "ISA", level)
+    dt = DTYPES.get(dtype, np.float32)
+    rng = np.random.default_rng(6)
+    x = np.asarray(rng.standard_normal((2, 64, 16, 32)), dt, order=order)
+    op = _op(rng.standard_normal((64, 16, 2, 2)).astype(dt), None, dict(strides=(2, 2)), 1)
+    p = op._plan.geometry(x.shape)
+    assert p.variant == "upsample"
+    est = upsample.VARIANT.workspace_bytes(p.geom, 4, x.itemsize)
+    copy = x.size * x.itemsize
+    out = np.empty(p.geom.array_shape("output"), dt)
+    tracemalloc.start()
+    try:
+        op(x, out=out)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert op._plan.workspace.nbytes() == est - copy
+    if order == "F":
+        assert est <= peak <= est + 16384, (est, peak)
+    else:
+        assert est - copy <= peak <= est - copy + 16384, (est, peak)
 
 
 _CHILD = """
