@@ -352,7 +352,7 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     """
     xa = as_array(CONV, "lhs", lhs, TYPES)
     wa = as_array(CONV, "rhs", rhs, TYPES)
-    dt = common_dtype(CONV, {"lhs": xa, "rhs": wa}, TYPES)
+    dt = common_dtype(CONV, {"rhs": wa, "lhs": xa}, TYPES)
     if preferred_element_type is not None:
         dt = _preferred(preferred_element_type, dt)
         xa, wa = xa.astype(dt, copy=False), wa.astype(dt, copy=False)

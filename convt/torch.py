@@ -149,7 +149,7 @@ def _run(nd, input, weight, bias, stride, padding, output_padding, groups, dilat
          workers, out):
     xa = as_array(CONV, "input", input, TYPES)
     wa = as_array(CONV, "weight", weight, TYPES)
-    dt = common_dtype(CONV, {"input": xa, "weight": wa}, TYPES)
+    dt = common_dtype(CONV, {"weight": wa, "input": xa}, TYPES)
     spec, unbatched, xs, ys = _spec(nd, xa.shape, wa.shape,
                                     None if bias is None else np.shape(bias), stride, padding,
                                     output_padding, groups, dilation, dtype_name(dt))

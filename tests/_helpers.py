@@ -1,9 +1,12 @@
-"""Helpers for tests: the reference at canonical pads, independent of any front end."""
+"""Helpers for tests: the reference at canonical pads, independent of any front end; the
+checks of 16-bit results (bits, the float32 result rounded, no narrowing pass)."""
 
 import numpy as np
 
+import convt
 from convt._geometry.geometry import Geometry, OpSpec, PadRule, resolve
 from convt._backends.reference import conv_transpose_reference
+from convt._dispatch import plan as _plan
 
 
 def reference_at(x_ncx, w_iox, b, strides, dilations, pb, pe, groups=1):
@@ -57,3 +60,37 @@ def spy(monkeypatch, module, name):
 
     monkeypatch.setattr(module, name, recording)
     return calls
+
+
+def same_bits(a, b):
+    """Whether ``a`` and ``b`` have the same dtype, shape and bits (NaN payloads and the
+    sign of zero included)."""
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
+        a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}"))
+
+
+def float32_rounded(x, w, b, kw, workers=1, pin=None):
+    """The float32 call (method "direct"; the variant ``pin`` when given) on the widened
+    arrays, rounded to x's dtype by astype (NumPy for float16, ml_dtypes for bfloat16): the
+    bits a 16-bit call must give."""
+    f = np.float32
+    op = convt.ConvTranspose(w.astype(f), None if b is None else b.astype(f), method="direct",
+                             workers=workers, **kw)
+    if pin is not None:
+        op._plan.pin = pin
+    return op(x.astype(f)).astype(x.dtype)
+
+
+def strict_deliver(real):
+    """``real`` (the plan's deliver) failing on a 16-bit result; float32 calls still take it."""
+    def deliver(y, dtype, out, workers=1):
+        if np.dtype(dtype).itemsize == 2:
+            raise AssertionError(f"a 16-bit result ({y.dtype} y) took the narrowing pass")
+        return real(y, dtype, out, workers)
+    return deliver
+
+
+def refuse_narrowing(monkeypatch):
+    """From here on, a 16-bit call whose result the plan's narrowing pass (``deliver``)
+    rounds fails: its kernel must round each value as it stores it."""
+    monkeypatch.setattr(_plan, "deliver", strict_deliver(_plan.deliver))

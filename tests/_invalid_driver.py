@@ -214,7 +214,7 @@ class FrontEnd:
         alias = {"x": xn, "w": wn, "b": bn, "group": gn, "groups": gn}
         names = {alias.get(param, param)}
         if param in ("x", "w", "b"):
-            names |= {"dtype", xn, wn}     # mixed dtypes name 'dtype'; rank checks x vs w
+            names |= {xn, wn}   # mixed dtypes name the one that differs from w; rank: x vs w
         if param == "w":   # the filter's rank sets the spatial rank every attribute must have
             names |= {"kernel_shape", gn, bn, "filter", "strides", "dilations", "pads",
                       "pads_begin", "pads_end", "output_padding"}

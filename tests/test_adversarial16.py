@@ -34,6 +34,8 @@ from convt._backends.direct import micro_amx, winograd
 from convt._dispatch import plan as _plan
 from convt._kernels import _cpu
 
+from _helpers import same_bits
+
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF = ml_dtypes.bfloat16
 TESTS = Path(__file__).resolve().parent
@@ -128,11 +130,6 @@ def oracle_violations(y, x, w, b, kw):
         bad = ~((got >= lo) & (got <= hi))
     bad = np.where(np.isinf(ref), got != ref, bad)
     return np.where(np.isnan(ref), ~np.isnan(got), bad)
-
-
-def same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
-        a.view(np.uint8), b.view(np.uint8))
 
 
 def sweep(names=tuple(LAYERS), dtypes=tuple(DTYPES), modes=tuple(MODES), bits=True):

@@ -22,6 +22,7 @@ import convt
 from convt._backends.direct import micro_bf16
 from convt._kernels import _cpu
 
+from _helpers import same_bits
 from conftest import assert_close
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -59,11 +60,6 @@ def _arrays(name, seed=0, bad=None):
     return x, w, b, kw
 
 
-def _same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
-        a.view(np.uint16), b.view(np.uint16))
-
-
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_one_shot_gives_the_prepared_bits(name, workers):
@@ -72,9 +68,9 @@ def test_one_shot_gives_the_prepared_bits(name, workers):
     want = op(x)
     got = convt.conv_transpose(x, w, b, workers=workers, **kw)
     assert got.dtype == BF and got.shape == want.shape
-    assert _same_bits(got, want)
+    assert same_bits(got, want)
     again = convt.conv_transpose(x, w, b, workers=workers, **kw)   # the kept workspace
-    assert _same_bits(again, want)
+    assert same_bits(again, want)
     ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64),
                                b.astype(np.float64), method="reference", **kw)
     assert_close(got, ref, "direct", BF)
@@ -99,7 +95,7 @@ def test_a_non_finite_weight_gives_the_prepared_bits(name, bad):
     op = convt.ConvTranspose(w, b, workers=2, **kw)
     want = op(x)
     got = convt.conv_transpose(x, w, b, workers=2, **kw)
-    assert _same_bits(got, want)
+    assert same_bits(got, want)
     assert not np.isfinite(got.astype(np.float32)).all()
     assert np.isfinite(got.astype(np.float32)).any()
     if _cpu.bf16():
@@ -119,7 +115,7 @@ for name in sorted(t.CASES):
         op = convt.ConvTranspose(w, b, workers=workers, **kw)
         want = op(x)
         got = convt.conv_transpose(x, w, b, workers=workers, **kw)
-        if not t._same_bits(got, want):
+        if not t.same_bits(got, want):
             out["differ"].append([name, workers])
     out["variants"][name] = op._plan.geometry(x.shape).variant
 print(json.dumps(out))

@@ -14,8 +14,9 @@ import pytest
 
 import convt
 from convt._backends.direct import depthwise
-from convt._dispatch import plan as _plan
 from convt._kernels import _cpu, _half
+
+from _helpers import float32_rounded, refuse_narrowing, same_bits
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF = ml_dtypes.bfloat16
@@ -60,26 +61,6 @@ def _op(w, b, kw, workers=2):
     return op
 
 
-def _expected(x, w, b, kw):
-    """The float32 call on the widened arrays (same kernel), rounded by astype."""
-    f = np.float32
-    op = _op(w.astype(f), None if b is None else b.astype(f), kw, workers=1)
-    return op(x.astype(f)).astype(x.dtype)
-
-
-def _same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
-        a.view(np.uint16), b.view(np.uint16))
-
-
-def _refuse_deliver(monkeypatch):
-    """From here on, a call whose result ``deliver`` converts fails: the 16-bit calls under
-    test must get their y from the kernel (the float32 references are computed first)."""
-    def refuse(y, dtype, out, workers=1):
-        raise AssertionError(f"deliver called on a {y.dtype} result")
-    monkeypatch.setattr(_plan, "deliver", refuse)
-
-
 @pytest.mark.parametrize("level", [0, 1, 2])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
@@ -92,32 +73,32 @@ def test_16bit_bits_equal_the_float32_result_rounded(name, dtype, bias, level, m
     op = _op(w, b, kw)
     p = op._plan.geometry(x.shape)
     assert p.variant == "depthwise" and depthwise.VARIANT.writes_16bit(p.geom)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
-    assert _same_bits(op(x), want)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
+    assert same_bits(op(x), want)
     out = np.full(want.shape, 7, want.dtype)
     assert op(x, out=out) is out
-    assert _same_bits(out, want)
+    assert same_bits(out, want)
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("name", ["1d_s3_m3", "1d_long", "2d_bilinear", "3d_k4"])
 def test_16bit_same_bits_for_any_thread_count(name, dtype, monkeypatch):
     x, w, b, kw = _arrays(name, DTYPES[dtype], seed=1)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
     for workers in (1, 2, 3, 1):
-        assert _same_bits(_op(w, b, kw, workers)(x), want)
+        assert same_bits(_op(w, b, kw, workers)(x), want)
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("name", ["1d_s2", "2d_bilinear", "2d_s3", "3d_m2_s1"])
 def test_non_finite_inputs_round_as_astype_rounds_them(name, dtype, monkeypatch):
     x, w, b, kw = _arrays(name, DTYPES[dtype], seed=2, bad=True)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
     got = _op(w, b, kw)(x)
-    assert _same_bits(got, want)
+    assert same_bits(got, want)
     wide = got.astype(np.float32)
     assert np.isnan(wide).any() and np.isinf(wide).any() and np.isfinite(wide).any()
 
@@ -127,35 +108,35 @@ def test_float16_without_f16c_converts_through_the_scalar_bodies(name, monkeypat
     monkeypatch.setattr(_half, "F16C", False)
     assert _half.level(0) == 0
     x, w, b, kw = _arrays(name, np.float16, seed=3, bad=True)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
-    assert _same_bits(_op(w, b, kw)(x), want)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
+    assert same_bits(_op(w, b, kw)(x), want)
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("name", ["1d_long", "2d_bilinear", "3d_k4"])
 def test_streamed_rows_and_a_whole_widening_give_the_same_bits(name, dtype, monkeypatch):
     x, w, b, kw = _arrays(name, DTYPES[dtype], seed=4)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
     # every 16-bit y streamed (its new array 64-byte aligned, as the large ones are)
     monkeypatch.setattr(depthwise, "_STREAM_BYTES", 64)
     y = _op(w, b, kw)(x)
     assert y.__array_interface__["data"][0] % 64 == 0
-    assert _same_bits(y, want)
+    assert same_bits(y, want)
     out = np.empty(want.size + 1, want.dtype)[1:].reshape(want.shape)   # not aligned
     _op(w, b, kw)(x, out=out)
-    assert _same_bits(out, want)
+    assert same_bits(out, want)
     # rows too many for the thread's copy: x widened in one pass, y still rounded per run
     monkeypatch.setattr(depthwise, "_SLAB_BYTES", 0)
-    assert _same_bits(_op(w, b, kw)(x), want)
+    assert same_bits(_op(w, b, kw)(x), want)
 
 
 def test_channels_last_layers_are_rounded_by_deliver():
     x, w, b, kw = _arrays("2d_bilinear", np.float16, seed=5)
-    want = _expected(x, w, b, kw)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
     op = convt.ConvTranspose(w, b, method="direct", data_format="NXC", **kw)
     xl = np.ascontiguousarray(np.moveaxis(x, 1, -1))
     p = op._plan.geometry(xl.shape)
     assert p.variant == "depthwise" and not depthwise.VARIANT.writes_16bit(p.geom)
-    assert _same_bits(np.ascontiguousarray(np.moveaxis(op(xl), -1, 1)), want)
+    assert same_bits(np.ascontiguousarray(np.moveaxis(op(xl), -1, 1)), want)

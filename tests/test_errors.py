@@ -71,8 +71,8 @@ CANONICAL = [
     (dict(w=W.astype(np.complex64)), TypeError, "conv_transpose: 'w' must have a floating dtype"),
     (dict(x=X.astype(np.float64)), TypeError, "conv_transpose: 'x' must have the weights' dtype "
      "float32 (pass dtype=... to cast); got 'float64'"),
-    (dict(b=B.astype(np.float64)), TypeError, "conv_transpose: 'dtype' inputs must share one "
-     "dtype (pass dtype=... to cast); got {'w': 'float32', 'b': 'float64'}"),
+    (dict(b=B.astype(np.float64)), TypeError, "conv_transpose: 'b' must have the dtype of 'w', "
+     "float32 (pass dtype=... to cast); got 'float64'"),
     (dict(b=np.zeros(5, np.float32)), ValueError, "conv_transpose: 'b' must be a 1-D array of "
      "length C_out = 3; got (5,)"),
     (dict(method="fast"), ValueError, "conv_transpose: 'method' must be one of ('auto', "
@@ -127,16 +127,19 @@ def test_either_byte_order():
 
 @pytest.mark.parametrize("call_, msg", [
     (lambda: convt.onnx.conv_transpose(X, W.astype(np.float64)),
-     "onnx (opset 11): 'dtype' inputs must share one dtype (cast them before the call); "
-     "got {'X': 'float32', 'W': 'float64'}"),
+     "onnx (opset 11): 'X' must have the dtype of 'W', float64 (cast it before the call); "
+     "got 'float32'"),
+    (lambda: convt.onnx.conv_transpose(X, W, np.zeros(W.shape[1], np.float16)),
+     "onnx (opset 11): 'B' must have the dtype of 'W', float32 (cast it before the call); "
+     "got 'float16'"),
     (lambda: convt.onednn.conv_transpose(X, W.astype(np.float16), strides=(1, 1),
                                          dilations=(1, 1)),
-     "onednn: 'dtype' inputs must share one dtype (cast them before the call); "
-     "got {'src': 'float32', 'weights': 'float16'}"),
+     "onednn: 'src' must have the dtype of 'weights', float16 (cast it before the call); "
+     "got 'float32'"),
     (lambda: convt.openvino.convolution_backprop_data(X, W.astype(np.float64), strides=(1, 1),
                                                       dilations=(1, 1)),
-     "inputs must share one dtype (cast them before the call); "
-     "got {'data': 'float32', 'filter': 'float64'}"),
+     "openvino: 'data' must have the dtype of 'filter', float64 (cast it before the call); "
+     "got 'float32'"),
 ])
 def test_front_ends_without_dtype_suggest_a_cast(call_, msg):
     # only the canonical API takes dtype=, so only its messages suggest it

@@ -14,8 +14,8 @@ from convt._dispatch import plan as _plan
 from convt._dispatch.guard import deliver
 from convt._kernels import _cpu
 
-from _helpers import spy
-from test_adversarial16 import BF, _child, _dt, arrays, oracle_violations, same_bits
+from _helpers import same_bits, spy
+from test_adversarial16 import BF, _child, _dt, arrays, oracle_violations
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 

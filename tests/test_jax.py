@@ -277,7 +277,7 @@ X, W = np.ones((1, 4, 4, 2)), np.ones((3, 3, 2, 3))
     ((X, W, (2, 2), "SAME"), {"dimension_numbers": "NHWC"}, TypeError,
      "'dimension_numbers' must be None, a tuple / list of 3 strings or a ConvDimensionNumbers"),
     ((X[0, 0, 0], W[0, 0, 0], (), "SAME"), {}, ValueError, "'lhs' must have rank 2 to 5"),
-    ((X, W.astype(np.float32), (2, 2), "SAME"), {}, TypeError, "jax: 'dtype' inputs must share"),
+    ((X, W.astype(np.float32), (2, 2), "SAME"), {}, TypeError, "jax: 'lhs' must have the dtype of 'rhs', float32"),
     ((X.astype(int), W, (2, 2), "SAME"), {}, TypeError, "'lhs' must have a floating dtype"),
 ])
 def test_refusals_pinned(args, kw, exc, match):

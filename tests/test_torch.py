@@ -185,7 +185,7 @@ def test_refusals_pinned(kw, exc, match):
     ((np.ones((4, 4)), W2), ValueError, "'input' must have rank 3 \\(unbatched\\) or 4"),
     ((np.ones((1, 2, 0, 4)), W2), ValueError, "'input' must have spatial lengths >= 1"),
     ((X2, np.ones((2, 0, 3, 3))), ValueError, "'weight' must be non-empty"),
-    ((X2, W2.astype(np.float32)), TypeError, "torch: 'dtype' inputs must share one dtype"),
+    ((X2, W2.astype(np.float32)), TypeError, "torch: 'input' must have the dtype of 'weight', float32"),
     ((X2.astype(int), W2), TypeError, "torch: 'input' must have a floating dtype"),
 ])
 def test_tensor_refusals_pinned(args, exc, match):

@@ -11,9 +11,10 @@ import pytest
 import convt
 from convt._dispatch import plan as _plan
 from convt._dispatch import tune as _tune
+from convt._kernels import _cpu
 from convt.__main__ import main
 
-from conftest import assert_close
+from conftest import assert_close, np_dtype
 
 TIMES = {"direct": 0.3, "fft": 0.1}  # fake seconds per call (past the budget in 3 rounds)
 
@@ -88,6 +89,39 @@ def test_signature_buckets_lengths_only():
     assert sig((2, 8, 1000)) != _tune.signature(geom((2, 8, 1000)), np.float64, 2)
     assert sig((2, 8, 1000)) != _tune.signature(geom((2, 8, 1000)), np.float32, 1)
     assert _tune.cpu_model() in sig((2, 8, 1000)) and convt.__version__ in sig((2, 8, 1000))
+
+
+def test_signature_names_what_decides_the_kernels(monkeypatch):
+    # the storage dtype (float16 and bfloat16 compute in float32, on other kernels) and the
+    # ISA level (CONVT_ISA caps it on one CPU)
+    g = convt.ConvTranspose(np.ones((8, 8, 63), np.float32)).geometry((2, 8, 1000))
+    sigs = {d: _tune.signature(g, np_dtype(d), 2) for d in ("float32", "float16", "bfloat16")}
+    assert [s.split("|")[0] for s in sigs.values()] == list(sigs)
+    assert len(set(sigs.values())) == 3
+    monkeypatch.setattr(_cpu, "ISA", 0)
+    generic = _tune.signature(g, np.float32, 2)
+    assert "|isa0|" in generic
+    assert (generic == sigs["float32"]) == ("|isa0|" in sigs["float32"])
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "float16", "bfloat16"),
+                                    ("bfloat16", "float16", "float32")])
+def test_each_storage_dtype_tunes_on_its_own(fake_timing, dtypes):
+    # one shape in three storage dtypes: three tunings, each winner kept under its dtype
+    winners = {}
+    for d, winner in zip(dtypes, ("fft", "direct", "fft")):
+        fake_timing.times.update({winner: 0.1, {"fft": "direct", "direct": "fft"}[winner]: 0.5})
+        op, _ = _op(np_dtype(d))
+        op(_x(1000, np_dtype(d)))
+        winners[d] = winner
+        assert op.method_for((2, 8, 1000)) == winner
+    assert len(fake_timing) == 3
+    entries = convt.export_tuning()["entries"]
+    assert {k.split("|")[0]: e["method"] for k, e in entries.items()} == winners
+    for d in dtypes:   # each found again, none tuned again
+        op, _ = _op(np_dtype(d))
+        assert op.method_for((2, 8, 1000)) == winners[d]
+    assert len(fake_timing) == 3
 
 
 def test_time_candidates_is_best_of_interleaved_rounds():
@@ -204,6 +238,7 @@ def test_export_import_round_trip(fake_timing, tmp_path):
     (dict(convt="0.0.1"), "stale tuning data"),
     (dict(cpu="another cpu"), "stale tuning data"),
     (dict(format=99), "malformed"),
+    (dict(format=1), "format 1, whose signatures name neither the storage dtype nor the ISA"),
     (dict(entries=[1, 2]), "malformed"),
 ])
 def test_import_ignores_stale_or_malformed_data(change, match):

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,9 @@ import pytest
 
 import convt
 from convt._backends.direct import upsample
-from convt._dispatch import plan as _plan
 from convt._kernels import _cpu, _half
+
+from _helpers import float32_rounded, refuse_narrowing, same_bits
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF = ml_dtypes.bfloat16
@@ -61,26 +63,6 @@ def _op(w, b, kw, workers=2):
     return op
 
 
-def _expected(x, w, b, kw):
-    """The float32 call on the widened arrays (same variant), rounded by astype."""
-    f = np.float32
-    op = _op(w.astype(f), None if b is None else b.astype(f), kw, workers=1)
-    return op(x.astype(f)).astype(x.dtype)
-
-
-def _same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
-        a.view(np.uint16), b.view(np.uint16))
-
-
-def _refuse_deliver(monkeypatch):
-    """From here on, a call whose result ``deliver`` converts fails: the 16-bit calls under
-    test must get their y from the kernel (the float32 references are computed first)."""
-    def refuse(y, dtype, out, workers=1):
-        raise AssertionError(f"deliver called on a {y.dtype} result")
-    monkeypatch.setattr(_plan, "deliver", refuse)
-
-
 @pytest.mark.parametrize("level", [1, 2])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
@@ -93,32 +75,32 @@ def test_16bit_bits_equal_the_float32_result_rounded(name, dtype, bias, level, m
     op = _op(w, b, kw)
     assert op._plan.geometry(x.shape).variant == "upsample"
     assert upsample.VARIANT.writes_16bit(op._plan.geometry(x.shape).geom)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
-    assert _same_bits(op(x), want)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
+    assert same_bits(op(x), want)
     out = np.full(want.shape, 7, want.dtype)
     assert op(x, out=out) is out
-    assert _same_bits(out, want)
+    assert same_bits(out, want)
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("name", ["1d_odd", "2d_k3x2_g3", "3d_k2"])
 def test_16bit_same_bits_for_any_thread_count(name, dtype, monkeypatch):
     x, w, b, kw = _arrays(name, DTYPES[dtype], seed=1)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
     for workers in (1, 2, 3, 1):
-        assert _same_bits(_op(w, b, kw, workers)(x), want)
+        assert same_bits(_op(w, b, kw, workers)(x), want)
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("name", ["1d_odd", "2d_wide", "3d_g4"])
 def test_non_finite_inputs_round_as_astype_rounds_them(name, dtype, monkeypatch):
     x, w, b, kw = _arrays(name, DTYPES[dtype], seed=2, bad=True)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
     got = _op(w, b, kw)(x)
-    assert _same_bits(got, want)
+    assert same_bits(got, want)
     wide = got.astype(np.float32)
     assert np.isnan(wide).any() and np.isinf(wide).any() and np.isfinite(wide).any()
 
@@ -128,19 +110,52 @@ def test_float16_without_f16c_rounds_through_the_scalar_conversions(name, monkey
     monkeypatch.setattr(_half, "F16C", False)
     assert _half.level(0) == 0
     x, w, b, kw = _arrays(name, np.float16, seed=3, bad=True)
-    want = _expected(x, w, b, kw)
-    _refuse_deliver(monkeypatch)
-    assert _same_bits(_op(w, b, kw)(x), want)
+    want = float32_rounded(x, w, b, kw, pin=PIN)
+    refuse_narrowing(monkeypatch)
+    assert same_bits(_op(w, b, kw)(x), want)
 
 
 def test_a_16bit_input_into_a_float32_staging_out():
     # a 16-bit out of the other byte order: the plan stages float32 (the kernel still
     # widens x block by block) and deliver swaps
     x, w, b, kw = _arrays("2d_k2", np.float16, seed=4)
-    out = np.empty(_expected(x, w, b, kw).shape, np.dtype(">f2"))
+    out = np.empty(float32_rounded(x, w, b, kw, pin=PIN).shape, np.dtype(">f2"))
     _op(w, b, kw)(x, out=out)
     assert np.array_equal(out.astype(np.float16).view(np.uint16),
-                          _expected(x, w, b, kw).view(np.uint16))
+                          float32_rounded(x, w, b, kw, pin=PIN).view(np.uint16))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_workspace_bytes_is_what_a_call_takes(dtype, level, order, monkeypatch):
+    # the kernel's scratch (one thread) is the arena's whole request; a Fortran-ordered x
+    # adds its C-contiguous copy in the storage dtype (16-bit x is never widened whole):
+    # the first call's peak NumPy allocation into a given out is that, plus a few small
+    # arrays (the kernel's dims, the 64-byte layout)
+    if level > _cpu.ISA:
+        pytest.skip("this CPU has no AVX-512")
+    monkeypatch.setattr(_cpu, "ISA", level)
+    dt = DTYPES.get(dtype, np.float32)
+    rng = np.random.default_rng(6)
+    x = np.asarray(rng.standard_normal((2, 64, 16, 32)), dt, order=order)
+    op = _op(rng.standard_normal((64, 16, 2, 2)).astype(dt), None, dict(strides=(2, 2)), 1)
+    p = op._plan.geometry(x.shape)
+    assert p.variant == "upsample"
+    est = upsample.VARIANT.workspace_bytes(p.geom, 4, x.itemsize)
+    copy = x.size * x.itemsize
+    out = np.empty(p.geom.array_shape("output"), dt)
+    tracemalloc.start()
+    try:
+        op(x, out=out)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert op._plan.workspace.nbytes() == est - copy
+    if order == "F":
+        assert est <= peak <= est + 16384, (est, peak)
+    else:
+        assert est - copy <= peak <= est - copy + 16384, (est, peak)
 
 
 _CHILD = """
@@ -154,7 +169,7 @@ for name in sorted(t.CASES):
         x, w, b, kw = t._arrays(name, t.DTYPES[dtype], seed=5)
         op = convt.ConvTranspose(w, b, method="direct", workers=2, **kw)
         out["variants"][name + " " + dtype] = op._plan.geometry(x.shape).variant
-        if not t._same_bits(op(x), t._expected(x, w, b, kw)):
+        if not t.same_bits(op(x), t.float32_rounded(x, w, b, kw, pin=t.PIN)):
             out["differ"].append([name, dtype])
 print(json.dumps(out))
 """

@@ -29,6 +29,7 @@ from convt._backends.direct.winograd_layout import wino_alignment
 from convt._dispatch import plan as plan_mod
 from convt._kernels import _cpu, _layout
 
+from _helpers import float32_rounded, refuse_narrowing, same_bits
 from conftest import np_dtype
 
 pytestmark = pytest.mark.skipif(_cpu.ISA < 1, reason="the Winograd variant needs AVX2 + FMA")
@@ -71,13 +72,6 @@ def _arrays(name, dt, bias=True, seed=0, scale=1.0):
     return x, w, b, kw
 
 
-def _float32_rounded(x, w, b, kw, workers):
-    """The float32 call's result rounded to x's dtype by astype (numpy / ml_dtypes)."""
-    op = convt.ConvTranspose(w.astype(np.float32), None if b is None else b.astype(np.float32),
-                             workers=workers, method="direct", **kw)
-    return op(x.astype(np.float32)).astype(x.dtype)
-
-
 def _path(op, shape):
     p = op._plan.geometry(shape)
     if p.variant != "winograd":
@@ -87,23 +81,9 @@ def _path(op, shape):
     return "sets" if p.state[0].sets else "staged"
 
 
-def _same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
-        a.view(np.uint16), b.view(np.uint16))
-
-
-def strict_deliver(real):
-    """``real`` (the plan's deliver) failing on a 16-bit result; float32 calls still take it."""
-    def deliver(y, dtype, out, workers=1):
-        if np.dtype(dtype).itemsize == 2:
-            raise AssertionError("a 16-bit result took the narrowing pass")
-        return real(y, dtype, out, workers)
-    return deliver
-
-
 @pytest.fixture
 def no_narrowing_pass(monkeypatch):
-    monkeypatch.setattr(plan_mod, "deliver", strict_deliver(plan_mod.deliver))
+    refuse_narrowing(monkeypatch)
 
 
 def check_case(name, dtname, workers, bias, given_out, huge=False):
@@ -111,14 +91,14 @@ def check_case(name, dtname, workers, bias, given_out, huge=False):
     dt = np_dtype(dtname)
     x, w, b, kw = _arrays(name, dt, bias, scale=HUGE[dtname] if huge else 1.0)
     with np.errstate(over="ignore", invalid="ignore"):
-        want = _float32_rounded(x, w, b, kw, workers)
+        want = float32_rounded(x, w, b, kw, workers)
     if huge:
         assert not np.isfinite(want.astype(np.float32)).all()
     op = convt.ConvTranspose(w, b, workers=workers, **kw)
     out = np.full(want.shape, np.nan, dt) if given_out else None
     got = op(x, out=out)
     assert got is out or out is None
-    assert _same_bits(got, want), f"{name} {dtname} workers {workers}"
+    assert same_bits(got, want), f"{name} {dtname} workers {workers}"
     return _path(op, x.shape)
 
 
@@ -159,7 +139,7 @@ def check_fallback(name, dtname):
     dt = np_dtype(dtname)
     x, w, b, kw = _arrays(name, dt)
     x.reshape(-1)[x.size // 3] = np.inf if dtname == "float16" else 3e38
-    want = _float32_rounded(x, w, b, kw, 2)
+    want = float32_rounded(x, w, b, kw, 2)
     op = convt.ConvTranspose(w, b, workers=2, **kw)
     if op._plan.geometry(x.shape).variant != "winograd":
         return None
@@ -169,7 +149,7 @@ def check_fallback(name, dtname):
         got = op(x)
     finally:
         micro.run_instead = real
-    assert _same_bits(got, want), (name, dtname)
+    assert same_bits(got, want), (name, dtname)
     assert np.nanmax(np.abs(got.astype(np.float32))) > (6e4 if dtname == "float16" else 1e36)
     return ran
 
@@ -195,7 +175,7 @@ def test_a_pinned_plan_gives_the_same_bits(name, no_narrowing_pass):
                                                                            geom.ndim)))
     p = pinned.geometry(x.shape)
     assert p.variant == "winograd" and not isinstance(p.state[0], CfLayout)
-    assert _same_bits(pinned(x), _float32_rounded(x, w, b, kw, 2))
+    assert same_bits(pinned(x), float32_rounded(x, w, b, kw, 2))
 
 
 def test_channels_last_data_still_rounds_in_a_pass_of_its_own(monkeypatch):
@@ -211,13 +191,13 @@ def test_channels_last_data_still_rounds_in_a_pass_of_its_own(monkeypatch):
     monkeypatch.setattr(plan_mod, "deliver", lambda *a: passes.append(1) or real(*a))
     got = op(xl)
     assert passes == [1]
-    want = np.moveaxis(_float32_rounded(x, w, None, kw, 2), 1, -1)
-    assert _same_bits(got, np.ascontiguousarray(want))
+    want = np.moveaxis(float32_rounded(x, w, None, kw, 2), 1, -1)
+    assert same_bits(got, np.ascontiguousarray(want))
     # a runner handed a 16-bit out there anyway returns a float32 result for the plan to round
     out = np.zeros(p.geom.array_shape("output"), np.float16)
     y = p.runner(xl, p.state, p.geom, op._plan, out)
     assert y.dtype == np.float32 and not out.any()
-    assert _same_bits(y.astype(np.float16), got)
+    assert same_bits(y.astype(np.float16), got)
 
 
 @pytest.mark.parametrize("kind", [0, 1], ids=["float16", "bfloat16"])
@@ -240,14 +220,15 @@ def test_the_narrowing_transpose_gives_astype_bits(shape, kind):
             _layout.to_padded_nxc_narrow(x, got.reshape(shape[0], 1, 1, shape[4], shape[1])
                                          .view(np.uint16), np.zeros(3, np.int64), workers,
                                          isa, kind)
-            assert _same_bits(got, want), (isa, workers)
+            assert same_bits(got, want), (isa, workers)
 
 
 _CHILD = """
 import json
 import test_winograd_16bit_out as t
+from _helpers import strict_deliver
 from convt._kernels import _cpu
-t.plan_mod.deliver = t.strict_deliver(t.plan_mod.deliver)
+t.plan_mod.deliver = strict_deliver(t.plan_mod.deliver)
 out = {"isa": _cpu.ISA, "bf16": _cpu.BF16, "paths": {}, "fallback": {}}
 for dtname in ("float16", "bfloat16"):
     for name in sorted(t.CASES):
@@ -292,4 +273,4 @@ def test_one_shot_calls_round_as_stored(name, no_narrowing_pass, monkeypatch):
     monkeypatch.setattr(winograd, "run_wino", lambda *a, **k: late.append(a[8]) or real(*a, **k))
     got = convt.conv_transpose(x, w, b, workers=2, **kw)
     assert late == ([True] if name == "dcgan_g1" else [False] if "cf" not in name else [])
-    assert _same_bits(got, _float32_rounded(x, w, b, kw, 2))
+    assert same_bits(got, float32_rounded(x, w, b, kw, 2))

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from . import tune as _tune
 from .._backends import BACKENDS
 from .._backends.direct.registry import describe
-from .._geometry.dtypes import compute_dtype
 from .._geometry.geometry import resolve
 from .constants import rate_sources
 from .guard import check_range
@@ -142,7 +141,7 @@ def explain_plan(plan, x_shape):
         reason = _auto_reason(est, choice)
         if plan.method == "tune":
             cands = tune_candidates(est)
-            key = _tune.signature(geom, compute_dtype(plan.dtype), plan.workers)
+            key = _tune.signature(geom, plan.dtype, plan.workers)
             entry = _tune.lookup(key) if len(cands) > 1 else None
             if len(cands) == 1:
                 reason = (f"the only candidate within the tuning window (the other estimates "

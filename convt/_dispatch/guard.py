@@ -99,7 +99,7 @@ def estimate_bytes(geom, method, dtype):
     # Only a few-channel layer may run a variant with other needs (and there direct_kind stays
     # cheap: it never builds a Winograd layout, whose task list grows with the output).
     kind = direct_kind(geom) if backend.may_differ(geom) else None
-    return total + backend.workspace_bytes(geom, compute_dtype(dtype), kind)
+    return total + backend.workspace_bytes(geom, compute_dtype(dtype), kind, dtype)
 
 
 def check_memory(conv, geom, method, dtype, input_name):

@@ -281,7 +281,7 @@ class Plan:
         est = self.estimate(geom)
         if self.method == "auto":
             return pick(est)
-        key = _tune.signature(geom, self.compute_dtype, self.workers)
+        key = _tune.signature(geom, self.dtype, self.workers)
         cands = self._within_memory(geom, tune_candidates(est))
         if len(cands) == 1:
             return cands[0]
@@ -289,7 +289,7 @@ class Plan:
 
     def _tuned(self, geom):
         """The recorded tuning entry of ``geom``'s signature, or None."""
-        return _tune.lookup(_tune.signature(geom, self.compute_dtype, self.workers))
+        return _tune.lookup(_tune.signature(geom, self.dtype, self.workers))
 
     def _within_memory(self, geom, cands):
         """The candidates whose call fits in memory (convt._dispatch.guard), checked before any is

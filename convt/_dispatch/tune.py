@@ -2,17 +2,22 @@
 
 The first call of a signature times the candidate backends (warm-up, interleaved rounds,
 best-of) and records the winner; later calls with the same signature reuse it with no timing.
-A signature is the compute dtype, layout, channels, groups, kernel, strides, dilations, pads,
-threads, the CPU model and the convt version, with the batch and the spatial lengths rounded
-up to a bucket (1, 2, 3, 4, 6, 8, 12, ...: at most 1.5x apart), so a new audio length or
-image size in the same bucket does not tune again.
+A signature is the storage dtype, layout, channels, groups, kernel, strides, dilations, pads,
+threads, the ISA level, the CPU model and the convt version, with the batch and the spatial
+lengths rounded up to a bucket (1, 2, 3, 4, 6, 8, 12, ...: at most 1.5x apart), so a new
+audio length or image size in the same bucket does not tune again. The storage dtype and the
+ISA level (``CONVT_ISA`` caps it on one CPU) decide the kernels that run: float16 and
+bfloat16 compute in float32, but bfloat16 runs its own tiles (micro_bf16, micro_amx) and
+16-bit data is converted in the kernels, so a float32 winner says nothing about them.
 
 Winners live in memory (a lock-protected dict). The on-disk store is opt-in:
 ``use_tuning_store()`` or the environment variable ``CONVT_TUNING_DIR`` turns it on;
 every new winner is then merged into ``tuning.json`` there (read-merge-write under a file
 lock, written to a temporary file and renamed, so readers never see half a file and two
 writing processes keep both entries), and the file is read when the store is turned on.
-A corrupt file, or one from another convt version, is ignored with a warning.
+A corrupt file, or one from another convt version or CPU, is ignored with a warning; so is
+one of format 1 (before the storage dtype and the ISA level were part of the signature:
+its float32 entries may have been measured on float16 or bfloat16 data).
 """
 from __future__ import annotations
 
@@ -27,13 +32,17 @@ import tempfile
 import threading
 import time
 import warnings
+
+import numpy as np
+
+from .._kernels import _cpu
 from .threads import renew_after_fork
 
 __all__ = ["signature", "bucket", "lookup", "tune", "time_candidates", "export_tuning",
            "import_tuning", "forget_tuning", "use_tuning_store", "cache_dir", "stamp",
            "atomic_write_json"]
 
-_FORMAT = 1
+_FORMAT = 2   # 2: signatures name the storage dtype and the ISA level
 _FILE = "tuning.json"
 _BACKENDS = ("direct", "fft")   # what a tuning entry may name (winner and timed backends)
 _lock = renew_after_fork(sys.modules[__name__])
@@ -89,16 +98,18 @@ def bucket(n):
     return p * 3 // 4 if p * 3 // 4 >= n else p
 
 
-def signature(geom, compute_dtype, workers):
-    """The tuning key of one call (str): see the module notes for what it holds."""
+def signature(geom, dtype, workers):
+    """The tuning key of one call on data of ``dtype`` (the storage dtype, str): see the
+    module notes for what it holds."""
     s = stamp()
     spatial = "x".join(str(bucket(i)) for i in geom.in_shape)
+    isa = f"isa{_cpu.ISA}" + ("+bf16" if _cpu.bf16() else "")
     return "|".join([
-        str(compute_dtype), geom.data_format, f"n{bucket(geom.batch)}",
+        np.dtype(dtype).name, geom.data_format, f"n{bucket(geom.batch)}",
         f"c{geom.c_in}>{geom.c_out}g{geom.groups}", f"i{spatial}",
         "k" + "x".join(map(str, geom.kernel)), "s" + "x".join(map(str, geom.strides)),
         "d" + "x".join(map(str, geom.dilations)), "pb" + "x".join(map(str, geom.pads_begin)),
-        "pe" + "x".join(map(str, geom.pads_end)), f"t{workers}", s["cpu"], s["convt"]])
+        "pe" + "x".join(map(str, geom.pads_end)), f"t{workers}", isa, s["cpu"], s["convt"]])
 
 
 def time_candidates(runs, clock_fn=None):
@@ -185,7 +196,7 @@ def export_tuning(path=None):
     Returns
     -------
     dict
-        ``{"format": 1, "convt": version, "cpu": model, "entries": {signature: {"method":
+        ``{"format": 2, "convt": version, "cpu": model, "entries": {signature: {"method":
         name, "seconds": {method: best time}}}}``: JSON-serialisable.
 
     Raises
@@ -375,6 +386,12 @@ def _entry(key, value):
 
 def _valid(data, where):
     """The entries of ``data`` if it is this version's and CPU's tuning, else None (warned)."""
+    if isinstance(data, dict) and data.get("format") == 1:
+        warnings.warn(f"convt: ignoring tuning data from {where}: format 1, whose signatures "
+                      "name neither the storage dtype nor the ISA level (float16 and bfloat16 "
+                      "data run other kernels than float32); those shapes are tuned again, "
+                      f"and stored in format {_FORMAT}", RuntimeWarning, stacklevel=3)
+        return None
     try:
         if data.get("format") != _FORMAT:
             raise ValueError(f"unknown format {data.get('format')!r}")

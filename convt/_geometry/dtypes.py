@@ -71,17 +71,21 @@ def as_array(conv, param, a, allowed):
 def common_dtype(conv, arrays, allowed, dtype=None, castable=False):
     """The one storage dtype of the call's tensors.
 
-    ``arrays`` maps parameter names to arrays (None entries are skipped). Mixed dtypes are a
-    TypeError unless ``dtype`` is given, in which case everything is cast to it (nothing is
-    ever narrowed silently: the cast is the user's explicit request). ``castable``: the
-    caller takes ``dtype`` (the canonical API), which the message then suggests.
+    ``arrays`` maps parameter names to arrays (None entries are skipped), the weights first.
+    Mixed dtypes are a TypeError unless ``dtype`` is given, in which case everything is cast
+    to it (nothing is ever narrowed silently: the cast is the user's explicit request); the
+    message names the first parameter whose dtype differs from the first one's, and both
+    dtypes. ``castable``: the caller takes ``dtype`` (the canonical API), which the message
+    then suggests.
     """
     want = _requested_dtype(conv, dtype, allowed)
     present = {k: v for k, v in arrays.items() if v is not None}
     if want is not None:
         return want
     names = {k: dtype_name(v.dtype) for k, v in present.items()}
-    if len(set(names.values())) > 1:
-        raise fail(conv, "dtype", "inputs must share one dtype " + cast_hint(castable),
-                   names, exc=TypeError)
+    first, want = next(iter(names.items()))
+    for name, got in names.items():
+        if got != want:
+            raise fail(conv, name, f"must have the dtype of {first!r}, {want} "
+                       + cast_hint(castable, "it"), got, exc=TypeError)
     return next(iter(present.values())).dtype

@@ -39,7 +39,7 @@ def intake(conv, x, w, b, *, allowed, dtype=None, names=("X", "W", "B"),
     xa = None if x is None else as_array(conv, names[0], x, allowed)
     wa = as_array(conv, names[1], w, allowed)
     ba = None if b is None else as_array(conv, names[2], b, allowed)
-    dt = common_dtype(conv, {names[0]: xa, names[1]: wa, names[2]: ba}, allowed, dtype,
+    dt = common_dtype(conv, {names[1]: wa, names[0]: xa, names[2]: ba}, allowed, dtype,
                       castable)
     w_iox = filter_to_iox(conv, wa, filter_format, names[1])
     return xa, w_iox, ba, dt, data_format, filter_format

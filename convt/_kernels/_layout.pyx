@@ -178,6 +178,42 @@ cdef inline int64_t _row_block(int64_t I2, int64_t rows, int num_threads) noexce
     return blk
 
 
+cdef struct _Walk:
+    # the work items of the padded transposes: each row (n, i0, i1) of x (N, C, I0, I1, I2)
+    # in nb blocks of blk positions, into xp (N, P0, P1, P2, C) at offset (H0, H1, H2)
+    int64_t C, I0, I1, I2, P0, P1, P2, H0, H1, H2, plane, blk, nb, items
+
+
+cdef struct _Item:
+    int64_t src, dst, m   # x's offset of the block, xp's, and its positions
+
+
+cdef _Walk _walk(const Py_ssize_t* xs, const Py_ssize_t* ps, const int64_t[::1] halo,
+                 int num_threads):
+    # items == 0 when there is nothing to copy (no row, channel or position)
+    cdef _Walk g
+    cdef int64_t rows = xs[0] * xs[2] * xs[3]
+    g.C, g.I0, g.I1, g.I2 = xs[1], xs[2], xs[3], xs[4]
+    g.P0, g.P1, g.P2 = ps[1], ps[2], ps[3]
+    g.H0, g.H1, g.H2 = halo[0], halo[1], halo[2]
+    g.plane = g.I0 * g.I1 * g.I2
+    g.blk = _row_block(g.I2, rows, num_threads)
+    g.nb = (g.I2 + g.blk - 1) // g.blk
+    g.items = rows * g.nb if g.C > 0 else 0
+    return g
+
+
+cdef inline _Item _at(const _Walk* g, int64_t item) noexcept nogil:
+    # the block of work item ``item`` (0 <= item < g.items): offsets in values
+    cdef _Item it
+    cdef int64_t r = item // g.nb, lo = (item % g.nb) * g.blk
+    cdef int64_t i1 = r % g.I1, i0 = (r // g.I1) % g.I0, n = r // (g.I1 * g.I0)
+    it.m = min(g.blk, g.I2 - lo)
+    it.src = n * g.C * g.plane + (i0 * g.I1 + i1) * g.I2 + lo
+    it.dst = (((n * g.P0 + i0 + g.H0) * g.P1 + i1 + g.H1) * g.P2 + g.H2 + lo) * g.C
+    return it
+
+
 def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
                   real[:, :, :, :, ::1] xp,        # OUT (N, P0, P1, P2, C), interior only
                   const int64_t[::1] halo,         # IN  (H0, H1, H2)
@@ -190,32 +226,19 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
     test of hifigan_up3's 2 MB: median 0.177-0.183 -> 0.152-0.153 ms; of dcgan_g3's 4 MB
     0.306-0.384 -> 0.296-0.367; 2 threads). Tested in registers, hifigan_up3's: 0.135-0.140
     -> 0.100-0.101 ms, the transpose alone 0.083-0.086 (medians of 300, three runs)."""
-    cdef int64_t N = x.shape[0], C = x.shape[1], I0 = x.shape[2], I1 = x.shape[3]
-    cdef int64_t I2 = x.shape[4], P0 = xp.shape[1], P1 = xp.shape[2], P2 = xp.shape[3]
-    cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo
-    cdef int64_t bad = 0, m
-    cdef int64_t H0 = halo[0], H1 = halo[1], H2 = halo[2]
-    cdef int64_t blk = _row_block(I2, rows, num_threads)
-    cdef int64_t nb = (I2 + blk - 1) // blk
-    if rows == 0 or C == 0 or I2 == 0:
+    cdef _Walk g = _walk(x.shape, xp.shape, halo, num_threads)
+    cdef int64_t item, bad = 0
+    cdef _Item at
+    if g.items == 0:
         return True
     if isa < 0:
         isa = _cpu.ISA
     cdef const real* xs = &x[0, 0, 0, 0, 0]
-    cdef const real* src
     cdef real* xd = &xp[0, 0, 0, 0, 0]
     with nogil:
-        for item in prange(rows * nb, schedule="static", num_threads=num_threads):
-            b = item % nb
-            r = item // nb
-            i1 = r % I1
-            i0 = (r // I1) % I0
-            n = r // (I1 * I0)
-            lo = b * blk
-            m = min(blk, I2 - lo)
-            src = xs + n * C * plane + (i0 * I1 + i1) * I2 + lo
-            bad += _row(isa, src, xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C,
-                        C, m, plane, spare_bits)
+        for item in prange(g.items, schedule="static", num_threads=num_threads):
+            at = _at(&g, item)
+            bad += _row(isa, xs + at.src, xd + at.dst, g.C, at.m, g.plane, spare_bits)
     return bad == 0
 
 
@@ -227,32 +250,18 @@ def to_padded_nxc16(const uint16_t[:, :, :, :, ::1] x,  # IN  (N, C, I0, I1, I2)
                     int kind=0):                           # 0 float16, 1 bfloat16
     """to_padded_nxc from 16-bit x (``x.view(np.uint16)``), widened to float32 in the same
     pass; the same return value (the test on the widened values)."""
-    cdef int64_t N = x.shape[0], C = x.shape[1], I0 = x.shape[2], I1 = x.shape[3]
-    cdef int64_t I2 = x.shape[4], P0 = xp.shape[1], P1 = xp.shape[2], P2 = xp.shape[3]
-    cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo
-    cdef int64_t bad = 0, m
-    cdef int64_t H0 = halo[0], H1 = halo[1], H2 = halo[2]
-    cdef int64_t blk = _row_block(I2, rows, num_threads)
-    cdef int64_t nb = (I2 + blk - 1) // blk
-    if rows == 0 or C == 0 or I2 == 0:
+    cdef _Walk g = _walk(x.shape, xp.shape, halo, num_threads)
+    cdef int64_t item, bad = 0
+    cdef _Item at
+    if g.items == 0:
         return True
     isa = _half_level(kind, isa)
     cdef const uint16_t* xs = &x[0, 0, 0, 0, 0]
-    cdef const uint16_t* src
     cdef float* xd = &xp[0, 0, 0, 0, 0]
     with nogil:
-        for item in prange(rows * nb, schedule="static", num_threads=num_threads):
-            b = item % nb
-            r = item // nb
-            i1 = r % I1
-            i0 = (r // I1) % I0
-            n = r // (I1 * I0)
-            lo = b * blk
-            m = min(blk, I2 - lo)
-            src = xs + n * C * plane + (i0 * I1 + i1) * I2 + lo
-            bad += _row16(isa, kind, src,
-                          xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C,
-                          C, m, plane, spare_bits)
+        for item in prange(g.items, schedule="static", num_threads=num_threads):
+            at = _at(&g, item)
+            bad += _row16(isa, kind, xs + at.src, xd + at.dst, g.C, at.m, g.plane, spare_bits)
     return bad == 0
 
 
@@ -264,29 +273,18 @@ def to_padded_nxc_narrow(const float[:, :, :, :, ::1] x,  # IN  (N, C, I0, I1, I
                          int kind=0):                        # 0 float16, 1 bfloat16
     """to_padded_nxc into a 16-bit xp (``xp.view(np.uint16)``), each value rounded to
     nearest even as it is stored (astype's bits); releases the GIL."""
-    cdef int64_t N = x.shape[0], C = x.shape[1], I0 = x.shape[2], I1 = x.shape[3]
-    cdef int64_t I2 = x.shape[4], P0 = xp.shape[1], P1 = xp.shape[2], P2 = xp.shape[3]
-    cdef int64_t plane = I0 * I1 * I2, rows = N * I0 * I1, r, n, i0, i1, item, b, lo, m
-    cdef int64_t H0 = halo[0], H1 = halo[1], H2 = halo[2]
-    cdef int64_t blk = _row_block(I2, rows, num_threads)
-    cdef int64_t nb = (I2 + blk - 1) // blk
-    if rows == 0 or C == 0 or I2 == 0:
+    cdef _Walk g = _walk(x.shape, xp.shape, halo, num_threads)
+    cdef int64_t item
+    cdef _Item at
+    if g.items == 0:
         return
     isa = _half_level(kind, isa)
     cdef const float* xs = &x[0, 0, 0, 0, 0]
     cdef uint16_t* xd = &xp[0, 0, 0, 0, 0]
     with nogil:
-        for item in prange(rows * nb, schedule="static", num_threads=num_threads):
-            b = item % nb
-            r = item // nb
-            i1 = r % I1
-            i0 = (r // I1) % I0
-            n = r // (I1 * I0)
-            lo = b * blk
-            m = min(blk, I2 - lo)
-            _row_narrow(isa, kind, xs + n * C * plane + (i0 * I1 + i1) * I2 + lo,
-                        xd + (((n * P0 + i0 + H0) * P1 + i1 + H1) * P2 + H2 + lo) * C,
-                        C, m, plane)
+        for item in prange(g.items, schedule="static", num_threads=num_threads):
+            at = _at(&g, item)
+            _row_narrow(isa, kind, xs + at.src, xd + at.dst, g.C, at.m, g.plane)
 
 
 def iox_to_kio(const real[:, :, ::1] w,     # IN  (C_in, Mg, Kt): IOX weights, taps flat

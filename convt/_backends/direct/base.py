@@ -23,8 +23,9 @@ in rule order). The registry asks each, in turn:
     ``(name, runner, state)`` for the plan's weights (``convt._backends.base``); a variant
     that cannot take the weights (a NaN or Inf where its sums would spread it) returns
     another variant's preparation;
-``workspace_bytes(geom, itemsize)``
-    bytes a call holds besides x and y;
+``workspace_bytes(geom, itemsize, storage_itemsize=None)``
+    bytes a call holds besides x and y (``storage_itemsize``: the bytes of a value of x and
+    y, where they differ from the compute dtype's ``itemsize``);
 ``describe(kind)``
     one line for ``convt.explain``;
 ``writes_16bit(geom)``
@@ -126,7 +127,7 @@ class Variant:
         """Output lengths of the axes whose phase tables a call builds (pixel.tables)."""
         return geom.out_shape
 
-    def workspace_bytes(self, geom, itemsize):
+    def workspace_bytes(self, geom, itemsize, storage_itemsize=None):
         # the compute-dtype (padded) copy of the input, and the per-axis phase tables
         # (pixel.tables): negligible in 2-D and 3-D, 20x a long 1-D output's float32 size
         n_in = geom.batch * geom.c_in * prod(geom.in_shape)

@@ -166,11 +166,13 @@ class DirectBackend:
                     return variant.prepare(geom, plan, None)
         return prepare(geom, plan, name, layout)
 
-    def workspace_bytes(self, geom, compute_dtype, kind=None):
+    def workspace_bytes(self, geom, compute_dtype, kind=None, dtype=None):
         """Bytes a call holds besides x and y: ``kind``'s variant's, or (None) the bound the
-        dense variants share; ``kind`` matters only where ``may_differ``."""
+        dense variants share; ``kind`` matters only where ``may_differ``. ``dtype``: the
+        storage dtype (default: the compute dtype)."""
         variant = BY_NAME[kind.variant] if kind is not None else pixel.VARIANT
-        return variant.workspace_bytes(geom, np.dtype(compute_dtype).itemsize)
+        return variant.workspace_bytes(geom, np.dtype(compute_dtype).itemsize,
+                                       None if dtype is None else np.dtype(dtype).itemsize)
 
     def may_differ(self, geom):
         """Whether a variant other than the dense ones may run ``geom`` (so the guard needs

@@ -113,6 +113,20 @@ def _zmm_pads_no_more(geom, itemsize):
     return -(-w // v) * v <= -(-w // (v // 2)) * (v // 2)
 
 
+def _call_vector_bytes(geom, itemsize):
+    """The vector of a call at the current level (``_cpu.kernel_level``, read per call): 64
+    bytes at level 2 where that pads the rows no more, else 32."""
+    if _cpu.kernel_level("upsample") >= 2 and _zmm_pads_no_more(geom, itemsize):
+        return 64
+    return _VECTOR_BYTES
+
+
+def _scratch_values(geom, vector):
+    # per thread: a block's inputs (C_in x 3 vectors), then two rows of outputs (the 16-bit
+    # y rounded from there when the conversions run without F16C)
+    return (geom.c_in + 4) * _MAX_VECTORS * vector
+
+
 def run_up(xa, layout, geom, packed, workers, arena, out=None):
     """y (channels-first, the dtype of the packed weights, or ``out`` when given: ``new_output``,
     or a 16-bit array of ``xa``'s dtype) from ``xa`` (channels-first). At level 2
@@ -123,8 +137,9 @@ def run_up(xa, layout, geom, packed, workers, arena, out=None):
     copy of x or y."""
     wp, pb = packed
     ct = wp.dtype
-    if _cpu.kernel_level("upsample") >= 2 and _zmm_pads_no_more(geom, ct.itemsize):
-        layout = up_layout(geom, ct.itemsize, 64)
+    vector_bytes = _call_vector_bytes(geom, ct.itemsize)
+    if vector_bytes != _VECTOR_BYTES:
+        layout = up_layout(geom, ct.itemsize, vector_bytes)
     y16 = out if out is not None and half_kind(out.dtype) is not None else None
     y = new_output(geom, ct, out) if y16 is None else y16
     if y.size == 0:
@@ -141,10 +156,7 @@ def run_up(xa, layout, geom, packed, workers, arena, out=None):
     ys = (geom.c_out * prod(o3), s3[0] * o3[1] * o3[2], s3[1] * o3[2])
     dims = np.array([n, i3[0], i3[1], i3[2], geom.c_in, geom.groups, geom.c_in // geom.groups,
                      layout.tiles, layout.vector, len(layout.blocks), *xs, *ys], np.int64)
-    # per thread: a block's inputs (C_in x 3 vectors), then two rows of outputs (the 16-bit
-    # y rounded from there when the conversions run without F16C)
-    per = (geom.c_in + 4) * _MAX_VECTORS * layout.vector
-    scratch = arena.get("up_block", (workers * per,), ct)
+    scratch = arena.get("up_block", (workers * _scratch_values(geom, layout.vector),), ct)
     yk, y16k = (y.reshape(-1), None) if y16 is None else (scratch[:1], y16.reshape(-1))
     upsample_conv(x, wp, pb, yk, dims, layout.poff, layout.blocks.reshape(-1), scratch,
                   workers, x16, None if y16k is None else y16k.view(np.uint16), kind,
@@ -180,6 +192,14 @@ class Upsample(Variant):
 
     def writes_16bit(self, geom):
         return True   # its tiles round each value into a 16-bit out as they store it
+
+    def workspace_bytes(self, geom, itemsize, storage_itemsize=None):
+        """A C-contiguous copy of x where x is not one, in its storage dtype (16-bit x is
+        widened block by block in the kernel's scratch, never as a whole array), and one
+        thread's scratch (each further thread takes as much again); no phase tables."""
+        n_in = geom.batch * geom.c_in * prod(geom.in_shape)
+        vector = _call_vector_bytes(geom, itemsize) // itemsize
+        return n_in * (storage_itemsize or itemsize) + _scratch_values(geom, vector) * itemsize
 
     def rate(self, geom, kind, c):
         return micro_rate(geom, c)
