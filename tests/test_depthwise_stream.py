@@ -77,21 +77,33 @@ def test_streamed_layer_any_thread_count(workers, isa, monkeypatch):
     np.testing.assert_allclose(y[:, :8], ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("offset", [0, 4, 16, 32])
-def test_streamed_into_out_aligned_or_not(offset, monkeypatch):
-    """``out=`` at any 4-byte offset from a 64-byte line: the rows whose vectors are aligned
-    stream, the others store as before; the same bits either way, written in place."""
+@pytest.mark.parametrize("isa", _cpu.levels()[:3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0, 4, 8, 16, 32, 48])
+def test_streamed_into_out_aligned_or_not(offset, dtype, isa, monkeypatch):
+    """``out=`` at any 4-byte offset from a 64-byte line (a large numpy array is at 16): rows
+    whose vectors are 64-byte aligned stream whole vectors, rows 16-byte aligned stream the
+    16-byte parts inside their whole lines, the others store as before; the same bits either
+    way, written in place, and nothing written outside ``out`` (rows of 80 values: 320 bytes,
+    so each row starts elsewhere in its line)."""
+    monkeypatch.setattr(_cpu, "ISA", isa)
+    monkeypatch.setattr(_cpu, "ZMM_HALVES", False)
     _streamed(monkeypatch, True)
     rng = np.random.default_rng(offset)
-    x = rng.standard_normal((2, 6, 9, 40)).astype(np.float32)
-    w = rng.standard_normal((6, 1, 4, 4)).astype(np.float32)
+    x = rng.standard_normal((2, 6, 9, 40)).astype(dtype)
+    w = rng.standard_normal((6, 1, 4, 4)).astype(dtype)
     kw = dict(strides=(2, 2), pads=(1, 1, 1, 1), group=6)
     op = convt.ConvTranspose(w, workers=2, **kw)
     shape = (2, 6, 18, 80)
-    raw = np.empty(int(np.prod(shape)) + 64, np.float32)
-    at = (-raw.__array_interface__["data"][0] % 64 + offset) // 4
-    out = raw[at:at + int(np.prod(shape))].reshape(shape)
+    n = int(np.prod(shape))
+    raw = np.full(n + 64, np.nan, dtype)
+    base = raw.__array_interface__["data"][0]
+    at = (-base % 64 + offset) // raw.itemsize
+    if (base + at * raw.itemsize) % 64 != offset:
+        pytest.skip("offset not a multiple of the item size")
+    out = raw[at:at + n].reshape(shape)
     assert op(x, out=out) is out
+    assert np.isnan(raw[:at]).all() and np.isnan(raw[at + n:]).all()
     _streamed(monkeypatch, False)
     np.testing.assert_array_equal(out, op(x))
 

@@ -42,7 +42,8 @@
  * the time, a 3 x 3 stride-2 layer 1.10-1.22: the copy costs what the masked vectors did).
  *
  * With stream set (outputs of 8 MiB or more, convt._backends.direct.depthwise), a row whose
- * first vector is 64-byte aligned stores its whole vectors with vmovntps: y is written once
+ * first vector is 16-byte aligned stores its whole vectors with vmovntps (in 16-byte parts
+ * unless 64-byte aligned: a large out= from numpy is 16-byte aligned): y is written once
  * and is larger than L2, so reading its lines for ownership first only doubles its traffic
  * (depthwise_bilinear 0.72-0.77 -> 0.66-0.69 ms in a loop, 1.22-1.38 -> 0.82-0.92 ms after
  * a cache-evicting copy; docs/performance.md). The caller fences once per thread.
@@ -60,6 +61,18 @@
 #include <stdint.h>
 
 #include "_transpose.h"
+
+/* The stream kind of a row whose whole vectors span [p, e) (CONVT_DW_ST: 0 when not
+ * streamed), and the whole lines inside. */
+static inline int convt_dw_stream_kind(int stream, const void* p, const void* e,
+                                       uintptr_t* sl, uintptr_t* sh)
+{
+    *sl = ((uintptr_t) p + 63) & ~(uintptr_t) 63;
+    *sh = (uintptr_t) e & ~(uintptr_t) 63;
+    if (!stream || (uintptr_t) p % 16 != 0)
+        return 0;
+    return (uintptr_t) p % 64 == 0 ? 2 : 1;
+}
 
 #if CONVT_HAVE_AVX2_PATH
 
@@ -128,8 +141,13 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
         A0 = LO;                                                                         \
     } while (0)
 
-/* A whole vector of y stored: streamed past the caches on a row whose vectors are aligned
- * when the caller asks for it (st_, CONVT_DW_ROW), else an ordinary store. */
+/* A whole vector of y stored: streamed past the caches when the caller asks for it (st_,
+ * CONVT_DW_ROW), else an ordinary store. The row kernels come in two kinds (KIND): 2 streams
+ * a row whose vectors are 64-byte aligned, one store a vector; 1 a row 16-byte aligned only,
+ * as numpy allocates a large out=: 16-byte parts (CONVT_DW_NT16), streamed inside the row's
+ * whole lines [sl_, sh_), where the write-combining buffers join them into lines, stored as
+ * usual in its first and last lines, which the rows beside it share. Kind 1 is its own
+ * function: its tests in kind 2's loop cost the aligned rows 10-15% (docs/performance.md). */
 #define CONVT_DW_ST(STREAM, STOREU, P, A)                                                \
     do {                                                                                 \
         if (st_)                                                                         \
@@ -137,6 +155,48 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
         else                                                                             \
             STOREU(P, A);                                                                \
     } while (0)
+
+/* One 16-byte part at p of a kind-1 row: streamed inside [sl, sh), else stored as usual. */
+#define CONVT_DW_PART(STREAM128, STORE128, P, V, SL, SH)                                 \
+    do {                                                                                 \
+        if ((uintptr_t) (P) >= (SL) && (uintptr_t) (P) < (SH))                           \
+            STREAM128(P, V);                                                             \
+        else                                                                             \
+            STORE128(P, V);                                                              \
+    } while (0)
+
+/* CONVT_DW_ST's kind-1 stores, per vector type. */
+__attribute__((target("avx2,fma")))
+static inline void convt_dw_parts_ps256(float* p, __m256 a, uintptr_t sl, uintptr_t sh)
+{
+    CONVT_DW_PART(_mm_stream_ps, _mm_storeu_ps, p, _mm256_castps256_ps128(a), sl, sh);
+    CONVT_DW_PART(_mm_stream_ps, _mm_storeu_ps, p + 4, _mm256_extractf128_ps(a, 1), sl, sh);
+}
+
+__attribute__((target("avx2,fma")))
+static inline void convt_dw_parts_pd256(double* p, __m256d a, uintptr_t sl, uintptr_t sh)
+{
+    CONVT_DW_PART(_mm_stream_pd, _mm_storeu_pd, p, _mm256_castpd256_pd128(a), sl, sh);
+    CONVT_DW_PART(_mm_stream_pd, _mm_storeu_pd, p + 2, _mm256_extractf128_pd(a, 1), sl, sh);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")))
+static inline void convt_dw_parts_ps512(float* p, __m512 a, uintptr_t sl, uintptr_t sh)
+{
+    CONVT_DW_PART(_mm_stream_ps, _mm_storeu_ps, p, _mm512_castps512_ps128(a), sl, sh);
+    CONVT_DW_PART(_mm_stream_ps, _mm_storeu_ps, p + 4, _mm512_extractf32x4_ps(a, 1), sl, sh);
+    CONVT_DW_PART(_mm_stream_ps, _mm_storeu_ps, p + 8, _mm512_extractf32x4_ps(a, 2), sl, sh);
+    CONVT_DW_PART(_mm_stream_ps, _mm_storeu_ps, p + 12, _mm512_extractf32x4_ps(a, 3), sl, sh);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")))
+static inline void convt_dw_parts_pd512(double* p, __m512d a, uintptr_t sl, uintptr_t sh)
+{
+    CONVT_DW_PART(_mm_stream_pd, _mm_storeu_pd, p, _mm512_castpd512_pd128(a), sl, sh);
+    CONVT_DW_PART(_mm_stream_pd, _mm_storeu_pd, p + 2, _mm512_extractf64x2_pd(a, 1), sl, sh);
+    CONVT_DW_PART(_mm_stream_pd, _mm_storeu_pd, p + 4, _mm512_extractf64x2_pd(a, 2), sl, sh);
+    CONVT_DW_PART(_mm_stream_pd, _mm_storeu_pd, p + 6, _mm512_extractf64x2_pd(a, 3), sl, sh);
+}
 
 /* NV vectors from q, every phase inside its interior: computed, interleaved, stored. */
 #define CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, ZIPHI, LANES, NV)  \
@@ -166,8 +226,13 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
         Z = convt_dw_clamp(qe[C] - q, LANES);                                            \
     } while (0)
 
+/* The kind-1 store of vector A (CONVT_DW_ST) for its type, inside a row kernel. */
+#define CONVT_DW_NT16(P, A)                                                              \
+    _Generic((A), __m256: convt_dw_parts_ps256, __m256d: convt_dw_parts_pd256,          \
+             __m512: convt_dw_parts_ps512, __m512d: convt_dw_parts_pd512)(P, A, sl_, sh_)
+
 #define CONVT_DW_ROW(NAME, TARGET, T, V, LANES, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, \
-                     ZIPHI, MT, MKMASK, MFMA)                                            \
+                     ZIPHI, MT, MKMASK, MFMA, KIND)                                            \
 __attribute__((target(TARGET)))                                                          \
 static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t* lo,     \
                  const int64_t* hi, const int64_t* nt, const T* x, const int64_t* off0,  \
@@ -176,6 +241,7 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
 {                                                                                        \
     int64_t L = qa, H = qe[0], c, q, r, i_, z0, z1;                                      \
     int st_;   /* this row's whole vectors streamed (CONVT_DW_ST) */                     \
+    uintptr_t sl_, sh_;                                                                  \
     const int64_t* off[2] = {off0, off0 + nt[0]};   /* phase c's terms */                \
     const int64_t* e[2] = {e0, e0 + nt[0]};                                              \
     const T* w[2] = {w0, w0 + nt[0]};                                                    \
@@ -191,7 +257,7 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     b_[0] = SET1(b);   /* (phase 1's vector; unread when s2 == 1) */                     \
     for (r = 0; r < nrows; r++, y += ystep, x += xstep) {                                \
         k_ = 0;                                                                          \
-        st_ = stream && (uintptr_t) (y + s2 * qa) % 64 == 0;                             \
+        st_ = convt_dw_stream_kind(stream, y + s2 * qa, y + s2 * qe[0], &sl_, &sh_) == KIND; \
         for (q = qa; q < qe[0]; ) {                                                      \
             if (q >= L && q + 4 * LANES <= H) {                                          \
                 CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, ZIPHI, LANES, 4); \
@@ -239,7 +305,7 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
  * depend on q, e and I2 only; all lanes where a tap is in range), in the block's independent
  * chains. The same sums in the same order as CONVT_DW_ROW, so the same bits. */
 #define CONVT_DW_ROW4(NAME, TARGET, T, V, LANES, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, \
-                      ZIPHI, MT, MKMASK, MFMA)                                           \
+                      ZIPHI, MT, MKMASK, MFMA, KIND)                                           \
 __attribute__((target(TARGET)))                                                          \
 static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,               \
                     const int64_t* hi, const T* x, const int64_t* off, const int64_t* e,  \
@@ -248,6 +314,7 @@ static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,     
 {                                                                                        \
     int64_t L = qa, H = qe[0], E = qe[0], nb = 0, qt, q, r, k, c, t, i_, s_;             \
     int st_, hb, tb;                                                                     \
+    uintptr_t sl_, sh_;                                                                  \
     V w0[4], w1[4], a_[4], b_[4], l_, bv = SET1(b);                                      \
     MT m0[8], m3[8];   /* [4c + t]: lanes of vector 0 of the first block, 3 of the last */ \
     const T* p0[4];                                                                      \
@@ -277,7 +344,8 @@ static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,     
         w1[t] = SET1(w[4 + t]);                                                          \
     }                                                                                    \
     for (r = 0; r < nrows; r++, y += ystep, x += xstep) {                                \
-        st_ = stream && (uintptr_t) (y + 2 * qa) % 64 == 0;                              \
+        st_ = convt_dw_stream_kind(stream, y + 2 * qa, y + 2 * (qa + nb * 4 * LANES),    \
+                                   &sl_, &sh_) == KIND;                                \
         for (t = 0; t < 4; t++) {                                                        \
             p0[t] = x + off[t];                                                          \
             p1[t] = x + off[4 + t];                                                      \
@@ -335,16 +403,28 @@ static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,     
 
 CONVT_DW_ROW(convt_dw_row_f32_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
              _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps, _mm256_fmadd_ps, convt_zip_lo_ps,
-             convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32)
+             convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32, 2)
+CONVT_DW_ROW(convt_dw_row_f32_nt16_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
+             _mm256_loadu_ps, _mm256_storeu_ps, CONVT_DW_NT16, _mm256_fmadd_ps, convt_zip_lo_ps,
+             convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32, 1)
 CONVT_DW_ROW(convt_dw_row_f64_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
              _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_fmadd_pd, convt_zip_lo_pd,
-             convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64)
+             convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64, 2)
+CONVT_DW_ROW(convt_dw_row_f64_nt16_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
+             _mm256_loadu_pd, _mm256_storeu_pd, CONVT_DW_NT16, _mm256_fmadd_pd, convt_zip_lo_pd,
+             convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64, 1)
 CONVT_DW_ROW4(convt_dw_row4_f32_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
               _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps, _mm256_fmadd_ps,
-              convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32)
+              convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32, 2)
+CONVT_DW_ROW4(convt_dw_row4_f32_nt16_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
+              _mm256_loadu_ps, _mm256_storeu_ps, CONVT_DW_NT16, _mm256_fmadd_ps,
+              convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32, 1)
 CONVT_DW_ROW4(convt_dw_row4_f64_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
               _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_fmadd_pd,
-              convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64)
+              convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64, 2)
+CONVT_DW_ROW4(convt_dw_row4_f64_nt16_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
+              _mm256_loadu_pd, _mm256_storeu_pd, CONVT_DW_NT16, _mm256_fmadd_pd,
+              convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64, 1)
 
 /* AVX-512: the same row with zmm vectors (16 float32, 8 float64) and opmask registers: lanes
  * [lo, hi) as a bit mask, a zero-masking load and a merge-masked fused multiply-add (lanes
@@ -359,20 +439,38 @@ CONVT_DW_ROW(convt_dw_row_f32_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,f
              __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps,
              _mm512_fmadd_ps,
              convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
-             CONVT_DW_MFMA512_32)
+             CONVT_DW_MFMA512_32, 2)
+CONVT_DW_ROW(convt_dw_row_f32_nt16_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
+             __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, CONVT_DW_NT16,
+             _mm512_fmadd_ps,
+             convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
+             CONVT_DW_MFMA512_32, 1)
 CONVT_DW_ROW(convt_dw_row_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
              __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd,
              _mm512_fmadd_pd,
              convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
-             CONVT_DW_MFMA512_64)
+             CONVT_DW_MFMA512_64, 2)
+CONVT_DW_ROW(convt_dw_row_f64_nt16_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
+             __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, CONVT_DW_NT16,
+             _mm512_fmadd_pd,
+             convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
+             CONVT_DW_MFMA512_64, 1)
 CONVT_DW_ROW4(convt_dw_row4_f32_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
               __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps,
               _mm512_fmadd_ps, convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16,
-              (__mmask16) CONVT_DW_MK512, CONVT_DW_MFMA512_32)
+              (__mmask16) CONVT_DW_MK512, CONVT_DW_MFMA512_32, 2)
+CONVT_DW_ROW4(convt_dw_row4_f32_nt16_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
+              __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, CONVT_DW_NT16,
+              _mm512_fmadd_ps, convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16,
+              (__mmask16) CONVT_DW_MK512, CONVT_DW_MFMA512_32, 1)
 CONVT_DW_ROW4(convt_dw_row4_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
               __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd,
               _mm512_fmadd_pd, convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8,
-              (__mmask8) CONVT_DW_MK512, CONVT_DW_MFMA512_64)
+              (__mmask8) CONVT_DW_MK512, CONVT_DW_MFMA512_64, 2)
+CONVT_DW_ROW4(convt_dw_row4_f64_nt16_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
+              __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, CONVT_DW_NT16,
+              _mm512_fmadd_pd, convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8,
+              (__mmask8) CONVT_DW_MK512, CONVT_DW_MFMA512_64, 1)
 
 __attribute__((target("avx2")))
 static void convt_dw_probe_avx2(const float* src, float* dst, int64_t n, int64_t r)
@@ -418,14 +516,24 @@ static inline void NAME(int isa, int row4, T* y, int64_t s2, int64_t qa, const i
                         int64_t I2, T b, int64_t nrows, int64_t xstep, int64_t ystep,    \
                         int stream)                                                      \
 {                                                                                        \
+    uintptr_t sl, sh;                                                                    \
+    int nt16 = convt_dw_stream_kind(stream, y + s2 * qa, y + s2 * qa, &sl, &sh) == 1;    \
     if (row4 && s2 == 2 && nt[0] == 4 && nt[1] == 4 && isa >= 1) {                      \
-        qa = CONVT_DW_PICK4(NAME4, y, qa, qe, lo, hi, x, off, e, w, I2, b, nrows, xstep, \
-                            ystep, stream);                                              \
+        if (nt16)                                                                        \
+            qa = CONVT_DW_PICK4(NAME4##_nt16, y, qa, qe, lo, hi, x, off, e, w, I2, b, nrows, \
+                                xstep, ystep, stream);                                   \
+        else                                                                             \
+            qa = CONVT_DW_PICK4(NAME4, y, qa, qe, lo, hi, x, off, e, w, I2, b, nrows,    \
+                                xstep, ystep, stream);                                   \
         if (qa >= qe[0])                                                                 \
             return;                                                                      \
     }                                                                                    \
-    CONVT_DW_PICK(NAME, y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep,    \
-                  ystep, stream);                                                        \
+    if (nt16)                                                                            \
+        CONVT_DW_PICK(NAME##_nt16, y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, \
+                      xstep, ystep, stream);                                             \
+    else                                                                                 \
+        CONVT_DW_PICK(NAME, y, s2, qa, qe, lo, hi, nt, x, off, e, w, I2, b, nrows, xstep, \
+                      ystep, stream);                                                    \
 }
 CONVT_DW_DISPATCH(convt_dw_row_f32, convt_dw_row4_f32, float)
 CONVT_DW_DISPATCH(convt_dw_row_f64, convt_dw_row4_f64, double)
