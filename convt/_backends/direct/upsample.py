@@ -103,8 +103,8 @@ def packed_up(layout, geom, w_iox, bias, buffer=None):
     packed = (np.empty(size, dt) if buffer is None else buffer(size, dt)).reshape(g, t, cg, 4)
     packed[:, full:] = 0
     src, dst = w[:, :, :4 * full].reshape(g, cg, full, 4), packed[:, :full]
-    # each channel's 4 weights of a tile moved as one 16-byte value (complex128: numpy's
-    # transposing copy of float32 quadruples took 3x as long, unet_up2x2 435 -> 140 us)
+    # each channel's 4 weights of a tile moved as one 16-byte value (complex128): numpy's
+    # transposing copy of float32 quadruples took 3x as long (docs/performance.md)
     if dt.itemsize in (4, 8) and full:
         src, dst = src.view(np.complex128), dst.view(np.complex128)
     np.copyto(dst, src.transpose(0, 2, 1, 3))
