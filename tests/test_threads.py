@@ -30,6 +30,9 @@ CASES = [
     ("winograd-nxc", (2, 30, 64), (64, 64, 4), dict(strides=(2,), pads=(1, 1), data_format="NXC"),
      "direct", "winograd", {}),
     ("pixel", (1, 8, 3, 3), (8, 8, 3, 3), dict(dilations=(4, 4)), "direct", "pixel", {}),
+    # 5 x 3 pairs: a tile of one pair (packed_up's odd pair), weights in the one-shot workspace
+    ("upsample", (2, 16, 5, 9), (16, 5, 3, 2), dict(strides=(3, 2)), "direct", "upsample",
+     {}),
     ("pixel-1d", (2, 8, 5), (8, 8, 5), dict(dilations=(7,)), "direct", "pixel", {}),
     ("depthwise-ncx", (2, 6, 10, 10), (6, 1, 3, 3), dict(group=6, strides=(2, 2)), "direct",
      "depthwise", {}),
@@ -65,7 +68,7 @@ def _op(case, workers=2):
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_case_runs_the_variant_it_names(case, monkeypatch):
     """Guards the table: each case really reaches its backend and direct variant."""
-    if case[5] in ("micro", "winograd") and ISA < 1:
+    if case[5] in ("micro", "winograd", "upsample") and ISA < 1:
         pytest.skip("the micro variant runs only with AVX2+FMA (elsewhere: GEMMs)")
     if case[0] == "fft-overlap-add":   # a small budget forces the tiles
         monkeypatch.setattr("convt._backends.fft.FFT_MEMORY_BUDGET", 1 << 12)

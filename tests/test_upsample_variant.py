@@ -11,7 +11,8 @@ from convt._kernels import _cpu
 import convt
 from convt._dispatch import cost as _cost
 from convt._dispatch import plan as _plan
-from convt._backends.direct.upsample import up_eligible
+from convt._backends.direct.upsample import packed_up, up_eligible, up_layout
+from convt._geometry.geometry import resolve
 
 from conftest import assert_close, assert_same_for_any_thread_count
 
@@ -71,6 +72,42 @@ def test_one_shot_equals_prepared():
     b = rng.standard_normal(32).astype(np.float32)
     y = convt.conv_transpose(x, w, b, strides=(3, 2))
     np.testing.assert_array_equal(y, convt.ConvTranspose(w, b, strides=(3, 2))(x))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k, g, mg", [((2, 2), 1, 8), ((3, 2), 2, 5), ((1, 2), 1, 7), ((2,), 4, 1)])
+@pytest.mark.parametrize("buffer", [False, True])
+def test_packed_up_lays_out_each_tiles_pairs(k, g, mg, dtype, buffer):
+    """Per group, tile t and input channel c: the weights of pairs 2t and 2t + 1 (pair p =
+    the output channel and the axes but the last, in IOX order), then zeros for a tile's
+    missing pair; the bias per tile pair likewise. Odd pair counts (3 x 5, 7, 1) end on a
+    tile of one pair; a buffer (a one-shot plan's workspace) holding other values gets
+    every value rewritten."""
+    cg = 16
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((g * cg, mg) + k).astype(dtype)
+    b = rng.standard_normal(g * mg).astype(dtype)
+    op = convt.ConvTranspose(w, b, strides=k, group=g)
+    geom = resolve(op.spec, (1, g * cg) + (3,) * len(k))
+    lay = up_layout(geom, np.dtype(dtype).itemsize)
+    held = []
+
+    def buf(size, dt):
+        held.append(np.full(size + 5, np.nan, dt))
+        return held[-1][3:3 + size]   # not 16-byte aligned: the quadruples still move whole
+
+    wp, pb = packed_up(lay, geom, w, b, buf if buffer else None)
+    pairs = w.reshape(g, cg, -1, 2)
+    want = np.zeros((g, lay.tiles, cg, 4), dtype)
+    want_b = np.zeros((g, 2 * lay.tiles), dtype)
+    for gi in range(g):
+        for p in range(pairs.shape[2]):
+            want[gi, p // 2, :, 2 * (p % 2):2 * (p % 2) + 2] = pairs[gi, :, p]
+            want_b[gi, p] = b[gi * mg + p // (pairs.shape[2] // mg)]
+    np.testing.assert_array_equal(wp, want.reshape(-1))
+    np.testing.assert_array_equal(pb, want_b.reshape(-1))
+    if buffer:
+        assert np.shares_memory(wp, held[0])
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])

@@ -87,20 +87,31 @@ def up_layout(geom, itemsize, vector_bytes=_VECTOR_BYTES):
                     vector=v)
 
 
-def packed_up(layout, geom, w_iox, bias):
+def packed_up(layout, geom, w_iox, bias, buffer=None):
     """(weights, bias per tile): the IOX filter ``w_iox`` (C_in, Mg, *K) as the tile reads
     it, (G, T, Cg, 4) C-contiguous, zero rows for a padding pair; and per tile the bias of
-    its two pairs' channels (zeros for a padding pair)."""
+    its two pairs' channels (zeros for a padding pair). ``buffer(size, dtype)``: where the
+    weights go (a one-shot plan's workspace, ``convt._dispatch.plan.Plan.pack_buffer``),
+    default a new array."""
     g, t = geom.groups, layout.tiles
     cg, mg = geom.c_in // g, geom.c_out // g
     pairs = mg * prod(geom.kernel[:-1])
-    w = w_iox.reshape(g, cg, pairs, 2)
-    packed = np.zeros((g, t, cg, 4), w_iox.dtype)
-    even, odd = w[:, :, 0::2], w[:, :, 1::2]
-    packed[:, :even.shape[2], :, 0:2] = even.transpose(0, 2, 1, 3)
-    packed[:, :odd.shape[2], :, 2:4] = odd.transpose(0, 2, 1, 3)
+    full = pairs // 2       # tiles of two pairs: a tile's 4 weights per channel are adjacent
+    dt = w_iox.dtype
+    w = w_iox.reshape(g, cg, 2 * pairs)
+    size = g * t * cg * 4
+    packed = (np.empty(size, dt) if buffer is None else buffer(size, dt)).reshape(g, t, cg, 4)
+    packed[:, full:] = 0
+    src, dst = w[:, :, :4 * full].reshape(g, cg, full, 4), packed[:, :full]
+    # each channel's 4 weights of a tile moved as one 16-byte value (complex128): numpy's
+    # transposing copy of float32 quadruples took 3x as long (docs/performance.md)
+    if dt.itemsize in (4, 8) and full:
+        src, dst = src.view(np.complex128), dst.view(np.complex128)
+    np.copyto(dst, src.transpose(0, 2, 1, 3))
+    if pairs % 2:   # the last tile's odd pair is padding
+        packed[:, full, :, 0:2] = w[:, :, 4 * full:]
     outer = pairs // mg
-    pb = np.zeros((g, 2 * t), w_iox.dtype)
+    pb = np.zeros((g, 2 * t), dt)
     pb[:, :pairs] = np.repeat(bias.reshape(g, mg), outer, axis=1)
     return packed.reshape(-1), pb.reshape(-1)
 
@@ -209,7 +220,8 @@ class Upsample(Variant):
         # exactly the outputs its tap touches, as in the reference
         lay = up_layout(geom, plan.compute_dtype.itemsize)
         return self.name, _run_up, (lay, packed_up(lay, geom, plan.w_iox_compute,
-                                                   plan.bias_compute))
+                                                   plan.bias_compute,
+                                                   plan.pack_buffer("packed_up")))
 
 
 VARIANT = Upsample()
