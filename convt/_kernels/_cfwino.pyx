@@ -34,10 +34,13 @@ bits): the call returns False if a value is past it, and the caller then runs th
 variant, which overwrites all of y.
 
 16-bit x (x16, float16 needing F16C, or bfloat16) is read as it is: each segment is widened
-as the task copies it (_cwkernel.h's convt_cw_widen16) and the bound is tested on the 16-bit
-bits (_past16), so a 16-bit call makes no widening pass of x (hifigan_up3, float16: 0.13 ms
-of the call, docs/performance.md). A NaN sends the call to the micro variant, so F16C's
-quieting of a signaling NaN never reaches y.
+in registers as it is split into even and odd positions (_cwkernel.h's convt_cw_rows16, in
+place as float32 x is read; a 16-bit copy with zeros at the data's ends) and the bound is
+tested on the 16-bit bits (_past16), so a 16-bit call makes no widening pass of x, nor a
+widened copy of its segments; each task prefetches a segment _AHEAD channels before it
+reads it (x is cold from the caches when other layers run between calls: hifigan_up3,
+docs/performance.md). A NaN sends the call to the micro variant, so F16C's quieting of a
+signaling NaN never reaches y.
 
 16-bit y (y16) is written as it is too: at S = 2 each row's outputs of a block are rounded in
 registers as convt_cw_out16_f32 stores them; for other strides they are combined into a
@@ -62,7 +65,9 @@ cdef extern from "_half.h" nogil:
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
 
 cdef extern from "_cwkernel.h" nogil:
-    void convt_cw_widen16(int kind, const uint16_t* s, float* d, int64_t n)
+    void convt_cw_prefetch(const void* p, int64_t n)
+    void convt_cw_rows16(int kind, const uint16_t* seg, int64_t half, const int64_t* dd,
+                         float* st, int64_t CJ, int64_t J, float* ev, float* od)
     void convt_cw_tile_f32(const float* s, int64_t kc, const float* w, float* out)
     void convt_cw_tile_f64(const double* s, int64_t kc, const double* w, double* out)
     void convt_cw_tile512_f32(const float* s, int64_t kc, const float* w, float* out)
@@ -79,6 +84,10 @@ cdef extern from "_cwkernel.h" nogil:
                            int64_t CJ, int64_t J, float* ev, float* od)
     void convt_cw_rows_f64(const double* seg, int64_t half, const int64_t* dd, double* st,
                            int64_t CJ, int64_t J, double* ev, double* od)
+
+
+cdef enum:
+    _AHEAD = 6   # channels: a 16-bit segment is prefetched this many channels ahead
 
 
 cdef inline void _tile(const real* s, int64_t kc, const real* w, real* out,
@@ -117,8 +126,8 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
                     int yisa) noexcept nogil:
     # Task = (image n, block bi) of J tiles: its transforms, then its outputs. Returns 1 when
     # a value of its part of x is past the bound. x16 (16-bit x of the given kind, float
-    # only; x unread then): the bound tested on its bits, each segment widened as it is
-    # copied. y16 (16-bit y of kind ykind, float only; y unused then): at S = 2 each row's
+    # only; x unread then): the bound tested on its bits, each segment widened as its rows
+    # are built. y16 (16-bit y of kind ykind, float only; y unused then): at S = 2 each row's
     # outputs rounded in registers as they are stored (convt_cw_out16_f32, level yisa >= 1),
     # else combined into the scratch's last 2 S J values, then rounded into y16's row
     # (convt_narrow at level yisa).
@@ -140,19 +149,32 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
     cdef real* yb = tt + 12 * S * J      # y16: one row's outputs in float32
     cdef const real* xr
     cdef const real* src
+    cdef const uint16_t* s16
+    if real is float:
+        if x16 != NULL and lo == 0 and hi == L:
+            for c in range(min(C, _AHEAD)):
+                convt_cw_prefetch(x16 + (n * C + c) * W + base, L * sizeof(uint16_t))
     cdef real* yr
     for c in range(C):
         if real is float:
             if x16 != NULL:
+                if c + _AHEAD < C and lo == 0 and hi == L:
+                    convt_cw_prefetch(x16 + (n * C + c + _AHEAD) * W + base, L * sizeof(uint16_t))
                 if c1 > c0:
                     bad |= _past16(x16 + (n * C + c) * W + c0, c1 - c0, spare, kind)
-                if lo > 0:
-                    memset(seg, 0, min(lo, L) * sizeof(real))
-                if hi > lo:
-                    convt_cw_widen16(kind, x16 + (n * C + c) * W + base + lo, seg + lo, hi - lo)
-                if hi < L:
-                    memset(seg + max(hi, lo), 0, (L - max(hi, lo)) * sizeof(real))
-                convt_cw_rows_f32(seg, half, d + 11, st + c * J, C * J, J, ev, od)
+                if lo == 0 and hi == L:   # in the data: read in place
+                    s16 = x16 + (n * C + c) * W + base
+                else:                     # a 16-bit copy in seg, zeros (+0) off the data
+                    s16 = <uint16_t*> seg
+                    if lo > 0:
+                        memset(<uint16_t*> seg, 0, min(lo, L) * sizeof(uint16_t))
+                    if hi > lo:
+                        memcpy(<uint16_t*> seg + lo, x16 + (n * C + c) * W + base + lo,
+                               (hi - lo) * sizeof(uint16_t))
+                    if hi < L:
+                        memset(<uint16_t*> seg + max(hi, lo), 0,
+                               (L - max(hi, lo)) * sizeof(uint16_t))
+                convt_cw_rows16(kind, s16, half, d + 11, st + c * J, C * J, J, ev, od)
                 continue
         xr = x + (n * C + c) * W
         if c1 > c0:

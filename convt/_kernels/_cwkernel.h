@@ -34,6 +34,21 @@
 #include "_half.h"
 #include "_transpose.h"
 
+/* A read prefetch of the bytes [p, p + n): one per cache line (a channel's input segment, a
+ * few channels ahead of the one the task transforms) */
+static inline void convt_cw_prefetch(const void* p, int64_t n)
+{
+#if defined(__GNUC__)
+    const char* c = (const char*) p;
+    int64_t i;
+    for (i = 0; i < n; i += 64)
+        __builtin_prefetch(c + i, 0, 3);
+    __builtin_prefetch(c + n - 1, 0, 3);
+#else
+    (void) p; (void) n;
+#endif
+}
+
 #if CONVT_HAVE_AVX2_PATH
 
 #define CONVT_CW_TILE(NAME, T, VT, V, LD, FMA, BC, ST, SET0)                                    \
@@ -320,14 +335,14 @@ convt_cw_outs_f64(const double* t, int64_t rs, int64_t S, double bias, double* y
 
 /* One input channel's six transform rows of a block (J tiles each, at st + p * CJ for row
  * p = 3c + m) from its segment seg (L = 2 * half values, zeros off the data): the segment
- * split into even and odd positions (ev, od: half values each; each dtype's body splits whole
- * vectors, then this the rest from j), then per row set c = 0, 1 (the phases whose tile j
- * reads x[u], x[u+1], x[u+2] at seg[2j + dd[c]]): x[u] - x[u+1], x[u+1], x[u+1] - x[u+2]
- * (convt_corners' differences, the same subtractions). */
-#define CONVT_CW_ROWS(T)                                                                        \
+ * split into even and odd positions (ev, od: half values each; each body splits whole
+ * vectors, then this the rest from j, each value through WIDEN), then per row set c = 0, 1
+ * (the phases whose tile j reads x[u], x[u+1], x[u+2] at seg[2j + dd[c]]): x[u] - x[u+1],
+ * x[u+1], x[u+1] - x[u+2] (convt_corners' differences, the same subtractions). */
+#define CONVT_CW_ROWS(T, WIDEN)                                                                 \
     for (; j < half; j++) {                                                                     \
-        ev[j] = seg[2 * j];                                                                     \
-        od[j] = seg[2 * j + 1];                                                                 \
+        ev[j] = WIDEN(seg[2 * j]);                                                              \
+        od[j] = WIDEN(seg[2 * j + 1]);                                                          \
     }                                                                                           \
     for (c = 0; c < 2; c++) {                                                                   \
         int64_t a = dd[c] >> 1;                                                                 \
@@ -341,6 +356,8 @@ convt_cw_outs_f64(const double* t, int64_t rs, int64_t S, double bias, double* y
             s0[2 * CJ + j] = x1[j] - x2[j];                                                     \
         }                                                                                       \
     }
+#define CONVT_CW_AS_IS(v) (v)
+#define CONVT_CW_WIDEN1(v) convt_widen1(kind, (v))
 
 static __attribute__((target("avx2"))) void
 convt_cw_rows_f32(const float* restrict seg, int64_t half, const int64_t* dd,
@@ -357,7 +374,7 @@ convt_cw_rows_f32(const float* restrict seg, int64_t half, const int64_t* dd,
         _mm256_storeu_ps(od + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o),
                                                                         0xd8)));
     }
-    CONVT_CW_ROWS(float)
+    CONVT_CW_ROWS(float, CONVT_CW_AS_IS)
 }
 
 static __attribute__((target("avx2"))) void
@@ -372,31 +389,38 @@ convt_cw_rows_f64(const double* restrict seg, int64_t half, const int64_t* dd,
         _mm256_storeu_pd(ev + j, _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), 0xd8));
         _mm256_storeu_pd(od + j, _mm256_permute4x64_pd(_mm256_unpackhi_pd(lo, hi), 0xd8));
     }
-    CONVT_CW_ROWS(double)
+    CONVT_CW_ROWS(double, CONVT_CW_AS_IS)
 }
 
-/* n 16-bit values widened to float32 for the kernel's input segments (kind 0 float16 by F16C,
- * 1 bfloat16 by a shift): exact for every finite value and Inf. A NaN may come out quieted,
- * unlike astype: the caller's bound test sends any x holding a NaN to the micro variant. */
-__attribute__((target("avx2,f16c")))
-static void convt_cw_widen16(int kind, const uint16_t* s, float* d, int64_t n)
+/* convt_cw_rows_f32 on a 16-bit segment (_half.h's kind: float16 by F16C, bfloat16 by a
+ * shift), widened in registers as it is split: each pair of values is one 32-bit lane, so
+ * bfloat16's even positions are the lanes shifted left by 16 and its odd ones the lanes' high
+ * halves; float16's halves are gathered (evens, then odds) and widened by vcvtph2ps. Exact
+ * for every finite value and Inf; a NaN may come out quieted, unlike astype: the caller's
+ * bound test sends any x holding one to the micro variant. */
+static __attribute__((target("avx2,f16c"))) void
+convt_cw_rows16(int kind, const uint16_t* restrict seg, int64_t half, const int64_t* dd,
+                float* restrict st, int64_t CJ, int64_t J, float* restrict ev,
+                float* restrict od)
 {
-    int64_t i = 0;
-    if (kind == 0) {
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*) (s + i))));
-        for (; i < n; i++)
-            d[i] = _cvtsh_ss(s[i]);
-    } else {
-        for (; i + 8 <= n; i += 8) {
-            __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*) (s + i)));
-            _mm256_storeu_si256((__m256i*) (d + i), _mm256_slli_epi32(v, 16));
-        }
-        for (; i < n; i++) {
-            uint32_t u = (uint32_t) s[i] << 16;
-            memcpy(d + i, &u, 4);
+    int64_t j, c;
+    const __m256i gather = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14,
+                                            15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11,
+                                            14, 15);
+    for (j = 0; j + 8 <= half; j += 8) {
+        __m256i v = _mm256_loadu_si256((const __m256i*) (seg + 2 * j));
+        if (kind == CONVT_BF16) {
+            _mm256_storeu_si256((__m256i*) (ev + j), _mm256_slli_epi32(v, 16));
+            _mm256_storeu_si256((__m256i*) (od + j),
+                                _mm256_and_si256(v, _mm256_set1_epi32((int) 0xffff0000u)));
+        } else {
+            /* per lane (4 evens | 4 odds), then the quarters as (evens, odds) */
+            v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, gather), 0xd8);
+            _mm256_storeu_ps(ev + j, _mm256_cvtph_ps(_mm256_castsi256_si128(v)));
+            _mm256_storeu_ps(od + j, _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1)));
         }
     }
+    CONVT_CW_ROWS(float, CONVT_CW_WIDEN1)
 }
 
 #else  /* no AVX2 path on this compiler/platform: the plan never runs this kernel */
@@ -418,9 +442,7 @@ static void convt_cw_rows_f32(const float* seg, int64_t half, const int64_t* dd,
 static void convt_cw_rows_f64(const double* seg, int64_t half, const int64_t* dd, double* st,
                               int64_t CJ, int64_t J, double* ev, double* od) {}
 
-static inline void convt_cw_widen16(int kind, const uint16_t* s, float* d, int64_t n)
-{
-    (void) kind; (void) s; (void) d; (void) n;
-}
+static void convt_cw_rows16(int kind, const uint16_t* seg, int64_t half, const int64_t* dd,
+                            float* st, int64_t CJ, int64_t J, float* ev, float* od) {}
 #endif
 #endif
