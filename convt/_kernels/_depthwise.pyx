@@ -404,6 +404,7 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
     cdef real* slab = NULL
     cdef real* ybuf = NULL
     cdef int64_t* key = NULL
+    cdef bint ok = True
     with nogil, parallel(num_threads=num_threads):
         arow = <int64_t*> malloc(2 * maxa * sizeof(int64_t))
         off = <int64_t*> malloc(maxt * sizeof(int64_t))
@@ -413,16 +414,18 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
         slab = <real*> malloc(max(nslab, 1) * sizeof(real))
         ybuf = <real*> malloc(max(nybuf, 1) * sizeof(real))
         key = <int64_t*> malloc(4 * sizeof(int64_t))
-        if (arow == NULL or off == NULL or te == NULL or wv == NULL or buf == NULL
-                or slab == NULL or ybuf == NULL or key == NULL):
+        ok = not (arow == NULL or off == NULL or te == NULL or wv == NULL or buf == NULL
+                  or slab == NULL or ybuf == NULL or key == NULL)
+        if not ok:
             errp[0] = 1
         else:
             key[0] = -1   # no rows widened yet
-            for t in prange(ntasks, schedule="static"):
+        for t in prange(ntasks, schedule="static"):
+            if ok:   # every thread reaches the loop (OpenMP), one without scratch skips its work
                 _task_ncx(t, _ROWS_PER_TASK, nrows, xp, wp, bp, yp, t0, t1, r1, st, ph, pt, dims,
                           arow, off, te, wv, buf, hp, slab, key, ybuf)
-            if dims[18] or h.stream:
-                convt_dw_fence()
+        if dims[18] or h.stream:
+            convt_dw_fence()
         free(arow)
         free(off)
         free(te)

@@ -137,13 +137,15 @@ def depthwise_nxc(const real[:, :, :, :, ::1] x,       # IN  (N, I0, I1, I2, C_i
     cdef const int64_t* st = &steps[0]
     cdef int64_t* off = NULL
     cdef int64_t* woff = NULL
+    cdef bint ok = True
     with nogil, parallel(num_threads=num_threads):
         off = <int64_t*> malloc(maxt * sizeof(int64_t))
         woff = <int64_t*> malloc(maxt * sizeof(int64_t))
-        if off == NULL or woff == NULL:
+        ok = not (off == NULL or woff == NULL)
+        if not ok:
             errp[0] = 1
-        else:
-            for p in prange(npix, schedule="static"):
+        for p in prange(npix, schedule="static"):
+            if ok:   # every thread reaches the loop (OpenMP), one without scratch skips its work
                 _pixel_nxc(p, xp, wp, bp, yp, t0, t1, t2, st, dims, off, woff)
         free(off)
         free(woff)

@@ -159,12 +159,14 @@ def fft_contract(const real[:, :, ::1] x,            # IN  (R, items, 2 * Cg) in
     if cg == 0:
         y[...] = 0
         return
+    cdef bint ok = True
     with nogil, parallel(num_threads=num_threads):
         acc = <real*> malloc(2 * mg * sizeof(real))
-        if acc == NULL:
+        ok = not (acc == NULL)
+        if not ok:
             errp[0] = 1
-        else:
-            for r in prange(rows, schedule="static"):
+        for r in prange(rows, schedule="static"):
+            if ok:   # every thread reaches the loop (OpenMP), one without scratch skips its work
                 for p in range(phases):
                     _row(level, xp + r * xrow, wp + p * ws + r * wrow,
                          wp + p * ws + wim + r * wrow, yp + p * ys + r * yrow, items, cg, mg,
@@ -256,13 +258,15 @@ def fft_pack_weights(const real[:, ::1] w,             # IN  (C_in * Mg, prod(K)
                            "bug in convt")
     if n == 0 or phases == 0:
         return
+    cdef bint ok = True
     with nogil, parallel(num_threads=num_threads):
         sd = <real*> malloc((2 * q1 + 4 * (q1 // 2 + 1)) * terms * CONVT_FFTROW_BLOCK
                             * sizeof(real))
-        if sd == NULL:
+        ok = not (sd == NULL)
+        if not ok:
             errp[0] = 1
-        else:
-            for task in prange(groups * nb, schedule="static"):
+        for task in prange(groups * nb, schedule="static"):
+            if ok:   # every thread reaches the loop (OpenMP), one without scratch skips its work
                 g = task // nb
                 b = task - g * nb
                 for p in range(phases):
@@ -326,12 +330,14 @@ cdef _contract_packed(const real[:, :, ::1] x, const real* packed, int64_t prow,
     cdef int err[1]
     cdef int* errp = err
     err[0] = 0
+    cdef bint ok = True
     with nogil, parallel(num_threads=num_threads):
         acc = <real*> malloc((2 * mg + 8 * nn + xrow) * sizeof(real))
-        if acc == NULL:
+        ok = not (acc == NULL)
+        if not ok:
             errp[0] = 1
-        else:
-            for u in prange(pairs * rr_n, schedule="static"):
+        for u in prange(pairs * rr_n, schedule="static"):
+            if ok:   # every thread reaches the loop (OpenMP), one without scratch skips its work
                 s = acc + 2 * mg
                 xr = s + 8 * nn
                 rr = u // pairs    # consecutive units share rr: its packed row stays in cache
@@ -399,12 +405,14 @@ def fft_place2(const real[:, :, :, :, :, :, ::1] z,   # IN  (N0, N1, G, nc, T0, 
                            "in convt")
     if z.size == 0 or y.size == 0:
         return
+    cdef bint ok = True
     with nogil, parallel(num_threads=num_threads):
         acc = <real*> malloc(16 * 16 * sizeof(real))
-        if acc == NULL:
+        ok = not (acc == NULL)
+        if not ok:
             errp[0] = 1
-        else:
-            for task in prange(nc * groups * o0n, schedule="static"):
+        for task in prange(nc * groups * o0n, schedule="static"):
+            if ok:   # every thread reaches the loop (OpenMP), one without scratch skips its work
                 n = task // (groups * o0n)
                 g = (task // o0n) % groups
                 o0 = task % o0n
