@@ -90,8 +90,9 @@ def _random_finite_bits(rng, shape, name):
                                    (7, 3, 53, 2, (1, 3))], ids=["c40", "s4", "c7"])
 def test_every_16_bit_pattern_widens_exactly(layer, name, monkeypatch):
     # the segments widened in registers (even and odd positions gathered) and their scalar
-    # tails give float32 x's bits: more channels than the kernel prefetches ahead, segments
-    # in the data and at both ends, 1 and 2 threads; the kernel's result (no micro fallback)
+    # tails give float32 x's bits: segments read in place (c40 and s4; c7's two blocks are
+    # both copies) and at both ends, channels past the prefetch distance (the prefetch itself
+    # changes no value), 1 and 2 threads; the kernel's result (no micro fallback)
     c_in, c_out, width, s, pads = layer
     dt = np_dtype(name)
     rng = np.random.default_rng(c_in * width)

@@ -79,22 +79,24 @@ def test_streamed_layer_any_thread_count(workers, isa, monkeypatch):
 
 @pytest.mark.parametrize("isa", _cpu.levels()[:3])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [40, 42])
 @pytest.mark.parametrize("offset", [0, 4, 8, 16, 32, 48])
-def test_streamed_into_out_aligned_or_not(offset, dtype, isa, monkeypatch):
+def test_streamed_into_out_aligned_or_not(offset, width, dtype, isa, monkeypatch):
     """``out=`` at any 4-byte offset from a 64-byte line (a large numpy array is at 16): rows
     whose vectors are 64-byte aligned stream whole vectors, rows 16-byte aligned stream the
     16-byte parts inside their whole lines, the others store as before; the same bits either
-    way, written in place, and nothing written outside ``out`` (rows of 80 values: 320 bytes,
-    so each row starts elsewhere in its line)."""
+    way, written in place, and nothing written outside ``out``. Rows of 80 values start where
+    ``out`` does in their lines; rows of 84 (336 bytes) at every 16-byte offset in turn, so a
+    run's rows are of both kinds."""
     monkeypatch.setattr(_cpu, "ISA", isa)
     monkeypatch.setattr(_cpu, "ZMM_HALVES", False)
     _streamed(monkeypatch, True)
     rng = np.random.default_rng(offset)
-    x = rng.standard_normal((2, 6, 9, 40)).astype(dtype)
+    x = rng.standard_normal((2, 6, 9, width)).astype(dtype)
     w = rng.standard_normal((6, 1, 4, 4)).astype(dtype)
     kw = dict(strides=(2, 2), pads=(1, 1, 1, 1), group=6)
     op = convt.ConvTranspose(w, workers=2, **kw)
-    shape = (2, 6, 18, 80)
+    shape = (2, 6, 18, 2 * width)
     n = int(np.prod(shape))
     raw = np.full(n + 64, np.nan, dtype)
     base = raw.__array_interface__["data"][0]

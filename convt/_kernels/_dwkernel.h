@@ -135,8 +135,10 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
  * a row whose vectors are 64-byte aligned, one store a vector; 1 a row 16-byte aligned only,
  * as numpy allocates a large out=: 16-byte parts (CONVT_DW_NT16), streamed inside the row's
  * whole lines [sl_, sh_), where the write-combining buffers join them into lines, stored as
- * usual in its first and last lines, which the rows beside it share. Kind 1 is its own
- * function: its tests in kind 2's loop cost the aligned rows 10-15% (docs/performance.md). */
+ * usual in its first and last lines, which the rows beside it share; its bodies stream
+ * 64-byte aligned rows that way too, and take the runs whose rows' kinds differ. Kind 1 is
+ * its own function: its tests in kind 2's loop cost the aligned rows 10-15%
+ * (docs/performance.md). */
 #define CONVT_DW_ST(STREAM, STOREU, P, A)                                                \
     do {                                                                                 \
         if (st_)                                                                         \
@@ -171,7 +173,7 @@ static void NAME(T* y, int64_t s2, int64_t qa, const int64_t* qe, const int64_t*
     b_[0] = SET1(b);   /* (phase 1's vector; unread when s2 == 1) */                     \
     for (r = 0; r < nrows; r++, y += ystep, x += xstep) {                                \
         k_ = 0;                                                                          \
-        st_ = convt_dw_stream_kind(stream, y + s2 * qa, y + s2 * qe[0], &sl_, &sh_) == KIND; \
+        st_ = convt_dw_stream_kind(stream, y + s2 * qa, y + s2 * qe[0], &sl_, &sh_) >= KIND; \
         for (q = qa; q < qe[0]; ) {                                                      \
             if (q >= L && q + 4 * LANES <= H) {                                          \
                 CONVT_DW_BLOCK(T, V, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, ZIPHI, LANES, 4); \
@@ -259,7 +261,7 @@ static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,     
     }                                                                                    \
     for (r = 0; r < nrows; r++, y += ystep, x += xstep) {                                \
         st_ = convt_dw_stream_kind(stream, y + 2 * qa, y + 2 * (qa + nb * 4 * LANES),    \
-                                   &sl_, &sh_) == KIND;                                \
+                                   &sl_, &sh_) >= KIND;                                \
         for (t = 0; t < 4; t++) {                                                        \
             p0[t] = x + off[t];                                                          \
             p1[t] = x + off[4 + t];                                                      \
@@ -420,7 +422,10 @@ static inline void NAME(int isa, int row4, T* y, int64_t s2, int64_t qa, const i
                         int stream)                                                      \
 {                                                                                        \
     uintptr_t sl, sh;                                                                    \
-    int nt16 = convt_dw_stream_kind(stream, y + s2 * qa, y + s2 * qa, &sl, &sh) == 1;    \
+    int k16 = convt_dw_stream_kind(stream, y + s2 * qa, y + s2 * qa, &sl, &sh);          \
+    /* kind-1 bodies stream both kinds: for a first row of kind 1, and for rows whose    \
+     * kinds differ (a pitch off whole lines) */                                         \
+    int nt16 = k16 == 1 || (k16 == 2 && nrows > 1 && (ystep * (int64_t) sizeof(T)) % 64 != 0); \
     if (row4 && s2 == 2 && nt[0] == 4 && nt[1] == 4 && isa >= 1) {                      \
         if (nt16)                                                                        \
             qa = CONVT_DW_PICK4(NAME4##_nt16, y, qa, qe, lo, hi, x, off, e, w, I2, b, nrows, \
