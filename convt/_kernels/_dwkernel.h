@@ -305,6 +305,16 @@ static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,     
     return qa + nb * 4 * LANES;                                                          \
 }
 
+/* Both kinds of a row kernel from one argument list (ROW: CONVT_DW_ROW or CONVT_DW_ROW4):
+ * NAME##ISA streams a 64-byte aligned row's whole vectors with STREAM (KIND 2), and
+ * NAME##_nt16##ISA a 16-byte aligned row's parts (CONVT_DW_NT16, KIND 1). */
+#define CONVT_DW_KINDS(ROW, NAME, ISA, TARGET, T, V, LANES, SET1, LOADU, STOREU, STREAM,   \
+                       FMADD, ZIPLO, ZIPHI, MT, MKMASK, MFMA)                            \
+    ROW(NAME##ISA, TARGET, T, V, LANES, SET1, LOADU, STOREU, STREAM, FMADD, ZIPLO, ZIPHI, \
+        MT, MKMASK, MFMA, 2)                                                             \
+    ROW(NAME##_nt16##ISA, TARGET, T, V, LANES, SET1, LOADU, STOREU, CONVT_DW_NT16, FMADD, \
+        ZIPLO, ZIPHI, MT, MKMASK, MFMA, 1)
+
 /* AVX2: lane masks from the tables, masked load, fused multiply-add, blend back. */
 #define CONVT_DW_MASK32(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m32 + 8 - (z)))
 #define CONVT_DW_MASK64(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m64 + 4 - (z)))
@@ -317,30 +327,22 @@ static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,     
     _mm256_blendv_pd(acc, _mm256_fmadd_pd(wv, _mm256_maskload_pd(p, m), acc),            \
                      _mm256_castsi256_pd(m))
 
-CONVT_DW_ROW(convt_dw_row_f32_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
-             _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps, _mm256_fmadd_ps, convt_zip_lo_ps,
-             convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32, 2)
-CONVT_DW_ROW(convt_dw_row_f32_nt16_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
-             _mm256_loadu_ps, _mm256_storeu_ps, CONVT_DW_NT16, _mm256_fmadd_ps, convt_zip_lo_ps,
-             convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32, 1)
-CONVT_DW_ROW(convt_dw_row_f64_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
-             _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_fmadd_pd, convt_zip_lo_pd,
-             convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64, 2)
-CONVT_DW_ROW(convt_dw_row_f64_nt16_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
-             _mm256_loadu_pd, _mm256_storeu_pd, CONVT_DW_NT16, _mm256_fmadd_pd, convt_zip_lo_pd,
-             convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64, 1)
-CONVT_DW_ROW4(convt_dw_row4_f32_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
-              _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps, _mm256_fmadd_ps,
-              convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32, 2)
-CONVT_DW_ROW4(convt_dw_row4_f32_nt16_avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps,
-              _mm256_loadu_ps, _mm256_storeu_ps, CONVT_DW_NT16, _mm256_fmadd_ps,
-              convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32, 1)
-CONVT_DW_ROW4(convt_dw_row4_f64_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
-              _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_fmadd_pd,
-              convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64, 2)
-CONVT_DW_ROW4(convt_dw_row4_f64_nt16_avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd,
-              _mm256_loadu_pd, _mm256_storeu_pd, CONVT_DW_NT16, _mm256_fmadd_pd,
-              convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64, 1)
+CONVT_DW_KINDS(CONVT_DW_ROW, convt_dw_row_f32, _avx2, "avx2,fma", float, __m256, 8,
+               _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps,
+               _mm256_fmadd_ps, convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32,
+               CONVT_DW_MFMA32)
+CONVT_DW_KINDS(CONVT_DW_ROW, convt_dw_row_f64, _avx2, "avx2,fma", double, __m256d, 4,
+               _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd,
+               _mm256_fmadd_pd, convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64,
+               CONVT_DW_MFMA64)
+CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f32, _avx2, "avx2,fma", float, __m256, 8,
+               _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps,
+               _mm256_fmadd_ps, convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32,
+               CONVT_DW_MFMA32)
+CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f64, _avx2, "avx2,fma", double, __m256d, 4,
+               _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd,
+               _mm256_fmadd_pd, convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64,
+               CONVT_DW_MFMA64)
 
 /* AVX-512: the same row with zmm vectors (16 float32, 8 float64) and opmask registers: lanes
  * [lo, hi) as a bit mask, a zero-masking load and a merge-masked fused multiply-add (lanes
@@ -351,42 +353,26 @@ CONVT_DW_ROW4(convt_dw_row4_f64_nt16_avx2, "avx2,fma", double, __m256d, 4, _mm25
 #define CONVT_DW_MFMA512_64(acc, wv, p, m)                                               \
     _mm512_mask3_fmadd_pd(wv, _mm512_maskz_loadu_pd(m, p), acc, m)
 
-CONVT_DW_ROW(convt_dw_row_f32_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
-             __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps,
-             _mm512_fmadd_ps,
-             convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
-             CONVT_DW_MFMA512_32, 2)
-CONVT_DW_ROW(convt_dw_row_f32_nt16_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
-             __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, CONVT_DW_NT16,
-             _mm512_fmadd_ps,
-             convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
-             CONVT_DW_MFMA512_32, 1)
-CONVT_DW_ROW(convt_dw_row_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
-             __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd,
-             _mm512_fmadd_pd,
-             convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
-             CONVT_DW_MFMA512_64, 2)
-CONVT_DW_ROW(convt_dw_row_f64_nt16_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
-             __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, CONVT_DW_NT16,
-             _mm512_fmadd_pd,
-             convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
-             CONVT_DW_MFMA512_64, 1)
-CONVT_DW_ROW4(convt_dw_row4_f32_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
-              __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps,
-              _mm512_fmadd_ps, convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16,
-              (__mmask16) CONVT_DW_MK512, CONVT_DW_MFMA512_32, 2)
-CONVT_DW_ROW4(convt_dw_row4_f32_nt16_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float,
-              __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, CONVT_DW_NT16,
-              _mm512_fmadd_ps, convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16,
-              (__mmask16) CONVT_DW_MK512, CONVT_DW_MFMA512_32, 1)
-CONVT_DW_ROW4(convt_dw_row4_f64_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
-              __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd,
-              _mm512_fmadd_pd, convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8,
-              (__mmask8) CONVT_DW_MK512, CONVT_DW_MFMA512_64, 2)
-CONVT_DW_ROW4(convt_dw_row4_f64_nt16_avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double,
-              __m512d, 8, _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, CONVT_DW_NT16,
-              _mm512_fmadd_pd, convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8,
-              (__mmask8) CONVT_DW_MK512, CONVT_DW_MFMA512_64, 1)
+CONVT_DW_KINDS(CONVT_DW_ROW, convt_dw_row_f32, _avx512,
+               "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float, __m512, 16, _mm512_set1_ps,
+               _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps, _mm512_fmadd_ps,
+               convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
+               CONVT_DW_MFMA512_32)
+CONVT_DW_KINDS(CONVT_DW_ROW, convt_dw_row_f64, _avx512,
+               "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double, __m512d, 8, _mm512_set1_pd,
+               _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd, _mm512_fmadd_pd,
+               convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
+               CONVT_DW_MFMA512_64)
+CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f32, _avx512,
+               "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float, __m512, 16, _mm512_set1_ps,
+               _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps, _mm512_fmadd_ps,
+               convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
+               CONVT_DW_MFMA512_32)
+CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f64, _avx512,
+               "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double, __m512d, 8, _mm512_set1_pd,
+               _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd, _mm512_fmadd_pd,
+               convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
+               CONVT_DW_MFMA512_64)
 
 #endif /* CONVT_HAVE_AVX2_PATH */
 
