@@ -64,8 +64,10 @@ from ._half import level as _half_level
 cdef extern from "_half.h" nogil:
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
 
+cdef extern from "_isa.h" nogil:
+    void convt_prefetch_rows(const void* p, int64_t stride, int64_t n, int64_t nbytes)
+
 cdef extern from "_cwkernel.h" nogil:
-    void convt_cw_prefetch(const void* p, int64_t n)
     void convt_cw_rows16(int kind, const uint16_t* seg, int64_t half, const int64_t* dd,
                          float* st, int64_t CJ, int64_t J, float* ev, float* od)
     void convt_cw_tile_f32(const float* s, int64_t kc, const float* w, float* out)
@@ -153,13 +155,14 @@ cdef int64_t _block(const real* x, const real* wp, const real* bias, real* y,
     if real is float:
         if x16 != NULL and lo == 0 and hi == L:
             for c in range(min(C, _AHEAD)):
-                convt_cw_prefetch(x16 + (n * C + c) * W + base, L * sizeof(uint16_t))
+                convt_prefetch_rows(x16 + (n * C + c) * W + base, 0, 1, L * sizeof(uint16_t))
     cdef real* yr
     for c in range(C):
         if real is float:
             if x16 != NULL:
                 if c + _AHEAD < C and lo == 0 and hi == L:
-                    convt_cw_prefetch(x16 + (n * C + c + _AHEAD) * W + base, L * sizeof(uint16_t))
+                    convt_prefetch_rows(x16 + (n * C + c + _AHEAD) * W + base, 0, 1,
+                                        L * sizeof(uint16_t))
                 if c1 > c0:
                     bad |= _past16(x16 + (n * C + c) * W + c0, c1 - c0, spare, kind)
                 if lo == 0 and hi == L:   # in the data: read in place

@@ -34,21 +34,6 @@
 #include "_half.h"
 #include "_transpose.h"
 
-/* A read prefetch of the bytes [p, p + n): one per cache line (a channel's input segment, a
- * few channels ahead of the one the task transforms) */
-static inline void convt_cw_prefetch(const void* p, int64_t n)
-{
-#if defined(__GNUC__)
-    const char* c = (const char*) p;
-    int64_t i;
-    for (i = 0; i < n; i += 64)
-        __builtin_prefetch(c + i, 0, 3);
-    __builtin_prefetch(c + n - 1, 0, 3);
-#else
-    (void) p; (void) n;
-#endif
-}
-
 #if CONVT_HAVE_AVX2_PATH
 
 #define CONVT_CW_TILE(NAME, T, VT, V, LD, FMA, BC, ST, SET0)                                    \

@@ -159,4 +159,22 @@ static inline void convt_store_fence(void)
 #endif
 }
 
+/* A read prefetch into L1 of the lines of rows p + i * stride, i < n, each of `bytes` bytes
+ * (a kernel's next inputs, asked for while it computes on the current ones). Reads nothing,
+ * changes no value; a no-op where the compiler has no prefetch builtin. */
+static inline void convt_prefetch_rows(const void* p, int64_t stride, int64_t n, int64_t bytes)
+{
+#if defined(__GNUC__)
+    const char* c = (const char*) p;
+    int64_t i, o;
+    for (i = 0; i < n; i++, c += stride) {
+        for (o = 0; o < bytes; o += 64)
+            __builtin_prefetch(c + o, 0, 3);
+        __builtin_prefetch(c + bytes - 1, 0, 3);
+    }
+#else
+    (void) p; (void) stride; (void) n; (void) bytes;
+#endif
+}
+
 #endif /* CONVT_ISA_H */

@@ -27,23 +27,6 @@
 #include "_half.h"
 #include "_transpose.h"
 
-/* Prefetch into L1 the lines of rows p + i * stride, i < n, each of `bytes` bytes: a slice of
- * the next block's inputs, asked for while the tiles of the current block run (their FMAs
- * hide the misses that the block's copy otherwise waits for: one line per 4 KiB page of x,
- * which no hardware prefetcher follows). Reads nothing, changes no value. */
-static inline void convt_up_prefetch(const char* p, int64_t stride, int64_t n, int64_t bytes)
-{
-#if defined(__GNUC__)
-    int64_t i, o;
-    for (i = 0; i < n; i++, p += stride) {
-        for (o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-        __builtin_prefetch(p + bytes - 1, 0, 3);
-    }
-#else
-    (void)p; (void)stride; (void)n; (void)bytes;
-#endif
-}
-
 #if CONVT_HAVE_AVX2_PATH
 
 /* One vector v of the four columns: FMA with the broadcast weight wv (NV: the block's vectors,

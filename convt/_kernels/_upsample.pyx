@@ -36,8 +36,10 @@ from libc.string cimport memcpy, memset
 
 from ._types cimport real
 
+cdef extern from "_isa.h" nogil:
+    void convt_prefetch_rows(const void* p, int64_t stride, int64_t n, int64_t nbytes)
+
 cdef extern from "_upkernel.h" nogil:
-    void convt_up_prefetch(const char* p, int64_t stride, int64_t n, int64_t nbytes)
     void convt_up_tile_f32(const float* xp, const float* w, int64_t kc, int nv, float* y0,
                            float* y1, const float* b, int64_t valid)
     void convt_up_tile_f64(const double* xp, const double* w, int64_t kc, int nv, double* y0,
@@ -133,7 +135,8 @@ cdef void _row(const real* x, const real* wp, const real* pb, real* y, const int
                 memset(xp + c * width + have, 0, (width - have) * sizeof(real))
         # the next block's inputs (this row's next block, else, within the task's rows, the
         # next row's first: the block this thread copies next), prefetched channel slice by
-        # channel slice over the tiles
+        # channel slice over the tiles (their FMAs hide the misses the block's copy otherwise
+        # waits for: one line per 4 KiB page of x, which no hardware prefetcher follows)
         nx, nj, nhave = NULL, 0, 0
         if bi + 1 < nb:
             nx, nj = xb, blocks[2 * bi + 2]
@@ -146,8 +149,8 @@ cdef void _row(const real* x, const real* wp, const real* pb, real* y, const int
             for t in range(g * T, (g + 1) * T):
                 if nx != NULL:
                     c0, c1 = k * C // (G * T), (k + 1) * C // (G * T)
-                    convt_up_prefetch(nx + (c0 * dm[11] + nj) * esize, dm[11] * esize,
-                                      c1 - c0, nhave * esize)
+                    convt_prefetch_rows(nx + (c0 * dm[11] + nj) * esize, dm[11] * esize,
+                                        c1 - c0, nhave * esize)
                 k += 1
                 pq = poff + 2 * t
                 if real is float:
