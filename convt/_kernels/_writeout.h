@@ -3,11 +3,12 @@
  * through register transposes (_transpose.h) in whole vectors of each channel's row.
  *
  * convt_cf8_f32: the micro variant's rows contiguous in y (_tilewrite.pxd), in 8 x 8 blocks;
- * convt_cf8_h16 the same into a 16-bit y, and convt_cf16_h16 in 16 x 16 blocks on AVX-512; convt_t8n: the Winograd variant's staged channels-last y into a 16-bit y
- * (_layout.pyx); convt_g8_*: the
- * Winograd variant's sets, a tile row per output (_wino.pyx); convt_zip2_*: the GEMM
- * variant's stride-2 phase pairs from a channel-major tile (_gemm.pyx). Each value takes one
- * rounding (the bias addition), as in the scalar loops they replace: identical results.
+ * convt_cf8_h16 the same into a 16-bit y, and convt_cf16_h16 in 16 x 16 blocks on AVX-512;
+ * convt_t8n: the Winograd variant's staged channels-last y into a 16-bit y (_layout.pyx);
+ * convt_g8_*: the Winograd variant's sets, a tile row per output (_wino.pyx); convt_zip2_*:
+ * the GEMM variant's stride-2 phase pairs from a channel-major tile (_gemm.pyx). Each value
+ * takes one rounding (the bias addition), as in the scalar loops they replace: identical
+ * results.
  */
 #ifndef CONVT_WRITEOUT_H
 #define CONVT_WRITEOUT_H
@@ -224,10 +225,10 @@ static inline __m512i convt_h16_join512(int kind, __m512i lo, __m512i hi)
         return _mm512_mask_blend_epi16(0xAAAAAAAAu,
                                        _mm512_srli_epi32(CONVT_RNE_BF16_512(lo), 16),
                                        CONVT_RNE_BF16_512(hi));
-    return _mm512_or_si512(
-        _mm512_cvtepu16_epi32(_mm512_cvtps_ph(_mm512_castsi512_ps(lo), _MM_FROUND_TO_NEAREST_INT)),
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(
-            _mm512_cvtps_ph(_mm512_castsi512_ps(hi), _MM_FROUND_TO_NEAREST_INT)), 16));
+    __m256i l = _mm512_cvtps_ph(_mm512_castsi512_ps(lo), _MM_FROUND_TO_NEAREST_INT);
+    __m256i h = _mm512_cvtps_ph(_mm512_castsi512_ps(hi), _MM_FROUND_TO_NEAREST_INT);
+    return _mm512_or_si512(_mm512_cvtepu16_epi32(l),
+                           _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 __attribute__((target(CONVT_AVX512_TARGET)))

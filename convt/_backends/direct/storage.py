@@ -13,8 +13,8 @@ import numpy as np
 from ..._kernels import _half
 from ..._kernels._layout import to_padded_nxc, to_padded_nxc16
 
-__all__ = ["ALIGN", "STREAM16_BYTES", "aligned_empty", "half_kind", "as_compute", "new_output16",
-           "padded_nxc", "streams16", "widen_into"]
+__all__ = ["ALIGN", "STREAM16_BYTES", "aligned_empty", "half_kind", "as_compute",
+           "new_output16", "padded_nxc", "streams16", "widen_into"]
 
 # The cache line the kernels' streamed stores need an output to start on (a whole aligned
 # vector per store): the C write-out tests the same 64 (_writeout.h's ``& 63``,
