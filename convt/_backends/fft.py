@@ -5,8 +5,9 @@ full[t] = sum_i x[i] wd[t - i*s], wd the kernel zero-inserted by d. Output phase
 is a stride-1 convolution: full[q*s + r] = sum_i x[i] h_r[q - i] with the polyphase component
 h_r[q] = wd[q*s + r] (Q = ceil(E/s) taps). So every phase shares the input spectrum at one
 length L >= I + Q - 1 (one rfftn of the small input), each phase has its own kernel spectrum,
-and the phases interleave into a frame of length N = L*s. This per-phase form was measured
-1.0-1.7x faster than the equivalent spectrum tiling of the zero-upsampled input (docs/fft.md).
+and the phases interleave into a frame of length N = L*s. This per-phase form does the GEMM
+work of tiling the spectrum of the zero-upsampled input without materialising the tiled
+spectrum or the last axis' full complex spectrum (docs/fft.md, "Algorithm", compares them).
 Stride 1 is the one-phase case: a full linear convolution with the unflipped kernel, cropped.
 
 The kernel spectra (``convt._backends.fft_spectra``: pruned per-axis transforms, small DFT
@@ -31,7 +32,7 @@ A long 1-D signal may run as overlap-save blocks in cache-sized groups instead
 (``convt._backends.fft_blocks.run_save``, ``FftLayout.save``), when the model prices it lower.
 
 Precision: float32 (and float16 / bfloat16, widened) transform in complex64, float64 in
-complex128. The error is normwise (relative to the largest |output|; measured in docs/fft.md),
+complex128. The error is normwise (relative to the largest |output|; docs/fft.md, "Precision"),
 not elementwise: small outputs next to large ones lose relative accuracy.
 """
 from __future__ import annotations

@@ -62,7 +62,8 @@ os.register_at_fork(after_in_child=_forget_pool)
 
 def thread_pool(threads):
     """A process-wide pool of at least ``threads`` threads (made once: a new pool per call
-    cost ~0.3 ms)."""
+    costs more than a small call's work: docs/performance.md, "Figures moved out of code
+    comments", ``_MIN_THREADED_MACS``)."""
     with _POOL_LOCK:
         if _POOL[0] is None or _POOL[0]._max_workers < threads:
             _POOL[0] = ThreadPoolExecutor(threads, thread_name_prefix="convt-fft")
@@ -93,7 +94,8 @@ def rfft_into(x, axes, out, threads):
     """``scipy.fft.rfftn(x, axes=axes, workers=threads)`` written into ``out`` (x already at
     the transform lengths: no padding): the same pocketfft call scipy.fft makes
     (``scipy.fft._pocketfft.basic.r2cn``), with our array for its result, so the call maps no
-    new pages (a fresh result cost ~2 us a 4 KiB page in faults on the 2-core AMD EPYC)."""
+    new pages (a fresh result pays a page fault per 4 KiB: docs/performance.md, "Figures
+    moved out of code comments")."""
     if _pfft is None:   # pragma: no cover
         out[...] = sfft.rfftn(x, axes=axes, workers=threads)
         return out
@@ -296,9 +298,9 @@ def place2(y, z, geom, lay, n0, workers):
     """y[n0:n0+nc] += the tile frames ``z`` (*N, G, nc, *T, Mg) of a 2-D channels-first
     call (one frame, or a few overlap-add tiles: ``FftLayout`` ``lay``), each at its offset,
     by the compiled ``fft_place2``: the tiles added in the order of the backend's NumPy
-    placement (``_place_tiles``), so the bits are the same. Measured (2-core AMD EPYC Zen 4,
-    float32, 32 channels, 56 x 56 outputs, 2 threads): one 60 x 60 frame 43 us against
-    NumPy's transposing add 70; four 32 x 32 tiles 45 against ~200."""
+    placement (``_place_tiles``), so the bits are the same (its speed against NumPy's
+    transposing adds: docs/fft.md, "Kernel spectra packed from the weights, tiles placed
+    in C")."""
     nc, mg = z.shape[3], z.shape[-1]
     z = np.ascontiguousarray(z).reshape(*z.shape[:4], *lay.tiles, mg)
     view = y.reshape(geom.batch, geom.groups, mg, *geom.out_shape)[n0:n0 + nc]

@@ -48,22 +48,21 @@ _MOVE = COST_UNITS.index("fft_move_s")
 # fftrow_contract_wide = 0, so 256-bit vectors on AVX-512 machines too).
 _CONTRACT_BYTES = 32
 # An array larger than this is read from memory on every pass over it: half of the 32 MiB
-# L3 of the 2-core AMD EPYC (Zen 4; the rest holds the call's other arrays). At 2 MiB (the
-# L2s) the 15 MB spectra of the 32 -> 32-channel 9 x 9 layer on 48 x 48 inputs were priced
-# as streamed and its prepared call moved to 2 x 2 tiles: 2.2-2.3 ms against 1.0-1.7 ms whole.
+# L3 of the 2-core AMD EPYC (Zen 4; the rest holds the call's other arrays). A bound at the
+# L2s prices spectra the L3 holds as streamed and picks slower tilings (docs/dispatch.md,
+# "The FFT's contraction priced as it runs").
 _STREAM_BYTES = 16 << 20
 # A frame array larger than this is not in a core's cache when ``place2`` gathers from it:
 # a Zen 4 core's 1 MiB L2. The 2-D placement (``_fftmul.fft_place2``) reads, per output row
 # of a group, each pixel's run of C_out/G frame values; with a few channels a group (depthwise)
-# every value costs a 64-byte line: 2d_n2_c47-47_i24x55_k27x27_s2x2_d2x1_dw47 (5.4 MB of
-# frames) placed in 3.3 ms, 2.4 ns a value, against 0.4 ns from cache (2-core AMD EPYC, Zen 4).
+# every value costs a 64-byte line (docs/dispatch.md, "FFT and depthwise estimates, tune's
+# close calls").
 _PLACE_CACHE = 1 << 20
 _LINE = 64
 # Up to this many tiles a 2-D channels-first call's frames are added straight into y, each
 # at its offset (``convt._backends.fft``), rather than summed into one overlap-add frame
-# first (a zeroed array, a pass per spill): the 9 x 9 layer's one-shot 2 x 2 tiles, 2-core
-# AMD EPYC, the sum and its placing 0.22 ms, the four direct adds ~0.1 ms. More tiles pay
-# ~10 us of Python each.
+# first (a zeroed array, a pass per spill): the direct adds take about half the sum's time,
+# but each tile pays a NumPy call (docs/performance.md, "Figures moved out of code comments").
 PLACE_TILES = 8
 
 
@@ -204,9 +203,8 @@ def _tile_frames(geom, opts):
     (``fft_move_s``): one pass where ``place2`` adds the tile frames straight into y
     (2-D channels-first, up to ``PLACE_TILES`` tiles), two where ``_place_tiles`` does (NumPy
     transposing adds, a call per tile), three past ``PLACE_TILES`` tiles (``_overlap_add``'s
-    zeroed sum and adds, then the sum placed). Measured on the (4, 64, 32, 32) layer, 4 x 4
-    kernel, stride 2 (2-core AMD EPYC, Zen 4): 6 tiles by place2 0.7 ns a frame value, 12
-    tiles by the overlap-add sum 2.9 ns. 0 for one tile or overlap-save."""
+    zeroed sum and adds, then the sum placed; the passes' costs: docs/performance.md,
+    "Figures moved out of code comments"). 0 for one tile or overlap-save."""
     tiles = prod(o[2] for o in opts)
     if len(opts[0]) > 3 or tiles == 1:
         return 0
@@ -255,13 +253,10 @@ def _place_runs(geom, opts):
     on the other paths): per output pixel of each batch element and group and per tile
     whose frame covers it (``_covered``), a run of its C_out/G values in blocks of 16 (the
     kernel's inner loop, started for each block), plus ``_PLACE_BLOCK_RUNS`` a row block
-    of 16 columns. Measured on synthetic frames (2-core AMD EPYC, Zen 4, float32, in cache,
-    2 threads): 1.8-2.2 ns an output value with one channel a group, 1.0-1.2 with two,
-    0.6-0.7 with four, 0.4-0.5 from eight on (the ``fft_place_s`` the placement had was
-    fitted at 0.24); rows of 8 columns ~1 ns a value more than rows of 160.
-    ``2d_n2_c2-2_i138x8_k25x7_s3x3_d2x2_dw2``'s placement took 0.12 ms, priced 0.01 without
-    these (its one-thread run on fewer than ``fft_blocks._MIN_PLACE_THREADED`` outputs is
-    left unpriced: doing so lost a seed's geometry on the stored sweeps)."""
+    of 16 columns: with few channels a group every value pays the inner loop's start
+    (docs/dispatch.md, "Few channels a group in the FFT's placement; tune against the
+    sweep"). Its one-thread run on fewer than ``fft_blocks._MIN_PLACE_THREADED`` outputs
+    is left unpriced: pricing it lost a seed's geometry on the stored sweeps."""
     if len(opts[0]) > 3 or not places2(geom, [o[2] for o in opts]):
         return 0
     mg = geom.c_out // geom.groups
@@ -276,8 +271,8 @@ def spectra_stream(geom, small, itemsize):
     through memory: each array of the chain larger than ``_STREAM_BYTES`` is written and
     read once (the zero-inserted kernel and its polyphase copy, whose last axis is padded
     to its transform length when scipy.fft transforms it; per axis the transform's output
-    and its split or contiguous copy). 1-D c215-13 k364 s4 d3 float64 (24 MB polyphase
-    kernel, 27 MB spectra): 29 ms measured, ~17 priced without these (2-core AMD EPYC)."""
+    and its split or contiguous copy; docs/dispatch.md, "FFT and depthwise estimates,
+    tune's close calls")."""
     taps = phase_taps(geom)
     cols = prod(geom.strides) * geom.c_in * (geom.c_out // geom.groups)
     dims = list(taps)
@@ -348,7 +343,7 @@ def layout(geom, compute_dtype, budget, one_shot, rates, save=None, pick=None):
 
 # Pure in its arguments (geometries are frozen; the ISA level, which sets the contraction's
 # vector width, is one): a one-shot call on a shape seen before skips the tiling search
-# (~0.5 ms on 2-D layers).
+# (docs/performance.md, "Figures moved out of code comments").
 @functools.lru_cache(maxsize=256)
 def _cheapest(geom, compute_dtype, budget, one_shot, rates, save, isa):
     return _layout(geom, compute_dtype, budget, None, one_shot, rates, save)

@@ -22,35 +22,27 @@ from .blas import blas_threads
 from .._kernels._fftmul import FFTROW_BLOCK, fft_pack_weights
 from .fft_blocks import Lead, rfft_into, thread_pool
 
-# Below this many multiply-adds a DFT GEMM runs on one thread. The GEMM takes ~0.1 ms per 4 M
-# multiply-adds on one Zen 4 core; a new pool per call cost ~0.3 ms, and even the persistent
-# pool (fft_blocks.thread_pool) lost on the 9 x 9 layer's 2.8 M multiply-adds (2-core AMD
-# EPYC: 78 us on one thread, 110 us split in two, the column halves copied by matmul).
+# Below this many multiply-adds a DFT GEMM runs on one thread: a shorter GEMM ends before a
+# second thread, even from the persistent pool (fft_blocks.thread_pool), pays for itself
+# (docs/performance.md, "Figures moved out of code comments").
 _MIN_THREADED_MACS = 1 << 25
 
 # Below this much transform work (samples x log2 of the transform length, per scipy.fft call)
-# scipy.fft runs on one thread: its worker threads cost ~40-100 us per call to start. Measured
-# (2-core AMD EPYC Zen 4, float32, best of 15-40, 1 vs 2 workers): 1-D lines gained from
-# ~3e6 (8192 x 32: 451 vs 318 us) and lost below ~1.5e6 (2048 x 16: 53 vs 110 us); 2-3 axes
-# lost at 2e4-4e5 (20 x 20 x 8: 16 vs 50 us; a (1, 4, 16, 16) layer 407 vs 68 us a call),
-# and large_k31_s1's 6e6 (160 x 160 x 16) gained (prepared 3.3 vs 4.0 ms). One bound for
-# both, per rank (1-D, more axes), by these few points.
+# scipy.fft runs on one thread: starting its worker threads costs more than they save on a
+# smaller transform. One bound per rank (1-D, more axes), set from a few 1- against 2-worker
+# points (docs/performance.md, "Figures moved out of code comments").
 _MIN_THREADED_FFT = (1 << 21, 1 << 21)
 
 # Below this many multiply-adds (packed values x the last axis' taps) ``fft_pack_weights``
-# runs on one thread. The 9 x 9 layer's 3.1 M (2-core AMD EPYC Zen 4, float32; the plain
-# last-axis DFT, before its taps were centred): 122 us on one thread, 79-100 us on two; ~1 M
-# is ~40 us, where a team's start-up eats the gain.
+# runs on one thread: below it a thread team's start-up eats the gain
+# (docs/performance.md, "Figures moved out of code comments").
 _MIN_PACK_THREADED = 1 << 20
 
 # fuses_lead's bounds: axis 0 goes into the contraction up to Q0 = this * log2(L0) taps, and
 # only with at least _FUSE_MIN_COLUMNS weights a group (C_in/G x C_out/G): the fused DFT runs
 # over blocks of 16 of them (_fftrow.h, CONVT_FFTROW_BLOCK), so a depthwise layer's one column
-# pays for 16. Measured (2-core AMD EPYC Zen 4, float32, one-shot calls, best of 7): depthwise
-# (1, 49, 20, 20) with 51 x 51 taps at stride 4 47.0 ms fused against 16.5 whole, (1, 35, 46,
-# 46) 4 x 4 at stride 4 19.8 against 15.9, (2, 186, 22, 22) 16.3 against 10.3; 10 columns
-# ((4, 8, 42, 42), 8 groups) 21.5 against 35.4 and the dense 32 x 32 9 x 9 layer 2.5 against
-# 3.2 gain from it.
+# pays for 16 (docs/fft.md, "Kernel spectra"; the other layers' one-shot calls fused and
+# whole: docs/performance.md, "Figures moved out of code comments").
 _FUSE_TAPS_LOG = 8
 _FUSE_MIN_COLUMNS = 8
 
@@ -79,12 +71,10 @@ def uses_dft(taps, length, last=False):
     last (real) axis.
 
     A GEMM of depth Q against a transform of ~log2(L) passes, but ``scipy.fft`` along a
-    strided axis of short lines pays per line: on the 2-core AMD EPYC (Zen 4), complex64,
-    2 workers, the GEMM alone won up to Q ~ 5 log2(L) and lost from 9 log2(L) on; in whole
-    one-shot calls 4 log2(L) beat 6 on large_k31_s1 (Q = 31) and tied elsewhere (docs/fft.md).
-    The last axis' GEMM is real and half as long, and scipy.fft's path there needs a copy
-    into the split layout: up to 8 log2(L) (large_k31_s1's one-shot spectra short of axis 0,
-    Q = 31, L = 160: 0.5 ms by GEMM, 5 ms by scipy.fft).
+    strided axis of short lines pays per line, so the GEMM takes up to 4 log2(L) taps (a
+    bound whole one-shot calls set lower than the GEMM alone would). The last axis' GEMM is
+    real and half as long, and scipy.fft's path there needs a copy into the split layout: up
+    to 8 log2(L). The figures: docs/fft.md, "Kernel spectra".
     """
     return taps <= (8 if last else 4) * log2(max(length, 2))
 
@@ -329,9 +319,9 @@ def lead_dft(length, taps, dtype):
 def _matmul(a, b, workers, out):
     """a @ b (b batched, (..., Q, R)), its columns split over ``workers`` threads with one
     BLAS thread each, as the per-bin contraction does: NumPy's own BLAS threads spin between
-    calls and, on a machine where another process holds a core, made these GEMMs and the
-    next ``scipy.fft`` call up to 10x slower. Every column is computed by one thread, so the
-    result does not depend on ``workers``."""
+    calls and, on a machine where another process holds a core, make these GEMMs and the
+    next ``scipy.fft`` call several times slower (docs/fft.md, "Kernel spectra"). Every
+    column is computed by one thread, so the result does not depend on ``workers``."""
     cols = b.shape[-1]
     threads = min(workers, cols // 64)
     if threads < 2 or out.size * a.shape[1] < _MIN_THREADED_MACS:
@@ -356,7 +346,8 @@ def spectrum_features(geom, small, fuse=True):
     per-bin contraction's tiny matrices (a DFT matrix is one well-shaped GEMM). When axis 0
     is left to the contraction (``fuses_lead``), its DFT counts a quarter multiply-add per
     bin, weight and centred tap (``fft_contract_dft``: two real multiply-adds per bin and
-    term, in cache: measured ~2x the contraction's rate per multiply-add, 2-core AMD EPYC);
+    term, in cache: about twice the contraction's rate per multiply-add, docs/fft.md,
+    "Kernel spectra");
     ``fuse=False``: the spectra are made whole (an overlap-save call's)."""
     nd = geom.ndim
     taps = phase_taps(geom)

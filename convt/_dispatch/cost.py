@@ -61,7 +61,8 @@ def isa_cached(maxsize):
 
 
 # Geometries are frozen and the rule is pure (given CONSTANTS, whose changes clear the cache,
-# and the ISA level): one-shot calls on a shape seen before skip the per-axis counts (~20 us).
+# and the ISA level): one-shot calls on a shape seen before skip the per-axis counts
+# (docs/performance.md, "Figures moved out of code comments").
 @isa_cached(maxsize=256)
 def direct_kind(geom):
     """The direct backend's variant for ``geom`` (a ``DirectKind``): the registry's rule."""

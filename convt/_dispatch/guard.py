@@ -33,8 +33,9 @@ MEMORY_LIMIT = None
 # scipy.fft plans transforms of up to 2**60 samples, so 2**58 leaves room for both.
 MAX_FRAME = 2**58
 # Every backend plans per output phase (residue of the output index modulo the stride, per
-# axis) in Python: measured 40-90 us and 160-400 bytes per phase (2-core EPYC, loaded), so
-# 2**18 phases plan in up to ~25 s. fcn32s's 32 x 32 is 1024; 3-D stride 64 is 2**18.
+# axis) in Python, at tens of microseconds and a few hundred bytes a phase, so 2**18 phases
+# already plan for tens of seconds (docs/performance.md, "Figures moved out of code
+# comments"). fcn32s's 32 x 32 is 1024; 3-D stride 64 is 2**18.
 MAX_PHASES = 2**18
 
 

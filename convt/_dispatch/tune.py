@@ -53,16 +53,17 @@ _store = {"dir": None, "env_checked": False}
 # Timing of candidates: a warm-up call each, then up to _ROUNDS interleaved rounds (one timed
 # call of each candidate per round, so load from other processes hits all alike, each right
 # after an untimed call of itself: timed straight after another backend's call, a small call
-# ran up to 3.5x its repeated time on issue 38's random sweep, docs/dispatch.md), best-of;
-# rounds stop early once _BUDGET_S has passed and _MIN_ROUNDS are done.
+# runs up to several times its repeated time; docs/dispatch.md, "The GEMM variant as BLAS runs
+# it"), best-of; rounds stop early once _BUDGET_S has passed and _MIN_ROUNDS are done.
 _ROUNDS = 15
 _MIN_ROUNDS = 3
 _BUDGET_S = 1.0
 # A close call (the two best within _CLOSE of each other) gets more passes of as many rounds,
 # up to _CLOSE_PASSES in all and _CLOSE_BUDGET_S of extra time, while the two stay within
-# _CLOSE of each other and further apart than _TIE: on issue 38's random sweeps most of tune's
-# misses of 1.10x were such pairs, which one measurement of each backend a second apart ranked
-# the other way (docs/dispatch.md, "The random sweep"); within _TIE either pick is as good.
+# _CLOSE of each other and further apart than _TIE: one measurement of each may rank such a
+# pair the other way from the next, and tune's misses on the random sweeps are mostly such
+# pairs (docs/dispatch.md, "The random sweep" and "FFT and depthwise estimates, tune's close
+# calls"); within _TIE either pick is as good.
 _CLOSE = 1.25
 _CLOSE_PASSES = 4
 _CLOSE_BUDGET_S = 2.0

@@ -15,8 +15,9 @@ __all__ = ["ALL_FLOATS", "as_array", "common_dtype", "compute_dtype", "dtype_nam
 ALL_FLOATS = ("float64", "float32", "float16", "bfloat16")
 
 
-# dtype -> name: numpy computes ``dtype.name`` in Python (about 2 us); a one-shot call asks
-# for it several times (seven on a 2-D call).
+# dtype -> name: numpy computes ``dtype.name`` in Python, each time (docs/performance.md,
+# "Figures moved out of code comments"); a one-shot call asks for it several times (seven on
+# a 2-D call).
 _NAMES = {}
 
 

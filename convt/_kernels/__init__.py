@@ -109,9 +109,9 @@ import os as _os
 # How long libgomp's idle threads spin before they sleep, set before libgomp loads (it reads its
 # environment once, when loaded: the first kernel import below is that moment in most
 # processes). libgomp's default, 300,000 spins (about 7 ms on an AMD EPYC Zen 4), keeps a core
-# busy after every call: a NumPy sgemm started right after a convt call took 2.4-3.8x its time
-# after another sgemm. 10,000 spins (about 0.25 ms) still cover the gaps inside a call and
-# between back-to-back calls (docs/threads.md has the measurements). The user's own
+# busy after every call and slows whatever runs next beside it. 10,000 spins (about 0.25 ms)
+# still cover the gaps inside a call and between back-to-back calls (docs/threads.md, "Idle
+# threads and the neighbours", has the measurements). The user's own
 # OMP_WAIT_POLICY or GOMP_SPINCOUNT wins; the variable is removed again once libgomp has read it,
 # so other libraries and child processes see the environment the user set.
 SPIN_COUNT = 10000

@@ -38,9 +38,9 @@ in registers as it is split into even and odd positions (_cwkernel.h's convt_cw_
 place as float32 x is read; a 16-bit copy with zeros at the data's ends) and the bound is
 tested on the 16-bit bits (_past16), so a 16-bit call makes no widening pass of x, nor a
 widened copy of its segments; each task prefetches a segment _AHEAD channels before it
-reads it (x is cold from the caches when other layers run between calls: hifigan_up3,
-docs/performance.md). A NaN sends the call to the micro variant, so F16C's quieting of a
-signaling NaN never reaches y.
+reads it (x is cold from the caches when other layers run between calls; docs/performance.md,
+"Channels-first Winograd: 16-bit x widened in its rows, prefetched"). A NaN sends the call to
+the micro variant, so F16C's quieting of a signaling NaN never reaches y.
 
 16-bit y (y16) is written as it is too: at S = 2 each row's outputs of a block are rounded in
 registers as convt_cw_out16_f32 stores them; for other strides they are combined into a

@@ -146,8 +146,8 @@ _KERNEL_MAX = {
 
 # Whether this CPU runs a zmm operation as two ymm halves through 256-bit load ports (AMD
 # Zen 4: _isa.h). There the kernels below, whose zmm loads cross more cache lines than their
-# ymm ones, run their AVX2 bodies at level 2: their zmm bodies measured slower, depthwise
-# 3-7%, cfwino 6-10% (docs/performance.md, "AVX-512 bodies of the memory-bound kernels").
+# ymm ones, run their AVX2 bodies at level 2: their zmm bodies run slower there
+# (docs/performance.md, "AVX-512 bodies of the memory-bound kernels").
 # A test sets it False to run the zmm bodies.
 ZMM_HALVES = bool(convt_cpu_zmm_halves())
 _YMM_ON_HALVES = frozenset({"depthwise", "cfwino"})

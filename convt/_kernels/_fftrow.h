@@ -1,6 +1,6 @@
 /* Inner loops of the FFT backend's per-bin contraction (_fftmul.pyx), one body compiled for
  * each ISA level of _isa.h: the portable build is SSE2 only, and these loops (unit-stride
- * streams over output channels) run about 2-4x faster in 256- or 512-bit vectors with FMA.
+ * streams over output channels) run several times faster in 256- or 512-bit vectors with FMA.
  * GCC vectorises the plain C bodies under each target attribute; a body's result depends on
  * the level (FMA contraction), never on the thread count.
  *
@@ -21,7 +21,7 @@
 /* fftrow_dft reads A packed by _fftmul.pyx: per row rr, blocks of this many weights, each
  * block holding every term's E and O (real then imaginary parts): one contiguous stream per
  * row. With A's natural layout the taps' lines lie a multiple of 4 KiB apart when
- * C_in/G * C_out/G is a multiple of 1024, and their loads collided in the L1 sets, 4x slower.
+ * C_in/G * C_out/G is a multiple of 1024, and their loads would collide in L1 sets.
  *
  * The taps are centred (c = (Q - 1) / 2, Q made odd with a zero tap): with theta = 2 pi f / L0,
  * sum_k e^(-i theta k) A[k] = e^(-i theta c) (U - i V), U = sum_t cos(theta t) E_t,
@@ -29,8 +29,8 @@
  * O_0 = 0): real coefficients, half the multiply-adds of the plain sum, and row L0 - f is
  * e^(+i theta c) (U + i V) from the same sums. The phase goes on the row's input instead
  * (C_in/G values, not C_in/G * C_out/G). Two rows f (a, b) share every load. The eight output
- * rows lie n reals apart in s, n a block more than the weights (not a multiple of 4 KiB:
- * loads after stores 4 KiB apart were measured 3x slower). */
+ * rows lie n reals apart in s, n a block more than the weights (not a multiple of 4 KiB: a
+ * load after a store 4 KiB apart stalls). Both effects: docs/fft.md, "Kernel spectra". */
 #define CONVT_FFTROW_BLOCK 16
 
 /* Loads and stores of GCC vector types at any alignment (vmovups). */
@@ -39,7 +39,7 @@
 
 /* T the real type, SUF the name suffix, ATTR the target attribute, VB the vector bytes. The
  * loops keep their sums in vector registers over the reduction (c, or the taps k) and store
- * each once: written as plain loops, GCC kept them in memory (a load and a store per FMA). */
+ * each once: written as plain loops, GCC keeps them in memory (a load and a store per FMA). */
 #define CONVT_FFTROW_BODIES(T, SUF, ATTR, VB)                                                 \
 typedef T convt_v_##SUF __attribute__((vector_size(VB)));                                    \
 ATTR static void fftrow_contract_##SUF(const T *restrict x, const T *restrict wr,            \
@@ -232,9 +232,9 @@ CONVT_FFTROW_BODIES(double, d_avx512, CONVT_FFTROW_AVX512, 64)
 #define CONVT_FFTROW_PICK(SUF_T, NAME, ARGS) do { (void) isa; NAME##_##SUF_T##_c ARGS; } while (0)
 #endif
 
-/* The contraction's rows are short (C_out/G outputs): 512-bit vectors left most of them to
- * the scalar tail, measured 1.8x slower than 256-bit on Zen 4; the DFT's packed blocks are
- * full vectors. */
+/* The contraction's rows are short (C_out/G outputs): 512-bit vectors leave most of them to
+ * the scalar tail, slower than 256-bit ones (docs/performance.md, "Figures moved out of code
+ * comments"); the DFT's packed blocks are full vectors. */
 enum { fftrow_contract_wide = 0, fftrow_dft_wide = 1, fftrow_packw_wide = 1 };
 
 static inline void fftrow_contract_f(int isa, const float *x, const float *wr, const float *wi,

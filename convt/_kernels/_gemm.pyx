@@ -98,8 +98,8 @@ cdef inline void _gemm_cf(int m, int n, int k, const real* a, int lda, const rea
     # Column-major C[m, n] (+)= A[m, k] @ B[k, n]: channels-first input (A's columns are
     # channel planes, lda = one image of the grid), the row-major (k, n) weights read as a
     # transposed column-major operand, and a channel-major tile (C's columns are channels).
-    # Only the small weight operand is transposed (BLAS packs it anyway): measured within
-    # 2-7% of a plain NN product, where a transposed input operand cost up to 2x.
+    # Only the small weight operand is transposed (BLAS packs it anyway; a transposed input
+    # operand slows it: docs/performance.md, "Figures moved out of code comments").
     cdef char nt = b"N"
     cdef char tr = b"T"
     cdef real one = 1
@@ -223,7 +223,7 @@ cdef void _write_ncx(int isa, const real* t, int64_t R, int64_t r0, int64_t m,
                      const int64_t* d, const int64_t* ystr) noexcept nogil:
     # Channels-first y from a channel-major tile (column stride R): channel by channel, all
     # of the task's rows, so each channel's writes sweep one region of its plane (the
-    # hardware prefetcher follows; going position by position over all channels stalled on
+    # hardware prefetcher follows; going position by position over all channels stalls on
     # store misses, one plane apart each). Per phase, a unit-stride tile read and a
     # stride-s2 write; the s2 phases that interleave on one output line follow each other,
     # so the line is completed while in L1. Stride 2 along a contiguous last axis: the two

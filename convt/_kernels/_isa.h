@@ -120,7 +120,7 @@ static inline int convt_cpu_bf16(int isa)
 
 /* 1 on a CPU that runs each 512-bit operation as two 256-bit halves through 256-bit load
  * ports: AMD family 19h (Zen 3 has no AVX-512, so Zen 4). There the zmm bodies of the
- * load-bound kernels measured slower than their ymm ones (docs/performance.md, "AVX-512
+ * load-bound kernels run slower than their ymm ones (docs/performance.md, "AVX-512
  * bodies of the memory-bound kernels"), and _cpu.pyx caps those kernels at AVX2. Zen 5
  * (family 1Ah) has full-width units. */
 static inline int convt_cpu_zmm_halves(void)

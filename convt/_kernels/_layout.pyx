@@ -2,16 +2,16 @@
 
 to_padded_nxc: channels-first x (N, C, I0, I1, I2) -> the interior of a channels-last grid
 xp (N, P0, P1, P2, C) at offset (H0, H1, H2); the halo of xp is left untouched. A transpose:
-NumPy's strided copy runs it at a fraction of the copy bandwidth (3.5 ms for 4 MB, measured
-on the bench machine), so it is blocked here: per input row (n, i0, i1), blocks of 16
-positions (one 64-byte line of each channel's row, read whole) x 8 channels, float32 ones as
-two 8 x 8 register transposes (_transpose.h's convt_t8_f32, AVX2 when the CPU has it). Stores
-of one value at a time, ordered so that a line of xp is filled while in L1, ran at 7 GB/s a
-thread with the channels inner (16 rows of x read in turn, all in one L1 set when a plane
-is a multiple of 4 KiB), 16 GB/s with them outer, 19-31 GB/s transposed in registers
-(float32, 1 thread, bench machine). Rows, in blocks of 256 positions (fewer when there are
-fewer rows than 4 items per thread), are independent: an OpenMP prange over them, each
-written by one thread.
+NumPy's strided copy runs it at a fraction of the copy bandwidth, so it is blocked here: per
+input row (n, i0, i1), blocks of 16 positions (one 64-byte line of each channel's row, read
+whole) x 8 channels, float32 ones as two 8 x 8 register transposes (_transpose.h's
+convt_t8_f32, AVX2 when the CPU has it). Those run faster than stores of one value at a
+time in either loop order: with the channels inner, the 16 rows of x read in turn all fall
+in one L1 set when a plane is a multiple of 4 KiB; with them outer, each value is still a
+store of its own (docs/performance.md, "Figures moved out of code comments").
+
+Rows, in blocks of 256 positions (fewer when there are fewer rows than 4 items per thread),
+are independent: an OpenMP prange over them, each written by one thread.
 
 to_padded_nxc16: the same from 16-bit x (float16 or bfloat16, as uint16 bits) into a float32
 grid, widened in the same pass (_half.h: 8 rows of 8 values widened in registers, then
@@ -222,10 +222,10 @@ def to_padded_nxc(const real[:, :, :, :, ::1] x,   # IN  (N, C, I0, I1, I2)
     """Copy x into xp's interior; releases the GIL. Returns True, or with spare_bits >= 0
     whether every value of x passes _wino.wino_ready's bound for spare_bits, tested as the
     transpose reads it (8 x 8 blocks in registers, the rest right after their copy): the
-    Winograd variant's separate pass over the grid and its parallel region go (transpose +
-    test of hifigan_up3's 2 MB: median 0.177-0.183 -> 0.152-0.153 ms; of dcgan_g3's 4 MB
-    0.306-0.384 -> 0.296-0.367; 2 threads). Tested in registers, hifigan_up3's: 0.135-0.140
-    -> 0.100-0.101 ms, the transpose alone 0.083-0.086 (medians of 300, three runs)."""
+    Winograd variant needs no separate pass over the grid, nor a parallel region of its
+    own, for the test: the two cost more than testing in registers as the transpose reads
+    (docs/performance.md, "The direct backend's variants", and "Figures moved out of code
+    comments")."""
     cdef _Walk g = _walk(x.shape, xp.shape, halo, num_threads)
     cdef int64_t item, bad = 0
     cdef _Item at
@@ -321,11 +321,11 @@ def merge_iox(const real[::1] w,             # IN  IOX weights, flat (G*Cg, Mg, 
     side along the output channels, so one GEMM covers several phases reading the same input
     (convt._backends.direct.gemm). Per input channel (row r of w), its (Mg, Kt) block is transposed
     _MERGE_TAPS taps at a time into the thread's scratch (``_row``: 8 x 8 register transposes
-    for float32), then each tap's Mg weights are copied to their place in one run. Stores
-    of one value at a time, 16 taps per pass, ran fcn32s_k64's 7.2 MB (4096 taps, Mg 21) in
-    1.6 ms on 2 threads (3.0 on one) against 0.2 for a copy. Rows are independent, one
-    thread each. Releases the GIL. Returns whether every weight is finite (no NaN, no Inf),
-    tested by the transpose as it reads them."""
+    for float32), then each tap's Mg weights are copied to their place in one run: stores of
+    one value at a time run several times slower than a copy (docs/performance.md, "Figures
+    moved out of code comments"). Rows are independent, one thread each. Releases the GIL.
+    Returns whether every weight is finite (no NaN, no Inf), tested by the transpose as it
+    reads them."""
     cdef int64_t Kt = dst.shape[0], rows, r, k0, kend, k, bad = 0
     cdef const real* src
     cdef real* sc

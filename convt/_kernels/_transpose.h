@@ -126,8 +126,8 @@ static inline void convt_t8_f32(int isa, const float* src, int64_t lds, float* d
 /* convt_t8_f32's transpose, and 1 when a value of the block has an exponent field of at
  * least (0xff - spare) (NaN, +-Inf, or too large for a signed sum of 2^spare of them:
  * _finite.pxd's _exponent_at_least), else 0. The AVX2 body tests the 8 rows it loaded, in
- * registers: the Winograd variant's transpose of x, tested in a second pass over each block,
- * took 0.128 ms for hifigan_up3's 2 MB, 0.066 without the test (2 threads). */
+ * registers: a second pass over each block for the test about doubles the transpose's time
+ * (docs/performance.md, "Figures moved out of code comments"). */
 #define CONVT_T8C_GENERIC(NAME, T, U, EXP_ONES, MANT_BITS)                               \
 static int NAME(const T* src, int64_t lds, T* dst, int64_t ldd, int spare)               \
 {                                                                                        \
@@ -185,8 +185,8 @@ CONVT_T8C_DISPATCH(convt_t8c_f32, float)
 
 /* The float64 transposes of 8 x 8 blocks, as convt_t8_f32 and convt_t8c_f32 (the exponent
  * bound on the 11-bit field: 0x7ff - spare); the AVX2 body as four 4 x 4 register
- * transposes. The scalar loops they replace ran hifigan_up3's float64 layout changes (x in,
- * y out) at 38% of its call (perf, 2 threads). */
+ * transposes: scalar loops make float64 layout changes a large share of a call
+ * (docs/performance.md, "The direct backend's variants"). */
 CONVT_T8C_GENERIC(convt_t8c_f64_generic, double, uint64_t, 0x7ff, 52)
 
 #if CONVT_HAVE_AVX2_PATH

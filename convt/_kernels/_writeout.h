@@ -207,12 +207,12 @@ static void convt_cf16_h16_generic(int kind, const float* ta, const float* tb, i
  * and bits, 4 of its blocks at once): each tile row's 16 sums plus the bias vector are
  * rounded in place (bfloat16: round to nearest even in integers, as _half.h's convt_f2bf,
  * float32 subnormals included; float16: vcvtps2ph, as convt_narrow16_avx512), two rows'
- * (or two phases') 16 bits joined into 32-bit slots, then
- * a 32-bit transpose, so that each channel's 16 outputs (32 bytes), or with tb the pair's 32
- * (one 64-byte store), go out at once: dcgan_g3's write-out was 7% of its bfloat16 call in
- * the 8 x 8 AVX2 blocks, whose per-vector rounding cost as much as the transposes
- * (docs/performance.md); float16 grouped_g8's 8 x 8 blocks stored each 64-byte line of y
- * in two halves. A block holding a NaN takes the portable body (NumPy's NaN bits).
+ * (or two phases') 16 bits joined into 32-bit slots, then a 32-bit transpose, so that each
+ * channel's 16 outputs (32 bytes), or with tb the pair's 32 (one 64-byte store), go out at
+ * once: the 8 x 8 AVX2 blocks round vector by vector, at the cost of their transposes, and
+ * store each 64-byte line of a pair's y in two halves (docs/performance.md, "bfloat16 tiles:
+ * border taps skipped row by row, an AVX-512 write-out" and "float16 grouped_g8: whole lines
+ * of y, streamed"). A block holding a NaN takes the portable body (NumPy's NaN bits).
  * vcvtne2ps2bf16 is not used: it flushes float32 subnormals to zero. The rounding:
  * _half.h's CONVT_RNE_BF16_512. */
 __attribute__((target(CONVT_AVX512_TARGET)))

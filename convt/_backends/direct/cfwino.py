@@ -39,10 +39,9 @@ _MAX_CHANNELS = 2048
 _MAX_STRIDE = 16
 # The products' weights at most (3 S x C_in x 4 ceil(Mg / 4) values): every block streams
 # all of them from L3 or memory for its 3 vectors of tiles, where the NXC kernel's tasks reuse
-# a phase's weights over 128-192 tile rows. In-process A/B against the NXC kernel, 2 threads,
-# 2026-11-22 (docs/scripts/cf_strides.py; docs/performance.md, "Channels-first Winograd"):
-# up to 6.3 MB 1.06-1.33x faster; HiFi-GAN's 512 -> 256 stride-8 layer, 12.6 MB, 0.89-1.05x
-# in float32, and 25 MB in float64 0.57-0.67x.
+# a phase's weights over 128-192 tile rows: up to about 6 MB this kernel is the faster, at
+# HiFi-GAN's 12.6 MB a tie and past it slower (in-process A/B against the NXC kernel,
+# docs/scripts/cf_strides.py; docs/performance.md, "Channels-first Winograd").
 _MAX_WEIGHT_BYTES = 8 << 20
 
 

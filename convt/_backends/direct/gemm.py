@@ -75,7 +75,8 @@ def grid_shape(geom):
 
 
 # Shared by the cost model (gemm_calls) and the plan (Gemm.layout): built once per geometry
-# (20-50 ms in Python for 3,000-4,000 taps). Read-only: the kernel only reads its arrays.
+# (it loops over the taps in Python, slow for thousands of taps (docs/performance.md, "Figures moved out of code comments")). Read-only: the kernel
+# only reads its arrays.
 @functools.lru_cache(maxsize=32)
 def gemm_layout(geom):
     """The ``GemmLayout`` of ``geom`` (any rank, padded to 3 spatial axes)."""
@@ -206,7 +207,7 @@ def merged_weights(layout, w_iox, workers, buffer=None):
     return out, bool(finite)
 
 
-# Smaller weights merge faster than a thread team starts (~0.5 ms of copying at this size).
+# Smaller weights merge faster than a thread team starts (docs/performance.md, "Figures moved out of code comments").
 _PARALLEL_MERGE_VALUES = 1 << 19
 
 
@@ -221,9 +222,8 @@ ISA = -1
 _MIN_TILE_ROWS = 64
 _MAX_SET = 64         # phases per set (the kernel keeps per-set tables on the stack)
 # Tile row width (phases x C_out) of a set. BLAS repacks the whole weight operand (Cg x N)
-# at every call, so a GEMM needs M (tile rows) well above a few dozen for that to vanish:
-# hifigan_up1 with 8 merged phases (N = 2048, M = 64) spent 36% of its time packing weights
-# (perf, one thread). 512 keeps M >= 256 within the tile budget.
+# at every call, so a GEMM needs M (tile rows) well above a few dozen for that to vanish
+# (docs/performance.md, "Figures moved out of code comments"). 512 keeps M >= 256 within the tile budget.
 _SET_VALUES = 512
 _BIAS_ROWS = 64   # output rows (of Q2 positions) per task of a phase that only holds the bias
 # Task kinds, as the kernel (convt._kernels._gemm) numbers them.
@@ -321,7 +321,7 @@ def _run_gemm(xa, state, geom, plan, out=None):
 # M N K <= 100**3 (x86-64 builds set SMALL_MATRIX_OPT; that bound in the permits of kernel/
 # generic/ and, on AVX-512 cores, kernel/x86_64/sgemm_small_kernel_permit_skylakex.c), else
 # packed, in blocks of 16 of N (0.3.30's SkylakeX kernels here: sgemm_kernel_16x4) whose
-# narrow tails reuse a packed value less: K = 85, N = 2-32, 24 to 9 ns a row (docs/dispatch.md).
+# narrow tails reuse a packed value less (docs/dispatch.md, "The GEMM variant's BLAS paths").
 _BLAS_SMALL_MNK = 100 ** 3
 _BLAS_UNROLL_N = 16
 # Grid pixels (halo included) per input + output pixel beyond which the GEMM variant is not
@@ -448,10 +448,9 @@ class Gemm(Variant):
         # The GEMMs as the kernel issues them (gemm_calls), in place of ``kind.macs / rate``
         # (which the registry adds): m x k x n multiply-adds at the rate x m / (m +
         # gemm_rows_half) x n / (n + gemm_channel_half) x k / (k + gemm_depth_half) (a
-        # shallow product is bound by C's update: 2d_n3_c2-38_i21x21_k29x29_s2x2 4.5 ms,
-        # priced 2.6 without it); gemm_stream_s per value of A a packed call packs
-        # (_BLAS_SMALL_MNK; once priced for any A above L2, which overpriced unpacked calls
-        # 3.7x: 3d_n2_c85-2_i6x6x10_k6x6x6_s2x2x2_d2x2x2_f64, 5.4 ms priced 20.6);
+        # shallow product is bound by C's update); gemm_stream_s per value of A a packed call
+        # packs (_BLAS_SMALL_MNK: an unpacked call streams nothing extra, whatever A's size;
+        # both: docs/dispatch.md, "The GEMM variant's BLAS paths");
         # gemm_write_s per output value (its strided write-out); in grid mode gemm_call_s
         # per GEMM, gemm_line_s per segment of the write-out (write_segments).
         batch_rows = kind.mode == "batch-rows"

@@ -48,9 +48,9 @@ _TAKES_FROM = ("micro", "winograd", "upsample", "gemm")
 # does not lose to the float32 path.
 _PAD_OK = 2.0
 # The bfloat16 tiles' multiply-adds per second relative to the float32 ones (micro_rate): the
-# float32 micro variant's time over this one's on the 8 dense layers of shared/bench, 1.57
-# (grouped_g8) to 2.14 (dcgan_g1), geometric mean 1.86 (AMD EPYC Zen 4, 2 threads,
-# 2026-11-26; docs/performance.md). vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
+# float32 micro variant's time over this one's on the 8 dense layers of shared/bench, by
+# their geometric mean (docs/performance.md, "bfloat16 on AVX512-BF16 dot products").
+# vdpbf16ps does 32 multiply-adds a zmm to the FMA's 16.
 _BF16_RATE = 1.9
 # Packs of at least this many slots (pairs) run on every worker: inside a one-shot call the
 # thread team is warm, so 2 workers halve packs far below the float32 packs'
@@ -107,9 +107,9 @@ class MicroBf16(Variant):
 
     def pack_seconds(self, geom, kind, c, itemsize, threads):
         # the 16-bit weights read and written once by the pair pack (packed_pairs; not the
-        # compute dtype's 4 bytes a value of the default, which priced dcgan_g1's and
-        # hifigan_up1's pack 1.7 ms against 0.31-0.33 ms measured), on every worker from
-        # _PARALLEL_PAIRS slots
+        # default's 4 bytes a value of the compute dtype, which prices this pack several
+        # times too high: docs/performance.md, "bfloat16 one-shot calls: the pair pack"),
+        # on every worker from _PARALLEL_PAIRS slots
         pack = threads if bf16_layout(geom).packed >= _PARALLEL_PAIRS else 1
         return 2 * 2 * geom.weights / c["pairs_bytes_per_s"] / parallel(pack, c)
 
@@ -150,7 +150,8 @@ class MicroBf16(Variant):
 @functools.lru_cache(maxsize=64)
 def _fits(geom):
     # MicroBf16.fits past the dtype and variant: a function of the geometry alone, kept
-    # (micro_macs took 18 us of every one-shot call's planning). It reads _PAD_OK and
+    # (micro_macs is a visible part of a one-shot call's planning: docs/performance.md,
+    # "bfloat16 one-shot calls: the pair pack"). It reads _PAD_OK and
     # MAX_GEMM_WASTE: whoever patches them must call _fits.cache_clear() too.
     if geom.c_in == 0 or geom.c_out == 0:
         return False
@@ -205,9 +206,9 @@ def bf16_layout(geom):
 
 def _even_tasks(tasks, phases, n, mb, batch_inner=False):
     """``tasks`` (first phase, phases, first row, rows) with each set's rows cut into as many
-    blocks as before, as equal as they come: micro_layout cut dcgan_g3's 4096 rows into 21
-    blocks of 192 and one of 64, so one thread ran 11 full blocks and the other 10 and the
-    short one. The rows each output is summed over, and so its bits, do not depend on the
+    blocks as before, as equal as they come: micro_layout cuts dcgan_g3's 4096 rows into 21
+    blocks of 192 and one of 64, so one thread would run 11 full blocks and the other 10 and
+    the short one. The rows each output is summed over, and so its bits, do not depend on the
     cut. A set whose last block holds at least half a block's rows (dcgan_g1: 90, 90, 76)
     keeps its cut. Blocks are of whole output lines (``_line``) where the set's phases have
     lines of 12 to ``mb / 4`` rows: dcgan_g3's 4096 then go as 14 x 192 + 8 x 176, and

@@ -80,8 +80,9 @@ def pack_weights(w_iox, groups, dtype, workers=1):
         wg = w_iox.reshape(groups, cg, mg, *kernel).transpose(0, *range(3, 3 + nd), 1, 2)
         out[...] = wg.reshape(out.shape)
         return out
-    # NumPy's strided copy runs this transpose at ~1 GB/s (10 ms for 8 MB of weights, a
-    # one-shot call's whole budget); the blocked kernel at copy speed.
+    # NumPy's strided copy runs this transpose far below copy bandwidth, slow enough to
+    # take a one-shot call's whole budget on large weights (docs/performance.md, "Figures
+    # moved out of code comments"); the blocked kernel runs at copy speed.
     w3 = np.ascontiguousarray(w_iox, dtype=dtype).reshape(groups, cg, mg, kt)
     o4 = out.reshape(groups, kt, cg, mg)
     threads = workers if out.size >= _PARALLEL_PACK_VALUES else 1
@@ -165,9 +166,10 @@ class Pixel(Variant):
     def f64_slowdown(self, geom, kind, c):
         # Of the time an input channel's step takes, mg / (mg + pixel_channel_half) is its
         # loop over mg output channels, which float64 slows by direct_f64 (twice the
-        # vectors); the rest, the step's set-up, it does not: 1d_n3_c215-13_i22_k364_s4_d3
-        # ran 11.6 ms in float64, priced 23.0 at direct_f64; mg = 2-8 layers ran as fast
-        # in float64 as in float32 (docs/dispatch.md, "The GEMM variant's BLAS paths").
+        # vectors); the rest, the step's set-up, it does not: layers of 2-8 output channels
+        # run as fast in float64 as in float32 (docs/dispatch.md, "The GEMM variant's BLAS
+        # paths"; a pixel layer's float64 figures: docs/performance.md, "Figures moved out of
+        # code comments").
         mg = geom.c_out // geom.groups
         half = c["pixel_channel_half"]
         return (mg * c["direct_f64"] + half) / (mg + half)

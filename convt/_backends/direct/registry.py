@@ -133,7 +133,8 @@ def prepare(geom, plan, name, layout):
 
 
 # Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
-# run serially: a 4.6k-MAC call measured 22 us on one thread, 127 us on two.
+# run serially: a thread team's start-up costs more than such a call (docs/performance.md,
+# "Figures moved out of code comments").
 _PARALLEL_MIN_MACS = 1 << 22
 _PARALLEL_MIN_OUTPUTS = 1 << 18
 

@@ -104,7 +104,8 @@ def packed_up(layout, geom, w_iox, bias, buffer=None):
     packed[:, full:] = 0
     src, dst = w[:, :, :4 * full].reshape(g, cg, full, 4), packed[:, :full]
     # each channel's 4 weights of a tile moved as one 16-byte value (complex128): numpy's
-    # transposing copy of float32 quadruples took 3x as long (docs/performance.md)
+    # transposing copy of float32 quadruples goes value by value, several times slower
+    # (docs/performance.md, "One-shot calls: where the time goes; upsample's pack")
     if dt.itemsize in (4, 8) and full:
         src, dst = src.view(np.complex128), dst.view(np.complex128)
     np.copyto(dst, src.transpose(0, 2, 1, 3))
@@ -118,8 +119,9 @@ def packed_up(layout, geom, w_iox, bias, buffer=None):
 
 def _zmm_pads_no_more(geom, itemsize):
     """Whether 64-byte vectors pad the last input axis to no more values than 32-byte ones.
-    Where they pad more, the zmm tile computes and partly stores the padding: vnet3d_up (24
-    values a row: 3 ymm, 2 zmm vectors) ran 1.4x the ymm tile's time (docs/performance.md)."""
+    Where they pad more, the zmm tile computes and partly stores the padding, and is slower
+    than the ymm tile (vnet3d_up's 24 values a row: 3 ymm, 2 zmm vectors; docs/performance.md,
+    "AVX-512 bodies of the memory-bound kernels")."""
     w, v = geom.in_shape[-1], 64 // itemsize
     return -(-w // v) * v <= -(-w // (v // 2)) * (v // 2)
 
@@ -182,7 +184,8 @@ def _run_up(xa, state, geom, plan, out=None):
 
 
 # Input channels per group it takes (beyond, the input block and a tile's weights leave L1
-# and float64 falls behind the GEMM variant: docs/performance.md).
+# and float64 falls behind the GEMM variant: docs/performance.md, "Measurements behind the
+# constants").
 _UP_CHANNELS = (16, 512)
 
 

@@ -38,14 +38,16 @@ __all__ = ["VARIANT", "WinoLayout", "late_sums", "run_wino", "wino_alignment", "
            "wino_layout", "wino_taps", "wino_weights"]
 
 # Packed weights of at least this size are stored past the caches (pack_wino's stream): a
-# one-shot call reads them back from memory anyway (A/B: docs/performance.md, "Measurements behind the constants").
+# one-shot call reads them back from memory anyway (A/B: docs/performance.md, "Measurements
+# behind the constants").
 _STREAM_PACK_BYTES = 8 << 20
 # One-shot calls whose products would take this much sum them in the kernel (late_sums):
 # products made for one call would be written to memory and read back once (dcgan_g1,
 # hifigan_up1; A/B of 2026-11-22: docs/performance.md, "Measurements behind the constants").
 _LATE_SUM_BYTES = 8 << 20
 # Products' weights of at least this many values are summed by all the workers (each value
-# sums up to 27 taps: more work than the micro variant's pack; docs/performance.md).
+# sums up to 27 taps: more work than the micro variant's pack; docs/performance.md,
+# "Measurements behind the constants").
 _PARALLEL_WINO_PACK_VALUES = 1 << 15
 # Kernel taps (wino_taps) pack like the micro variant's weights: threaded from as many values.
 _PARALLEL_PACK_VALUES = micro.PARALLEL_PACK_VALUES
@@ -124,8 +126,9 @@ def tap_values(layout, c_in):
     C_in / G x NR values, then a gap of one 64-byte line (NR values)."""
     # The gap: taps a power of two apart (dcgan_g1, hifigan_up1: 512 KiB) put the 16 lines
     # of a block the pack stores at once, and the taps a late sum reads together, in one
-    # cache set; one line more, and the streamed pack took 0.38 ms against 0.60 (2 threads;
-    # docs/performance.md, "One-shot Winograd: the taps one line apart").
+    # cache set; one line more spreads them over the sets (docs/performance.md, "One-shot
+    # Winograd: the taps one line apart; the IOX weights read directly, measured and not
+    # built").
     return (layout.panels * c_in + 1) * layout.nr
 
 
@@ -142,9 +145,9 @@ def run_wino(xa, layout, geom, wp, bias, workers, arena, isa, late=False, out=No
     # Channels-first y without sets is written channels-last first, then transposed: a
     # sub-phase's outputs are 2 * s apart along the last axis, and stores of one value each
     # into y's channel rows (each 64-byte line filled by 4 phases x 2 sub-phases, from
-    # different tasks) took about 1.5 ms of dcgan_g3's 10.5 on one thread (perf); staged and
-    # transposed, 0.9. A set's task holds all of a line's phases and sub-phases, and writes
-    # them in transposed blocks (_MIN_SET_MB).
+    # different tasks) cost more than staging and transposing (docs/performance.md, "Figures
+    # moved out of code comments"). A set's task holds all of a line's phases and
+    # sub-phases, and writes them in transposed blocks (_MIN_SET_MB).
     staged = geom.data_format == "NCX" and not layout.sets
     ykind = half_kind(out.dtype) if out is not None and out.dtype != ct else None
     if ykind is not None and geom.data_format != "NCX":
@@ -218,7 +221,7 @@ def _run_wino(xa, state, geom, plan, out=None):
 # or less of the micro variant's and both channel counts per group are at least
 # _WINO_MIN_CHANNELS: each product builds its differences (C_in values a row) and each output
 # is combined from 2^w products (C_out values), work only a thick contraction hides
-# (grouped_g8's 32 per group ran 0.80x the micro variant).
+# (docs/performance.md, "Measurements behind the constants", `_WINO_GAIN`).
 _WINO_GAIN = 0.8
 _WINO_MIN_CHANNELS = 64
 
@@ -270,12 +273,12 @@ class Winograd(Variant):
         # A one-shot call with late sums (late_sums) packs the kernel taps (wino_taps: a
         # transpose, read and written once, streamed past the caches) and its tasks sum their
         # phases' product weights from them in the kernel, each product value once per task
-        # holding its phase (dcgan_g1, hifigan_up1 in float32: the taps' pack 0.44 ms, one-
-        # shot minus prepared 0.82-0.97 ms, against 1.70 ms priced at pack_bytes_per_s;
-        # docs/performance.md, "One-shot Winograd: the taps one line apart"). That is
-        # pack_taps' path (float32 compute, 16 output channels a group); float64's taps go
-        # through pack_wino, and its one-shot calls ran the default's price (3.4-3.8 ms over
-        # prepared, priced 3.4). Otherwise the products are packed: the default.
+        # holding its phase: far less than the default prices (docs/performance.md, "One-shot
+        # Winograd: the taps one line apart; the IOX weights read directly, measured and not
+        # built"). That is pack_taps' path (float32 compute, 16 output channels a group);
+        # float64's taps go through pack_wino, and its one-shot calls run at the default's price
+        # (docs/dispatch.md, "The estimates' tail: depthwise tasks and phases, the Winograd
+        # one-shot set-up"). Otherwise the products are packed: the default.
         lay = wino_layout(geom, micro.NR_F32) if itemsize == 4 else None
         if (lay is None or kind.mode == "channels-first" or (geom.c_out // geom.groups) % 16
                 or not late_sums(lay, True, itemsize)):

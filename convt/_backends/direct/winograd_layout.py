@@ -33,19 +33,21 @@ __all__ = ["WinoLayout", "input_bits", "product_bits", "wino_alignment", "wino_a
 # The grid may hold at most this many pixels per input + output pixel: the halo of a heavily
 # cropped or padded layer would otherwise make it, not the data, the size of the call.
 _MAX_GRID_GROWTH = 8
-# A task's product tiles, all held until combined: 1 MiB (dcgan_g1, 2 workers, float32: one
-# task per phase 4.4 ms, two at 512 KiB 5.1).
+# A task's product tiles, all held until combined: 1 MiB (dcgan_g1's A/B: docs/performance.md,
+# "Measurements behind the constants").
 _TILE_BYTES = 1 << 20
 # ... 256 KiB when the weights it streams take at most 1 MiB: more, smaller tasks, whose tiles
-# stay in L2 beside the weights (A/B on the light and heavy layers: docs/performance.md).
+# stay in L2 beside the weights (A/B on the light and heavy layers: docs/performance.md,
+# "Measurements behind the constants").
 _LIGHT_TILE_BYTES = 1 << 18
 _LIGHT_WEIGHT_BYTES = 1 << 20
 # Sets of real phases (the residues of the last axis, run by one task) write channels-first y
 # from their tiles in 8 x 8 transposed blocks, instead of staging it channels-last and
-# transposing it, when a set's tiles fit _SET_RULE_BYTES at this many rows a task (below it,
-# hifigan_up1 and dcgan_g1 ran 0.81-0.86x; docs/performance.md).
+# transposing it, when a set's tiles fit _SET_RULE_BYTES at this many rows a task: with
+# fewer rows the sets run slower than the staged path (docs/performance.md, "Measurements
+# behind the constants").
 _MIN_SET_MB = 96
-_SET_RULE_BYTES = 1 << 20   # (the tile budget this rule was measured with)
+_SET_RULE_BYTES = 1 << 20   # (the tile budget the rule's A/B ran with)
 # Channels a chunk of a product's taps takes when C_in / G is past the micro variant's KC
 # (a 512-channel chunk's panel of 16 outputs: 32 KiB, Zen 4's L1).
 _WIDE_KC = 2 * KC
@@ -326,7 +328,8 @@ def wino_layout(geom, nr, align=None, sets=None):
         tasks += [(ps[0], r0, min(size, rows - r0), len(ps)) for r0 in range(0, rows, size)]
     # chunks of KC channels, as the micro variant's; past KC (one tap a block, whose sums run
     # over the channels in order whatever the chunks: the same bits), up to _WIDE_KC, the
-    # tile's sums stored and reloaded half as often (dcgan_g1 1.05x, hifigan_up1 1.03x)
+    # tile's sums stored and reloaded half as often (docs/performance.md, "hifigan_up1: the
+    # plain product's rows copied, wider channel chunks")
     cc = max(1, min(cg, KC if cg <= KC else _WIDE_KC))
     return WinoLayout(real=np.array(real, np.int64).reshape(-1, 20),
                       prods=np.array(prods, np.int64).reshape(-1, 9),
