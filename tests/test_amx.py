@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt._backends.direct import micro, micro_amx, micro_bf16
+from convt._backends.direct import micro, micro_amx, micro_bf16, storage
 from convt._geometry.geometry import Geometry
 from convt._kernels import _amxemu, _cpu
 
@@ -378,11 +378,11 @@ def test_at_level_3_a_large_result_streams_with_the_plain_stores_bits(level3, mo
 
     monkeypatch.setattr(micro_amx, "run_micro_bf16", spy)
     y = op(x)
-    assert y.nbytes >= micro_bf16._STREAM_BYTES and micro_bf16._streams(y)
+    assert y.nbytes >= storage.STREAM16_BYTES and storage.streams16(y)
     assert modes == [micro_amx.amx_mode(p.state[0].nr) | micro_bf16.BF16_STREAM]
     want = micro_amx.run_f32(x, p.state, p.geom, op._plan).astype(BF16).view(np.uint16)
     np.testing.assert_array_equal(y.view(np.uint16), want)
-    monkeypatch.setattr(micro_bf16, "_STREAM_BYTES", 1 << 62)
+    monkeypatch.setattr(storage, "STREAM16_BYTES", 1 << 62)
     plain = op(x)
     assert plain.flags.owndata and modes[-1] == micro_amx.amx_mode(p.state[0].nr)
     np.testing.assert_array_equal(plain.view(np.uint16), want)

@@ -1,6 +1,6 @@
 """The bfloat16 tiles' rows grouped by the taps they read data for (convt/_kernels/_tile.pxd's
 _rows_outer, kernels of 1-12 rows in _bf16kernel.h) and their AVX-512 write-out
-(_writeout.h's convt_cf16_bf16_avx512), bit for bit against a sequential float32 oracle.
+(_writeout.h's convt_cf16_h16_avx512), bit for bit against a sequential float32 oracle.
 
 The oracle sums, for each output, the products of its taps in ascending kernel index, each
 pair of input channels odd element first (vdpbf16ps's order), one float32 rounding per

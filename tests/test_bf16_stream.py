@@ -1,5 +1,5 @@
-"""The bfloat16 tiles' streamed write-out (_writeout.h's convt_cf16_bf16_avx512 with the
-STREAM mode bit, micro_bf16._streams) and the 64-byte aligned outputs it needs
+"""The bfloat16 tiles' streamed write-out (_writeout.h's convt_cf16_h16_avx512 with the
+STREAM mode bit, storage.streams16) and the 64-byte aligned outputs it needs
 (convt._backends.direct.storage.aligned_empty, Plan.__call__'s 16-bit result): streamed
 stores give the plain stores' bits, on a y of 1 MiB or more whose lines the write-out fills
 whole, and only there."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import convt
-from convt._backends.direct import micro_bf16
+from convt._backends.direct import micro_bf16, storage
 from convt._backends.direct.storage import aligned_empty
 from convt._kernels import _cpu
 
@@ -71,7 +71,7 @@ def test_streamed_stores_give_the_plain_bits(threads, rng):
             assert _address(out) % 64 == 16
         out[...] = np.float32(7.0)   # stale values: every output must be written
         # the gate the call applies, and 64-byte channel rows: the lines filled whole
-        assert micro_bf16._streams(out) == (kind != "unaligned")
+        assert storage.streams16(out) == (kind != "unaligned")
         assert out.strides[1] % 64 == 0
         got[kind] = _runs(op, x, out, stream, threads)
         assert got[kind] is out
@@ -87,17 +87,17 @@ def test_the_call_streams_only_large_aligned_16bit_outputs(rng):
     off a line."""
     op, x = _case(rng)
     y = op(x)
-    assert y.dtype == BF16 and y.nbytes >= micro_bf16._STREAM_BYTES
+    assert y.dtype == BF16 and y.nbytes >= storage.STREAM16_BYTES
     if _cpu.bf16():   # these tiles run the call (else the float32 kernels, rounded after)
-        assert _address(y) % 64 == 0 and micro_bf16._streams(y)
-    assert not micro_bf16._streams(aligned_empty(y.shape, np.float32))
-    small = aligned_empty((micro_bf16._STREAM_BYTES // 2 - 1,), BF16)
-    assert not micro_bf16._streams(small)
+        assert _address(y) % 64 == 0 and storage.streams16(y)
+    assert not storage.streams16(aligned_empty(y.shape, np.float32))
+    small = aligned_empty((storage.STREAM16_BYTES // 2 - 1,), BF16)
+    assert not storage.streams16(small)
     off = aligned_empty((y.size + 1,), BF16)[1:]
-    assert off.nbytes >= micro_bf16._STREAM_BYTES and not micro_bf16._streams(off)
+    assert off.nbytes >= storage.STREAM16_BYTES and not storage.streams16(off)
     op_small, xs = _case(rng, n=2)   # 256 KiB of y: plain stores
     ys = op_small(xs)
-    assert not micro_bf16._streams(ys)
+    assert not storage.streams16(ys)
     if _cpu.bf16():
         assert ys.flags.owndata   # below _STREAM_BYTES: a plain np.empty (new_output16)
         np.testing.assert_array_equal(

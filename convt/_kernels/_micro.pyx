@@ -141,11 +141,11 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
                     real* y, const int64_t* ph, int64_t nph, const int64_t* tap_e, int64_t r0,
                     int64_t m, const int64_t* d, const int64_t* ystr, real* t, const real** ptr,
                     int64_t* off, uint16_t* y16, int kind, int hisa,
-                    int bf16) noexcept nogil:
+                    int bf16, int stream) noexcept nogil:
     # Rows r0..r0+m (clipped to each phase's own rows) of the nph phases of a set from ph:
     # their outputs share lines of y. Each phase's tile at t + p * MB * ldc, its row offsets
     # at off + p * MB (the sub-tiles' tap masks after the set's offsets); then the set is
-    # written.
+    # written (stream: a 16-bit y's whole aligned lines streamed).
     cdef int64_t MB = d[14], ldc = d[15], p, mp
     cdef const int64_t* pp
     for p in range(nph):
@@ -157,7 +157,7 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
                   <uint64_t*> (off + nph * MB), NULL, NULL, NULL, NULL, 0, NULL, bf16)
     if ystr[4] != 1:
         _write_ncx(isa, t, bias, y, ph, nph, r0, m, d, ystr[4], off, y16, kind, hisa,
-                   bf16 & CONVT_BF16_STREAM)
+                   stream)
         return
     for p in range(nph):
         pp = ph + PHASE_COLS * p
@@ -193,10 +193,12 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                                               #     16-bit y (float16 or bfloat16 bits,
                                               #     kind 0 or 1), each value rounded once
                int kind=0,
-               int bf16=0):                   # IN  float32 only: 0, or x, zero and wp hold
+               int bf16=0,                    # IN  float32 only: 0, or x, zero and wp hold
                                               #     bfloat16 pairs and bf16 the mode bits of
                                               #     _bf16kernel.h (_tile.pxd; its STREAM
                                               #     bit: y16's whole lines streamed)
+               int stream=0):                 # IN  y16's whole aligned lines streamed (the
+                                              #     STREAM bit for float32 tiles)
     """Compute y (or y16); releases the GIL. See the module docstring."""
     cdef int64_t ntasks = tasks.shape[0], k, tid
     cdef int64_t MB = dims[14], TB = dims[13], ldc = dims[15], SM = dims[16]
@@ -222,6 +224,7 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
     cdef int64_t pstride = MB * (TB + SM) + MB // CONVT_MR
     cdef uint16_t* y16p = NULL
     cdef int hisa = _half_level(kind, isa)
+    cdef int wstream = stream != 0 or (bf16 & CONVT_BF16_STREAM) != 0
     if y16 is not None:
         if real is float:
             y16p = &y16[0]
@@ -234,4 +237,4 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
             _set_task(isa, xptr, zptr, wptr, bptr, yptr, pptr + PHASE_COLS * tk[0], tk[1], te,
                       tk[2], tk[3], dm, yst, tl + tid * SM * MB * ldc,
                       <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB,
-                      y16p, kind, hisa, bf16)
+                      y16p, kind, hisa, bf16, wstream)

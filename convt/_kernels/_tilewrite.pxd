@@ -1,6 +1,6 @@
 # Tiles of the micro and Winograd variants (_micro.pyx, _wino.pyx) written into y with the
 # bias: channels-last row by row, channels-first in 8 x 8 transposed blocks along runs of rows
-# contiguous in y (_writeout.h's convt_cf8_f32; a bfloat16 y at ISA level 2 in 16 x 16 blocks,
+# contiguous in y (_writeout.h's convt_cf8_f32; a 16-bit y at ISA level 2 in 16 x 16 blocks,
 # convt_cf16_h16), the rest one value per store. cdef inline in
 # a .pxd, as _tile.pxd, so that each module compiles its own copy.
 from libc.stdint cimport int64_t, uint16_t
@@ -19,9 +19,6 @@ cdef extern from "_writeout.h" nogil:
                            uint16_t* dst, int64_t n)
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
     uint16_t convt_narrow1(int kind, float v)
-
-cdef extern from "_half.h" nogil:
-    enum: CONVT_BF16   # the bfloat16 kind
 
 cdef enum:
     _WRITE_ROWS = 16  # tile rows per block of the scalar channels-first write-out
@@ -175,9 +172,11 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
                                  const float* bias, uint16_t* y, int64_t mp, const int64_t* d,
                                  int64_t cs, const int64_t* op, int64_t step,
                                  int stream=0) noexcept nogil:
-    # _write_blocks into a 16-bit y; bfloat16 at ISA level 2 in blocks of 16 channels x 16
-    # rows where they fit (_writeout.h's convt_cf16_h16: the same bits; stream: its whole
-    # aligned 64-byte lines streamed, ordered by convt_store_fence before the return)
+    # _write_blocks into a 16-bit y; at ISA level 2 in blocks of 16 channels x 16 rows where
+    # they fit (_writeout.h's convt_cf16_h16: the same bits; with a pair of phases each
+    # channel's 32 outputs fill a 64-byte line of y at once, where 8 x 8 blocks stored it in
+    # two halves; stream: those whole aligned lines streamed, ordered by convt_store_fence
+    # before the return)
     cdef int64_t G = d[7], Mg = d[9], ldc = d[15], gw = d[10] * d[17]
     cdef int64_t g, mm0, co, i, j, k, h, nc
     cdef const float* a
@@ -192,7 +191,7 @@ cdef inline void _write_blocks16(int hisa, int kind, const float* ta, const floa
                 _cols16(hisa, kind, a, b, ldc, bias + co, y + co * cs, cs, op, 0, mp,
                         Mg - mm0)
                 break
-            nc = 16 if hisa >= 2 and kind == CONVT_BF16 and mm0 + 16 <= Mg else 8
+            nc = 16 if hisa >= 2 and mm0 + 16 <= Mg else 8
             i = 0
             while i < mp:
                 j = i + 1

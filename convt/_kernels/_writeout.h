@@ -3,12 +3,12 @@
  * through register transposes (_transpose.h) in whole vectors of each channel's row.
  *
  * convt_cf8_f32: the micro variant's rows contiguous in y (_tilewrite.pxd), in 8 x 8 blocks;
- * convt_cf8_h16 the same into a 16-bit y, and convt_cf16_h16 a bfloat16 y in 16 x 16 blocks
- * on AVX-512; convt_t8n: the Winograd variant's staged channels-last y into a 16-bit y
- * (_layout.pyx); convt_g8_*: the
- * Winograd variant's sets, a tile row per output (_wino.pyx); convt_zip2_*: the GEMM
- * variant's stride-2 phase pairs from a channel-major tile (_gemm.pyx). Each value takes one
- * rounding (the bias addition), as in the scalar loops they replace: identical results.
+ * convt_cf8_h16 the same into a 16-bit y, and convt_cf16_h16 in 16 x 16 blocks on AVX-512;
+ * convt_t8n: the Winograd variant's staged channels-last y into a 16-bit y (_layout.pyx);
+ * convt_g8_*: the Winograd variant's sets, a tile row per output (_wino.pyx); convt_zip2_*:
+ * the GEMM variant's stride-2 phase pairs from a channel-major tile (_gemm.pyx). Each value
+ * takes one rounding (the bias addition), as in the scalar loops they replace: identical
+ * results.
  */
 #ifndef CONVT_WRITEOUT_H
 #define CONVT_WRITEOUT_H
@@ -203,23 +203,32 @@ static void convt_cf16_h16_generic(int kind, const float* ta, const float* tb, i
 }
 
 #if CONVT_HAVE_AVX2_PATH
-/* The bfloat16 write-out of 16 tile rows x 16 channels on AVX-512 (convt_cf8_h16's formula
+/* The 16-bit write-out of 16 tile rows x 16 channels on AVX-512 (convt_cf8_h16's formula
  * and bits, 4 of its blocks at once): each tile row's 16 sums plus the bias vector are
- * rounded in place (round to nearest even in integers, as _half.h's convt_f2bf, float32
- * subnormals included), two rows' (or two phases') bfloat16 joined into 32-bit slots, then
- * a 32-bit transpose, so that each channel's 16 outputs (32 bytes), or with tb the pair's 32
- * (one 64-byte store), go out at once: dcgan_g3's write-out was 7% of its bfloat16 call in
- * the 8 x 8 AVX2 blocks, whose per-vector rounding cost as much as the transposes
- * (docs/performance.md). A block holding a NaN takes the portable body (NumPy's NaN bits).
+ * rounded in place (bfloat16: round to nearest even in integers, as _half.h's convt_f2bf,
+ * float32 subnormals included; float16: vcvtps2ph, as convt_narrow16_avx512), two rows'
+ * (or two phases') 16 bits joined into 32-bit slots, then a 32-bit transpose, so that each
+ * channel's 16 outputs (32 bytes), or with tb the pair's 32 (one 64-byte store), go out at
+ * once: the 8 x 8 AVX2 blocks round vector by vector, at the cost of their transposes, and
+ * store each 64-byte line of a pair's y in two halves (docs/performance.md, "bfloat16 tiles:
+ * border taps skipped row by row, an AVX-512 write-out" and "float16 grouped_g8: whole lines
+ * of y, streamed"). A block holding a NaN takes the portable body (NumPy's NaN bits).
  * vcvtne2ps2bf16 is not used: it flushes float32 subnormals to zero. The rounding:
  * _half.h's CONVT_RNE_BF16_512. */
 __attribute__((target(CONVT_AVX512_TARGET)))
-static inline __m512i convt_bf16_join512(__m512i lo, __m512i hi)
+static inline __m512i convt_h16_join512(int kind, __m512i lo, __m512i hi)
 {
-    /* 32-bit slots of (lo's bfloat16, hi's bfloat16), each rounded: the low half from lo's
-     * rounded high bits, the high half hi's rounded high bits (the low 16 bits dropped) */
-    return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(CONVT_RNE_BF16_512(lo), 16),
-                                   CONVT_RNE_BF16_512(hi));
+    /* 32-bit slots of (lo's 16 bits, hi's 16 bits), each rounded (no NaN). bfloat16: the
+     * low half from lo's rounded high bits, the high half hi's rounded high bits (the low 16
+     * bits dropped); float16: vcvtps2ph's rounding (_half.h), widened into the slots */
+    if (kind == CONVT_BF16)
+        return _mm512_mask_blend_epi16(0xAAAAAAAAu,
+                                       _mm512_srli_epi32(CONVT_RNE_BF16_512(lo), 16),
+                                       CONVT_RNE_BF16_512(hi));
+    __m256i l = _mm512_cvtps_ph(_mm512_castsi512_ps(lo), _MM_FROUND_TO_NEAREST_INT);
+    __m256i h = _mm512_cvtps_ph(_mm512_castsi512_ps(hi), _MM_FROUND_TO_NEAREST_INT);
+    return _mm512_or_si512(_mm512_cvtepu16_epi32(l),
+                           _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 __attribute__((target(CONVT_AVX512_TARGET)))
@@ -252,10 +261,10 @@ static inline void convt_tr16_i32(__m512i* r)
 }
 
 __attribute__((target(CONVT_AVX512_TARGET)))
-static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc,
-                                   const float* bias, uint16_t* y, int64_t cs, int stream)
+static void convt_cf16_h16_avx512(int kind, const float* ta, const float* tb, int64_t ldc,
+                                  const float* bias, uint16_t* y, int64_t cs, int stream)
 {
-    /* tb == NULL: y[j*cs + k] = bf16(ta[k*ldc + j] + bias[j]); otherwise y[j*cs + 2k] from
+    /* tb == NULL: y[j*cs + k] = narrow(ta[k*ldc + j] + bias[j]); otherwise y[j*cs + 2k] from
      * ta and y[j*cs + 2k + 1] from tb; j, k < 16. stream: the 64-byte stores of a tb block
      * go past the caches (no read of y's lines for ownership) where y and cs keep them on
      * 64-byte lines; the caller orders them (_isa.h's convt_store_fence) before y is read */
@@ -274,13 +283,13 @@ static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc
         }
     }
     if (nan) {
-        convt_cf16_h16_generic(CONVT_BF16, ta, tb, ldc, bias, y, cs);
+        convt_cf16_h16_generic(kind, ta, tb, ldc, bias, y, cs);
         return;
     }
     if (tb != NULL) {
         /* slot k of channel j: (ta's, tb's) row k */
         for (k = 0; k < 16; k++)
-            a[k] = convt_bf16_join512(a[k], b[k]);
+            a[k] = convt_h16_join512(kind, a[k], b[k]);
         convt_tr16_i32(a);
         if (stream && ((((uintptr_t) y) | (uintptr_t) (cs * 2)) & 63) == 0) {
             for (k = 0; k < 16; k++)
@@ -295,7 +304,7 @@ static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc
         /* slot k of channel j: rows 2k, 2k + 1; channels 0-7 and 8-15 as two 8 x 8 blocks */
         __m256 lo[8], hi[8], c[8];
         for (k = 0; k < 8; k++) {
-            __m512i p = convt_bf16_join512(a[2 * k], a[2 * k + 1]);
+            __m512i p = convt_h16_join512(kind, a[2 * k], a[2 * k + 1]);
             lo[k] = _mm256_castsi256_ps(_mm512_castsi512_si256(p));
             hi[k] = _mm256_castsi256_ps(_mm512_extracti64x4_epi64(p, 1));
         }
@@ -309,16 +318,16 @@ static void convt_cf16_bf16_avx512(const float* ta, const float* tb, int64_t ldc
 }
 #endif
 
-/* The write-out of 16 tile rows x 16 channels into a 16-bit y: a bfloat16 one at ISA level
- * 2 (the only use: _tilewrite.pxd's _write_blocks16; stream: convt_cf16_bf16_avx512's),
+/* The write-out of 16 tile rows x 16 channels into a 16-bit y: AVX-512's at ISA level 2
+ * (the only use: _tilewrite.pxd's _write_blocks16; stream: convt_cf16_h16_avx512's),
  * otherwise (and for a block holding a NaN) four portable 8 x 8 blocks. */
 static inline void convt_cf16_h16(int isa, int kind, const float* ta, const float* tb,
                                   int64_t ldc, const float* bias, uint16_t* y, int64_t cs,
                                   int stream)
 {
 #if CONVT_HAVE_AVX2_PATH
-    if (isa >= 2 && kind == CONVT_BF16) {
-        convt_cf16_bf16_avx512(ta, tb, ldc, bias, y, cs, stream);
+    if (isa >= 2) {
+        convt_cf16_h16_avx512(kind, ta, tb, ldc, bias, y, cs, stream);
         return;
     }
 #endif

@@ -18,7 +18,7 @@ from math import prod
 import numpy as np
 
 from .pixel import VARIANT as PIXEL, bias_filled, element_strides, new_output, pad3
-from .storage import as_compute, half_kind, padded_nxc
+from .storage import as_compute, half_kind, new_output16, padded_nxc, streams16
 from ..._kernels import _cpu
 from ..._kernels._micro import MR, NR_F32, NR_F64, micro_conv
 from ..._kernels._pack import PACK_KB, pack_micro
@@ -213,17 +213,19 @@ def run_micro(xa, layout, geom, wp, bias, workers, arena, out=None):
         padded_nxc(xa.reshape(n, c_in, *in3), x, (0, 0, 0), workers, _cpu.ISA)
     zero = arena.get("zero", (c_in,), ct, zero_key=c_in)
     tile_call(x.reshape(-1), zero, wp, bias, y, layout, geom, c_in // geom.groups, workers,
-              arena)
+              arena, stream=int(streams16(y)))
     return y
 
 
-def tile_call(x, zero, wp, bias, y, layout, geom, cg, workers, arena, bf16=0, conv=None):
+def tile_call(x, zero, wp, bias, y, layout, geom, cg, workers, arena, bf16=0, conv=None,
+              stream=0):
     """``micro_conv`` over ``layout``'s tiles, for the micro variant and the bfloat16 ones
     (``bf16``: micro_conv's mode bits): ``x`` flat channels-last with ``cg`` channel slots per
     group (bfloat16 pairs with ``bf16``), ``zero`` a row of zero slots, ``wp`` the packed
     weights in the tiles' dtype; writes ``y`` in that dtype or, from float32 tiles, 16-bit
     (each value rounded once as it is stored). ``conv``: another build of ``micro_conv``
-    (the AMX emulation's, convt._kernels._amxemu)."""
+    (the AMX emulation's, convt._kernels._amxemu). ``stream``: a 16-bit ``y``'s whole aligned
+    lines streamed past the caches (micro_conv's; ``bf16``'s STREAM bit does the same)."""
     g = geom.groups
     dims = np.array([geom.batch, *pad3(geom.in_shape, 1), *pad3(geom.strides, 1), g, cg,
                      geom.c_out // g, layout.panels, g * cg, layout.cc, layout.tb, layout.mb,
@@ -238,7 +240,7 @@ def tile_call(x, zero, wp, bias, y, layout, geom, cg, workers, arena, bf16=0, co
     conv = micro_conv if conv is None else conv
     conv(x, zero, wp, bias, y.reshape(-1) if kind is None else zero, layout.phases,
          layout.tap_e, layout.tasks, dims, element_strides(y, geom), tiles, pointers,
-         _cpu.ISA, workers, bf16=bf16, **y16)
+         _cpu.ISA, workers, bf16=bf16, stream=stream, **y16)
 
 
 # The register tiles' speed at each ISA level (convt._kernels._cpu) relative to the AVX2 one
@@ -330,6 +332,11 @@ class Micro(Variant):
 
     def writes_16bit(self, geom):
         return True   # its tiles round each value into a 16-bit out as they store it
+
+    def new_16bit(self, shape, dtype):
+        """A new 16-bit result: on a cache line where the write-out may stream it
+        (``storage.new_output16``, as the bfloat16 tiles')."""
+        return new_output16(shape, dtype)
 
     def claim(self, geom, rule):
         if _cpu.ISA < 1:   # the rule and the kernels read the one decision

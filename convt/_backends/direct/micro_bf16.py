@@ -35,7 +35,7 @@ from .base import MAX_GEMM_WASTE, DirectKind, Variant
 from .micro import (KC, MAX_TB, MR, MicroLayout, micro_layout, micro_macs, micro_rate,
                     pack_tables, packing_arrays, tile_call)
 from .pixel import VARIANT as PIXEL, bias_filled, new_output, pad3
-from .storage import ALIGN, aligned_empty
+from .storage import new_output16, streams16
 
 __all__ = ["VARIANT", "PairLayout", "bf16_layout", "bf16_mode", "bf16_nr", "new_output16",
            "packed_pairs", "run_16bit", "run_f32", "run_micro_bf16", "stream_bit"]
@@ -56,11 +56,6 @@ _BF16_RATE = 1.9
 # thread team is warm, so 2 workers halve packs far below the float32 packs'
 # PARALLEL_PACK_VALUES (docs/performance.md, "bfloat16 one-shot calls: the pair pack").
 _PARALLEL_PAIRS = 1 << 14
-# A 16-bit y of at least this many bytes, on a cache line, has the whole lines the write-out
-# fills streamed past the caches (no read for ownership); smaller outputs keep plain stores,
-# staying in cache for their reader (docs/performance.md, "bfloat16 tiles: streamed
-# write-out, pointer tables by lines").
-_STREAM_BYTES = 1 << 20
 
 
 def _is_bf16(dtype):
@@ -291,7 +286,7 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=No
     ``out`` when given (``new_output``; a bfloat16 ``out`` gets each float32 sum rounded once
     as the tiles are written out); ``wp`` from ``packed_pairs``, ``bias`` (C_out,) float32.
     ``mode``, ``conv``: the tiles' mode bits (default ``bf16_mode``, streaming the write-out
-    where ``_streams``) and ``micro_conv``'s
+    where ``storage.streams16``) and ``micro_conv``'s
     build (``tile_call``), for the AMX tiles (convt._backends.direct.micro_amx)."""
     n, c_in, g = geom.batch, geom.c_in, geom.groups
     if c_in == 0:
@@ -318,24 +313,8 @@ def run_micro_bf16(xa, layout, geom, wp, bias, workers, arena, out=None, mode=No
 
 
 def stream_bit(y):
-    """The tiles' STREAM mode bit for ``y`` (``_streams``), else 0."""
-    return BF16_STREAM if _streams(y) else 0
-
-
-def _streams(y):
-    """Whether the write-out may stream ``y``'s whole lines: a 16-bit ``y`` of at least
-    ``_STREAM_BYTES`` starting on a cache line (``storage.aligned_empty``)."""
-    return (y.itemsize == 2 and y.nbytes >= _STREAM_BYTES
-            and y.__array_interface__["data"][0] % ALIGN == 0)
-
-
-def new_output16(shape, dtype):
-    """A new 16-bit result of ``shape``: on a cache line (``storage.aligned_empty``) where it
-    is large enough for the write-out to stream it (``_streams``), else ``np.empty`` (an
-    array that owns its data)."""
-    if prod(shape) * np.dtype(dtype).itemsize >= _STREAM_BYTES:
-        return aligned_empty(shape, dtype)
-    return np.empty(shape, dtype)
+    """The tiles' STREAM mode bit for ``y`` (``storage.streams16``), else 0."""
+    return BF16_STREAM if streams16(y) else 0
 
 
 def bf16_mode(nr, hw):

@@ -13,7 +13,8 @@ import numpy as np
 from ..._kernels import _half
 from ..._kernels._layout import to_padded_nxc, to_padded_nxc16
 
-__all__ = ["ALIGN", "aligned_empty", "half_kind", "as_compute", "padded_nxc", "widen_into"]
+__all__ = ["ALIGN", "STREAM16_BYTES", "aligned_empty", "half_kind", "as_compute",
+           "new_output16", "padded_nxc", "streams16", "widen_into"]
 
 # The cache line the kernels' streamed stores need an output to start on (a whole aligned
 # vector per store): the C write-out tests the same 64 (_writeout.h's ``& 63``,
@@ -28,6 +29,30 @@ def aligned_empty(shape, dtype, align=ALIGN):
     raw = np.empty(n + align, np.uint8)
     at = -raw.__array_interface__["data"][0] % align   # (ctypes.data: 2x the time)
     return raw[at:at + n].view(dtype).reshape(shape)
+
+
+# A 16-bit y of at least this many bytes, on a cache line, has the whole lines the micro
+# tiles' write-out fills (float32 tiles into float16 or bfloat16, and the bfloat16 tiles)
+# streamed past the caches (no read for ownership); smaller outputs keep plain stores,
+# staying in cache for their reader (docs/performance.md, "bfloat16 tiles: streamed
+# write-out, pointer tables by lines").
+STREAM16_BYTES = 1 << 20
+
+
+def streams16(y):
+    """Whether the write-out may stream ``y``'s whole lines: a 16-bit ``y`` of at least
+    ``STREAM16_BYTES`` starting on a cache line (``aligned_empty``)."""
+    return (y.itemsize == 2 and y.nbytes >= STREAM16_BYTES
+            and y.__array_interface__["data"][0] % ALIGN == 0)
+
+
+def new_output16(shape, dtype):
+    """A new 16-bit result of ``shape``: on a cache line (``aligned_empty``) where it is
+    large enough for the write-out to stream it (``streams16``), else ``np.empty`` (an
+    array that owns its data)."""
+    if prod(shape) * np.dtype(dtype).itemsize >= STREAM16_BYTES:
+        return aligned_empty(shape, dtype)
+    return np.empty(shape, dtype)
 
 
 def half_kind(dt):
