@@ -360,8 +360,8 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
 # conv_transpose's attributes and arrays -> (filter format, the first call's plan without
 # its weights, ``Plan.skeleton``): what the front end resolves (intake, onnx_spec) and the
 # plan then (method, workers, dtypes) before any weights are bound, the same on every call
-# with the same arguments; 60-110 us of Python (resolving) and 50-100 us (a new Plan) when a
-# call runs it cold, right after a kernel call (dilated_s1, dcgan_g1). Looked up for calls whose attributes are plain Python values
+# with the same arguments: Python a call would otherwise run cold, right after a kernel
+# (docs/performance.md, "One-shot calls: the plan skeleton"). Looked up for calls whose attributes are plain Python values
 # (None, int, str, tuples and lists of them) and whose arrays are ndarrays (no dtype= cast):
 # a float, a bool, a numpy scalar or array anywhere in the attributes, which the checks may
 # refuse where an equal int passes, is never keyed; a call not found runs every check.

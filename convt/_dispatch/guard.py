@@ -50,8 +50,8 @@ def memory_limit():
 
 @functools.lru_cache(maxsize=1)
 def _physical_memory():
-    """The machine's physical memory in bytes, read once (two sysconf calls took 20-40 us of
-    every one-shot call, cold after a kernel)."""
+    """The machine's physical memory in bytes, read once (not two sysconf calls in every
+    one-shot call)."""
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):  # no sysconf (Windows): no limit known

@@ -116,8 +116,8 @@ on_change(direct_variant.cache_clear)
 
 @functools.lru_cache(maxsize=1)
 def _max_threads():
-    """OpenMP's omp_get_max_threads (imported on first use: an import statement in
-    resolve_workers cost 20-40 us of each one-shot call, cold after a kernel)."""
+    """OpenMP's omp_get_max_threads, imported on first use (not by an import statement in
+    every resolve_workers call: docs/performance.md, "One-shot calls: the plan skeleton")."""
     from .._kernels._openmp_helpers import max_threads
 
     return max_threads
@@ -179,7 +179,7 @@ class Plan:
         self.stage = one_shot_workspace("stage") if one_shot else Workspace()
         # A one-shot plan serves one call of one thread and is never reused: a child forked
         # meanwhile never takes its lock, so it is not renewed after a fork (registering
-        # each plan for that took 15-30 us a call)
+        # each plan for that is a weak reference and a dict a call)
         self._lock = threading.Lock() if one_shot else _threads.renew_after_fork(self)
 
     def skeleton(self):
@@ -196,7 +196,7 @@ class Plan:
         """A one-shot plan of this ``skeleton`` for the weights ``w_iox`` (IOX) and bias
         ``b``, which the caller checked as the skeleton's first call did (same shapes, dtypes
         and arguments): ``Plan(spec, w_iox, b, ...)`` without resolving the arguments
-        again (about 50-100 us of Python a call, most of it cold after a kernel's call).
+        again (Python a call would otherwise run cold, right after a kernel's call).
         ``workers`` is resolved again: None follows OpenMP's default in force."""
         plan = object.__new__(Plan)
         plan.__dict__.update(self.__dict__)

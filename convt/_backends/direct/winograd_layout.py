@@ -101,8 +101,8 @@ class WinoLayout:
     def pack_args(self, line, dtype):
         """``pack_wino``'s ck, cf (in ``dtype``), line offsets and panel strides of the
         packed product taps for ``line`` values a tap's lines of a panel (``packing``),
-        read-only, made once per layout, line and dtype: four numpy operations a one-shot
-        call did cost 60-90 us when cold, right after a kernel (dilated_s1)."""
+        read-only, made once per layout, line and dtype (not four numpy operations in every
+        one-shot call, run cold right after a kernel)."""
         cache = self.__dict__.setdefault("_pack_args", {})   # (frozen: past __setattr__)
         key = (line, np.dtype(dtype).str)
         hit = cache.get(key)
