@@ -350,18 +350,18 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
                       workers=workers, dtype=dtype)
         plan = op._plan
         if key is not None:
-            _remember(_SPECS, key, (op.spec, plan.dtype, op._filter_format), _SPECS_SIZE)
+            _remember(_SPECS, key, (op._filter_format, plan.skeleton()), _SPECS_SIZE)
     else:
-        spec, dt, filter_format = known
-        plan = Plan(spec, filter_to_iox(_CONV, w, filter_format), b, dt, allowed=ALL_FLOATS,
-                    method=method, workers=workers, one_shot=True, castable=True)
+        filter_format, skeleton = known
+        plan = skeleton.rebind(filter_to_iox(_CONV, w, filter_format), b, workers)
     return plan(x, out, {"x": x, "w": w, "b": b})
 
 
-# conv_transpose's attributes and arrays -> (spec, storage dtype, filter format): what the
-# front end resolves (intake, onnx_spec) before any plan, the same on every call with the
-# same arguments; 60-110 us of Python when a call runs it cold, right after a kernel call
-# (dilated_s1, dcgan_g1). Looked up for calls whose attributes are plain Python values
+# conv_transpose's attributes and arrays -> (filter format, the first call's plan without
+# its weights, ``Plan.skeleton``): what the front end resolves (intake, onnx_spec) and the
+# plan then (method, workers, dtypes) before any weights are bound, the same on every call
+# with the same arguments: Python a call would otherwise run cold, right after a kernel
+# (docs/performance.md, "One-shot calls: the plan skeleton"). Looked up for calls whose attributes are plain Python values
 # (None, int, str, tuples and lists of them) and whose arrays are ndarrays (no dtype= cast):
 # a float, a bool, a numpy scalar or array anywhere in the attributes, which the checks may
 # refuse where an equal int passes, is never keyed; a call not found runs every check.

@@ -46,6 +46,13 @@ def memory_limit():
     env = os.environ.get("CONVT_MEMORY_LIMIT", "").strip()
     if env:
         return _env_limit(env)
+    return _physical_memory()
+
+
+@functools.lru_cache(maxsize=1)
+def _physical_memory():
+    """The machine's physical memory in bytes, read once (not two sysconf calls in every
+    one-shot call)."""
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):  # no sysconf (Windows): no limit known

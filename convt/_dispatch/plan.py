@@ -9,6 +9,7 @@ import copy
 import functools
 import os
 import sys
+import threading
 from math import prod
 from typing import Any, Callable, NamedTuple
 
@@ -113,13 +114,20 @@ def direct_variant(geom, pin=None):
 on_change(direct_variant.cache_clear)
 
 
+@functools.lru_cache(maxsize=1)
+def _max_threads():
+    """OpenMP's omp_get_max_threads, imported on first use (not by an import statement in
+    every resolve_workers call: docs/performance.md, "One-shot calls: the plan skeleton")."""
+    from .._kernels._openmp_helpers import max_threads
+
+    return max_threads
+
+
 def resolve_workers(conv, workers):
     """Thread count, as scipy.fft reads ``workers``: None -> the OpenMP default (honours
     OMP_NUM_THREADS), n > 0 -> n, n < 0 -> os.cpu_count() + 1 + n (so -1 means every core)."""
     if workers is None:
-        from .._kernels._openmp_helpers import max_threads
-
-        return max(1, max_threads())
+        return max(1, _max_threads()())
     n = int_scalar(conv, "workers", workers)
     if n < 0:
         n += (os.cpu_count() or 1) + 1
@@ -145,7 +153,14 @@ class Plan:
         self.allowed = allowed
         self.cast = cast
         self.castable = castable   # its API takes dtype= (the canonical one: error messages)
-        ct = compute_dtype(self.dtype)
+        self.compute_dtype = compute_dtype(self.dtype)
+        self.pin = None  # the direct variant to run, (name, batch_rows); None: choose
+        self.one_shot = one_shot
+        self._bind(w_iox, b)
+
+    def _bind(self, w_iox, b):
+        """The weights and everything made per plan: caches, workspace, lock."""
+        ct, one_shot = self.compute_dtype, self.one_shot
         # Storage dtype first (an explicit cast request rounds there), then the compute dtype.
         # one_shot (the plan lives for one call, convt._api._OneShot): views where the dtype
         # allows, and the calling thread's one-shot workspace instead of one of its own
@@ -153,19 +168,41 @@ class Plan:
         self.w_iox = np.array(w_iox, dtype=self.dtype, copy=copy)
         self.bias = None if b is None else np.array(b, dtype=self.dtype, copy=copy)
         # The kernels always add a bias: zeros stand in for a missing one.
-        self.bias_compute = (np.zeros(spec.c_out, ct) if b is None
+        self.bias_compute = (np.zeros(self.spec.c_out, ct) if b is None
                              else np.ascontiguousarray(self.bias, dtype=ct))
-        self.compute_dtype = ct
         self._geoms = {}
         self._packed = {}
-        self.pin = None  # the direct variant to run, (name, batch_rows); None: choose
         self.workspace = one_shot_workspace() if one_shot else Workspace()
         # a 16-bit call's float32 result, kept from call to call (a new 8 MB array cost about
         # 1 ms of page faults a call), then rounded into the 16-bit result by ``deliver``;
         # results over ONE_SHOT_KEEP bytes in float32 get a new array each call instead
         self.stage = one_shot_workspace("stage") if one_shot else Workspace()
-        self.one_shot = one_shot
-        self._lock = _threads.renew_after_fork(self)
+        # A one-shot plan serves one call of one thread and is never reused: a child forked
+        # meanwhile never takes its lock, so it is not renewed after a fork (registering
+        # each plan for that is a weak reference and a dict a call)
+        self._lock = threading.Lock() if one_shot else _threads.renew_after_fork(self)
+
+    def skeleton(self):
+        """This one-shot plan without its weights: what ``rebind`` makes the next one-shot
+        plans of the same spec, storage dtype, method and ``workers`` argument from (kept by
+        convt._api for calls with the same arguments; it holds no array of the caller's)."""
+        other = copy.copy(self)
+        for name in ("w_iox", "bias", "bias_compute", "_geoms", "_packed", "workspace",
+                     "stage", "_lock", "w_iox_compute", "w_packed"):
+            other.__dict__.pop(name, None)
+        return other
+
+    def rebind(self, w_iox, b, workers):
+        """A one-shot plan of this ``skeleton`` for the weights ``w_iox`` (IOX) and bias
+        ``b``, which the caller checked as the skeleton's first call did (same shapes, dtypes
+        and arguments): ``Plan(spec, w_iox, b, ...)`` without resolving the arguments
+        again (Python a call would otherwise run cold, right after a kernel's call).
+        ``workers`` is resolved again: None follows OpenMP's default in force."""
+        plan = object.__new__(Plan)
+        plan.__dict__.update(self.__dict__)
+        plan._workers = resolve_workers(self.spec.convention, workers)
+        plan._bind(w_iox, b)
+        return plan
 
     def pack_buffer(self, name):
         """Where the micro, Winograd and GEMM packs put their weights: for a one-shot plan, the

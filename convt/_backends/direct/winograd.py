@@ -65,12 +65,11 @@ def wino_weights(layout, w_iox, groups, workers, isa, buffer=None, one_shot=Fals
     out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
-    ck, cf, at, lines, taps = layout.packing
     line = (w3.shape[0] // groups) * layout.nr        # one tap's lines of a panel
+    ck, cf, udst, ustride = layout.pack_args(line, w_iox.dtype)
     threads = workers if layout.packed >= _PARALLEL_WINO_PACK_VALUES else 1
     scratch = np.zeros(threads * PACK_KB * layout.panels * layout.nr, w_iox.dtype)
-    finite = pack_wino(w3, out, ck, cf.astype(w_iox.dtype, copy=False), at + lines * line,
-                       taps * line, scratch, groups, layout.nr, threads, isa,
+    finite = pack_wino(w3, out, ck, cf, udst, ustride, scratch, groups, layout.nr, threads, isa,
                        one_shot or layout.packed * out.itemsize >= _STREAM_PACK_BYTES,
                        layout.sum_bits + product_bits(out.dtype))
     return out, bool(finite)

@@ -100,6 +100,22 @@ class WinoLayout:
         return (np.ascontiguousarray(self.ck[u]), np.ascontiguousarray(self.cf[u]),
                 np.repeat(own[:, 8], per), u - np.repeat(first, per), np.repeat(per, per))
 
+    def pack_args(self, line, dtype):
+        """``pack_wino``'s ck, cf (in ``dtype``), line offsets and panel strides of the
+        packed product taps for ``line`` values a tap's lines of a panel (``packing``),
+        read-only, made once per layout, line and dtype (not four numpy operations in every
+        one-shot call, run cold right after a kernel)."""
+        cache = self.__dict__.setdefault("_pack_args", {})   # (frozen: past __setattr__)
+        key = (line, np.dtype(dtype).str)
+        hit = cache.get(key)
+        if hit is None:
+            ck, cf, at, lines, taps = self.packing
+            hit = (ck, cf.astype(dtype), at + lines * line, taps * line)
+            for a in hit[1:]:
+                a.flags.writeable = False
+            cache[key] = hit
+        return hit
+
     @functools.cached_property
     def sum_bits(self):
         """log2 of the most kernel taps a product's weight sums, rounded up (``wino_taps``'
@@ -119,6 +135,7 @@ class WinoLayout:
 _OUTPUT_SUMS = 27
 
 
+@functools.lru_cache(maxsize=8)
 def product_bits(dtype):
     """Spare exponent bits below the float range for the products' weights: half of it."""
     return np.finfo(dtype).maxexp // 2
