@@ -57,8 +57,8 @@
  * kernels"). CONVT_DW_ROW4 has a level of its own (_cpu's "depthwise_row4", the caller's
  * row4), which stays at its zmm body there: a 64-output phase row is one block of 4 zmm
  * vectors, half the instructions of the ymm one, and depthwise_bilinear's calls after a
- * cache eviction measured faster so ("depthwise_bilinear against its memory traffic, the
- * zmm rows", 2026-11-28). */
+ * cache eviction measured faster so (docs/performance.md, "depthwise_bilinear against its
+ * memory traffic: the zmm 4-tap rows and a leaner call"). */
 #ifndef CONVT_DWKERNEL_H
 #define CONVT_DWKERNEL_H
 

@@ -149,8 +149,8 @@ def run_depthwise(xa, layout, geom, plan, out=None):
                 _ncx(x, y, plan.bias_compute, layout, geom, plan, stream)
             return y
     if geom.data_format == "NCX" and xa.dtype == ct and xa.flags.c_contiguous:
-        # x read in place: no arena to borrow (a call after a cache eviction spent 0.02-0.03
-        # ms of 1 in the context manager's cold code)
+        # x read in place: no arena to borrow (the context manager is cold code in a call
+        # after a cache eviction)
         _ncx(xa, y, plan.bias_compute, layout, geom, plan, stream)
         return y
     with plan.workspace.borrow() as arena:   # 16-bit: one parallel widening, kept buffer

@@ -27,8 +27,8 @@ def aligned_empty(shape, dtype, align=ALIGN):
     n = prod(shape) * np.dtype(dtype).itemsize
     raw = np.empty(n + align, np.uint8)
     at = -raw.__array_interface__["data"][0] % align   # (ctypes.data: 2x the time)
-    # one constructor, not a slice, a view and a reshape (cold, after a cache eviction, each
-    # numpy call costs 10-20 us)
+    # one constructor, not a slice, a view and a reshape: each numpy call is cold code in a
+    # call after a cache eviction
     return np.ndarray(shape, dtype, raw, at)
 
 
