@@ -72,3 +72,41 @@ def test_row4_masked_taps_add_nothing(isa, monkeypatch):
         ref = convt.conv_transpose(x.astype(np.float64), w.astype(np.float64), None,
                                    method="reference", **kw)
     np.testing.assert_array_equal(np.isnan(out[True]), np.isnan(ref))
+
+
+@pytest.mark.parametrize("isa", _cpu.levels()[:3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row4_own_level_beside_the_generic_rows(dtype, isa, monkeypatch):
+    """On a CPU with ZMM_HALVES (Zen 4) the stride-2 4-tap rows run their zmm body at level 2
+    ("depthwise_row4") while the other rows run their ymm one: the same bits as the generic
+    row alone and as every row at one level, for 1-3 threads, streamed or not, into a new y
+    or an ``out=`` 16 bytes past a line (a large numpy array's), odd sizes included."""
+    monkeypatch.setattr(_cpu, "ZMM_HALVES", True)
+    assert _cpu.kernel_level("depthwise_row4", 2) == 2 and _cpu.kernel_level("depthwise", 2) == 1
+    assert _cpu.kernel_level("depthwise_row4", 1) == 1
+    monkeypatch.setattr(_cpu, "ISA", isa)
+    rng = np.random.default_rng(isa)
+    kw = dict(strides=(2, 2), pads=(1, 1, 1, 1), group=5)
+    checked = 0
+    for h, wd in ((3, 64), (7, 33), (9, 100), (2, 17)):
+        x = rng.standard_normal((2, 5, h, wd)).astype(dtype)
+        w = rng.standard_normal((5, 1, 4, 4)).astype(dtype)
+        b = rng.standard_normal(5).astype(dtype)
+        monkeypatch.setattr(dw, "_ROW4", False)
+        monkeypatch.setattr(dw, "_STREAM_BYTES", 1 << 62)
+        generic = convt.ConvTranspose(w, b, workers=1, **kw)(x)
+        monkeypatch.setattr(dw, "_ROW4", True)
+        for halves in (True, False):   # zmm 4-tap rows beside ymm ones, or every row zmm
+            monkeypatch.setattr(_cpu, "ZMM_HALVES", halves)
+            for workers, stream in ((1, False), (2, True), (3, True)):
+                monkeypatch.setattr(dw, "_STREAM_BYTES", 0 if stream else 1 << 62)
+                op = convt.ConvTranspose(w, b, workers=workers, **kw)
+                assert op(x).tobytes() == generic.tobytes(), (h, wd, halves, workers, stream)
+                raw = np.full(generic.size + 32, np.nan, dtype)
+                at = (-raw.__array_interface__["data"][0] % 64 + 16) // raw.itemsize
+                out = raw[at:at + generic.size].reshape(generic.shape)
+                assert op(x, out=out) is out
+                assert out.tobytes() == generic.tobytes(), (h, wd, halves, workers, "out")
+                assert np.isnan(raw[:at]).all() and np.isnan(raw[at + generic.size:]).all()
+                checked += 1
+    assert checked == 24

@@ -137,6 +137,7 @@ _KERNEL_MAX = {
                        # the channels-last Winograd runs)
     "upsample": 2,     # _upkernel.h: 4 x 3 zmm or ymm sums (needs AVX2: else another variant)
     "depthwise": 2,    # _dwkernel.h: zmm rows with opmask borders, ymm rows
+    "depthwise_row4": 2,   # _dwkernel.h's stride-2 4-tap rows (CONVT_DW_ROW4), zmm or ymm
     "layout": 1,       # _transpose.h: channels-first <-> channels-last in 8 x 8 blocks
     "packing": 1,      # _packkernel.h
     "write-out": 1,    # _writeout.h
@@ -147,8 +148,11 @@ _KERNEL_MAX = {
 # Whether this CPU runs a zmm operation as two ymm halves through 256-bit load ports (AMD
 # Zen 4: _isa.h). There the kernels below, whose zmm loads cross more cache lines than their
 # ymm ones, run their AVX2 bodies at level 2: their zmm bodies run slower there
-# (docs/performance.md, "AVX-512 bodies of the memory-bound kernels").
-# A test sets it False to run the zmm bodies.
+# (docs/performance.md, "AVX-512 bodies of the memory-bound kernels"). The depthwise
+# kernel's stride-2 4-tap rows ("depthwise_row4") keep their zmm body, half the instructions
+# a row, which measured faster on depthwise_bilinear after a cache eviction
+# (docs/performance.md, "the zmm 4-tap rows and a leaner call"). A test sets it False to run
+# the zmm bodies.
 ZMM_HALVES = bool(convt_cpu_zmm_halves())
 _YMM_ON_HALVES = frozenset({"depthwise", "cfwino"})
 

@@ -171,7 +171,7 @@ cdef void _row_ncx(int64_t g, int64_t o0, int64_t o1, int64_t m, int64_t qb,
     # further). Input channel g*Cg + ci, row (i0, i1) at x + (xc0 + ci) * xcs + (i0 - i0lo)
     # * I1 * I2 + i1 * I2 (x itself, or a thread's widened copy of the rows a 16-bit x's
     # block reads). dims: N, C_in, G, Cg, Mg, I0, I1, I2, O0, O1, O2, K0, K1, K2, s2, QB, nqb,
-    # isa, stream, row4
+    # isa, stream, row4 (CONVT_DW_ROW4's level, 0 off)
     cdef int64_t Cg = dims[3], Mg = dims[4]
     cdef int64_t I1 = dims[6], I2 = dims[7]
     cdef int64_t O2 = dims[10]
@@ -368,7 +368,11 @@ def depthwise_ncx(const real[:, :, :, :, ::1] x,       # IN  (N, C_in, I0, I1, I
     if CONVT_DW_HAVE_AVX2:
         dims[17] = _cpu.kernel_level("depthwise", None if isa < 0 else isa)
     dims[18] = stream and dims[17] > 0 and y16 is None
-    dims[19] = row4
+    # the stride-2 4-tap rows' own kernel at its own level (_cpu: its zmm body even where the
+    # other rows keep their AVX2 one); 0 off
+    dims[19] = 0
+    if row4 and dims[17]:
+        dims[19] = _cpu.kernel_level("depthwise_row4", None if isa < 0 else isa)
     nrows = ys[0] * ys[1] * ys[2] * ys[3] * nqb
     h.x16, h.y16, h.kind, h.hisa, h.R0 = NULL, NULL, kind, hisa, 0
     h.stream = stream and y16 is not None

@@ -54,7 +54,11 @@
  * fused multiply-add: the blend's values), so the same bits; on Zen 4, whose two 256-bit load
  * ports give a zmm load no more bytes, it measured 3-7% slower than the ymm rows, and _cpu
  * keeps the AVX2 body there (docs/performance.md, "AVX-512 bodies of the memory-bound
- * kernels"). */
+ * kernels"). CONVT_DW_ROW4 has a level of its own (_cpu's "depthwise_row4", the caller's
+ * row4), which stays at its zmm body there: a 64-output phase row is one block of 4 zmm
+ * vectors, half the instructions of the ymm one, and depthwise_bilinear's calls after a
+ * cache eviction measured faster so (docs/performance.md, "depthwise_bilinear against its
+ * memory traffic: the zmm 4-tap rows and a leaner call"). */
 #ifndef CONVT_DWKERNEL_H
 #define CONVT_DWKERNEL_H
 
@@ -393,13 +397,13 @@ CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f64, _avx512,
 #endif
 
 #if CONVT_HAVE_AVX2_PATH
-#define CONVT_DW_PICK4(NAME, ...) (isa >= 2 ? NAME##_avx512(__VA_ARGS__) : NAME##_avx2(__VA_ARGS__))
+#define CONVT_DW_PICK4(NAME, ...) (row4 >= 2 ? NAME##_avx512(__VA_ARGS__) : NAME##_avx2(__VA_ARGS__))
 #else
 #define CONVT_DW_PICK4(NAME, y, qa, ...) (qa)
 #endif
 
-/* Stride 2 with 4 taps a phase: CONVT_DW_ROW4 takes what its blocks hold (unless row4 is 0:
- * the tests' A/B), the generic row the rest. */
+/* Stride 2 with 4 taps a phase: CONVT_DW_ROW4 takes what its blocks hold at level row4 (its
+ * own: _cpu's "depthwise_row4"; 0: off, the tests' A/B), the generic row the rest at isa. */
 #define CONVT_DW_DISPATCH(NAME, NAME4, T)                                                \
 static inline void NAME(int isa, int row4, T* y, int64_t s2, int64_t qa, const int64_t* qe, \
                         const int64_t* lo, const int64_t* hi, const int64_t* nt,         \
@@ -412,7 +416,7 @@ static inline void NAME(int isa, int row4, T* y, int64_t s2, int64_t qa, const i
     /* kind-1 bodies stream both kinds: for a first row of kind 1, and for rows whose    \
      * kinds differ (a pitch off whole lines) */                                         \
     int nt16 = k16 == 1 || (k16 == 2 && nrows > 1 && (ystep * (int64_t) sizeof(T)) % 64 != 0); \
-    if (row4 && s2 == 2 && nt[0] == 4 && nt[1] == 4 && isa >= 1) {                      \
+    if (row4 >= 1 && s2 == 2 && nt[0] == 4 && nt[1] == 4) {                             \
         if (nt16)                                                                        \
             qa = CONVT_DW_PICK4(NAME4##_nt16, y, qa, qe, lo, hi, x, off, e, w, I2, b, nrows, \
                                 xstep, ystep, stream);                                   \

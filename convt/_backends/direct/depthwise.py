@@ -148,6 +148,11 @@ def run_depthwise(xa, layout, geom, plan, out=None):
                 x = xa if kind is not None else as_compute(xa, ct, plan.threads(geom), arena)
                 _ncx(x, y, plan.bias_compute, layout, geom, plan, stream)
             return y
+    if geom.data_format == "NCX" and xa.dtype == ct and xa.flags.c_contiguous:
+        # x read in place: no arena to borrow (the context manager is cold code in a call
+        # after a cache eviction)
+        _ncx(xa, y, plan.bias_compute, layout, geom, plan, stream)
+        return y
     with plan.workspace.borrow() as arena:   # 16-bit: one parallel widening, kept buffer
         return _run(as_compute(xa, ct, plan.threads(geom), arena), y, layout, geom, plan,
                     stream)
@@ -201,11 +206,18 @@ def _ncx(x, y, b, layout, geom, plan, stream=False):
         x16, x = np.ascontiguousarray(x).reshape(xs).view(np.uint16), _DUMMY
     if ykind is not None:
         y16, y, kind = y.reshape(ys).view(np.uint16), _DUMMY_OUT, ykind
-    depthwise_ncx(x.reshape(xs) if x16 is None else x, plan.w_packed, b,
-                  y.reshape(ys) if y16 is None else y, layout.tabs[0], layout.tabs[1],
-                  layout.rows1, layout.steps, layout.phases, layout.ptaps, layout.qblock,
-                  plan.threads(geom), _cpu.ISA, stream, _ROW4, x16, y16,
-                  0 if kind is None else kind, 0 if kind is None else _half.level(kind))
+    _NCX.get(ct, depthwise_ncx)(
+        x.reshape(xs) if x16 is None else x, plan.w_packed, b,
+        y.reshape(ys) if y16 is None else y, layout.tabs[0], layout.tabs[1], layout.rows1,
+        layout.steps, layout.phases, layout.ptaps, layout.qblock, plan.threads(geom), _cpu.ISA,
+        stream, _ROW4, x16, y16, 0 if kind is None else kind,
+        0 if kind is None else _half.level(kind))
+
+
+# depthwise_ncx's specialisation per compute dtype, called directly: the fused function's
+# dispatch on its arguments' types is cold code a call after a cache eviction paid for
+_NCX = {np.dtype(np.float32): depthwise_ncx["float"],
+        np.dtype(np.float64): depthwise_ncx["double"]}
 
 
 # the kernel's x or y where it reads or writes 16-bit storage instead (never touched)

@@ -28,7 +28,9 @@ def aligned_empty(shape, dtype, align=ALIGN):
     n = prod(shape) * np.dtype(dtype).itemsize
     raw = np.empty(n + align, np.uint8)
     at = -raw.__array_interface__["data"][0] % align   # (ctypes.data: 2x the time)
-    return raw[at:at + n].view(dtype).reshape(shape)
+    # one constructor, not a slice, a view and a reshape: each numpy call is cold code in a
+    # call after a cache eviction
+    return np.ndarray(shape, dtype, raw, at)
 
 
 # A 16-bit y of at least this many bytes, on a cache line, has the whole lines the micro
