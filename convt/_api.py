@@ -280,9 +280,9 @@ def _tune_method(method, tune):
 class _OneShot(ConvTranspose):
     """conv_transpose's private operator: it lives for one call, and the kernels' weights are
     made from w and b at once, so the plan keeps views of them where the dtype allows (no
-    defensive copy, whose new pages cost a large weight array's call page faults besides the
-    copy itself), and its scratch comes from
-    the calling thread's one-shot workspace (convt._dispatch.workspace)."""
+    defensive copy, which for large weights costs the copy and its new pages' faults every
+    call), and its scratch comes from the calling thread's one-shot workspace
+    (convt._dispatch.workspace)."""
 
     _one_shot = True
 

@@ -42,7 +42,7 @@ _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
 # and memory checks, method), keyed by everything that decision reads: spec, input shape,
 # dtype, method, workers, memory limit, the FFT's memory budget and the constants'
 # generation (so a decision made while they changed is never found). Not for "tune", whose
-# store may change. Like scipy.fft's plan cache: saves a call the Python that makes the
+# store may change. Like scipy.fft's plan cache: a call skips the Python that makes the
 # decision (docs/performance.md, "Figures moved out of code comments (2026-11-28, session 10)").
 _DECISIONS = {}
 _DECISIONS_SIZE = 64
