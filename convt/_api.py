@@ -280,8 +280,9 @@ def _tune_method(method, tune):
 class _OneShot(ConvTranspose):
     """conv_transpose's private operator: it lives for one call, and the kernels' weights are
     made from w and b at once, so the plan keeps views of them where the dtype allows (no
-    defensive copy: 8 MB on dcgan_g1, ~0.5 ms plus page faults), and its scratch comes from
-    the calling thread's one-shot workspace (convt._dispatch.workspace)."""
+    defensive copy, which for large weights costs the copy and its new pages' faults every
+    call), and its scratch comes from the calling thread's one-shot workspace
+    (convt._dispatch.workspace)."""
 
     _one_shot = True
 
@@ -361,8 +362,9 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
 # its weights, ``Plan.skeleton``): what the front end resolves (intake, onnx_spec) and the
 # plan then (method, workers, dtypes) before any weights are bound, the same on every call
 # with the same arguments: Python a call would otherwise run cold, right after a kernel
-# (docs/performance.md, "One-shot calls: the plan skeleton"). Looked up for calls whose attributes are plain Python values
-# (None, int, str, tuples and lists of them) and whose arrays are ndarrays (no dtype= cast):
+# (docs/performance.md, "One-shot calls: the plan skeleton"). Looked up for calls whose
+# attributes are plain Python values (None, int, str, tuples and lists of them) and whose
+# arrays are ndarrays (no dtype= cast):
 # a float, a bool, a numpy scalar or array anywhere in the attributes, which the checks may
 # refuse where an equal int passes, is never keyed; a call not found runs every check.
 _SPECS = {}

@@ -39,8 +39,9 @@ except ImportError:   # pragma: no cover - another scipy layout: scipy.fft's arr
 __all__ = ["Lead", "SAVE_CACHE", "contract", "irfft_into", "place2", "rfft_into", "run_save",
            "save_groups", "save_options", "thread_pool"]
 
-# Below this many complex multiply-adds per call (~0.1 ms on one thread) the per-bin
-# contraction runs on one thread: an OpenMP team's start-up costs more than it saves.
+# Below this many complex multiply-adds per call the per-bin contraction runs on one thread:
+# an OpenMP team's start-up costs more than it saves (docs/performance.md, "Figures moved
+# out of code comments (2026-11-28, session 10)").
 _MIN_THREADED_CMACS = 1 << 18
 # Bytes of a block group's working arrays (input and output spectra, output frames): about
 # half of a Zen 4 core's 1 MiB L2, so the group's arrays and part of the kernel spectra stay

@@ -40,13 +40,13 @@ DEFAULTS = {
     # channel_half) (m rows, n columns: merged taps x channels), per grid-mode call, per
     # output value written out; fitted on the random sweep's seed 21 (each call timed after
     # a run of itself), checked on seeds 22-24; refitted on seeds 51-53 with the one-shot
-    # terms below (gemm_call_s 0.79 -> 0.31 us: 1416 calls of (32, 10, 31) took 255 us in
-    # all on 2 threads, 1d_n3_c248-80_i32_k59_g8), checked on seeds 31-32 and 61-62
+    # terms below (docs/dispatch.md, "One-shot set-up and the GEMM's per-call cost (seeds
+    # 51-53)"), checked on seeds 31-32 and 61-62
     # gemm_call_s, gemm_write_s and gemm_line_s, per segment the write-out starts
     # (gemm.write_segments), refitted 2026-11-27 on seeds 71-76 with A's size taken against
-    # the whole L2 (docs/dispatch.md, "The direct backend's estimates"): the write-out's
-    # cost per value (0.644 ns) was mostly a cost per segment; the rate and the halves held
-    # (refitted too, they moved pixel and depthwise layers to GEMMs up to 2.1x slower)
+    # the whole L2 (docs/dispatch.md, "The direct backend's estimates (seeds 71-76, 93-95)"):
+    # the write-out's cost per value was mostly a cost per segment; the rate and the halves
+    # held (refitted too, they moved pixel and depthwise layers to slower GEMMs)
     "gemm_macs_per_s": 42.8e9,
     "gemm_channel_half": 0.607,
     "gemm_rows_half": 8.67,
@@ -58,8 +58,9 @@ DEFAULTS = {
     # gemm.Gemm.extra_seconds; docs/dispatch.md, "The GEMM variant's BLAS paths")
     "gemm_stream_s": 0.34e-9,
     "gemm_depth_half": 1.5,
-    # register tiles, set by hand (2026-11-21, AVX2 + FMA): 64-512-channel 3x3 / 4x4 layers
-    # at 188-208 GFLOP/s on 2 workers; the half rate from 16-channel layers on one thread
+    # register tiles, set by hand (2026-11-21, AVX2 + FMA) from 64-512-channel 3x3 / 4x4
+    # layers on 2 workers; the half rate from 16-channel layers on one thread
+    # (docs/performance.md, "Figures moved out of code comments (2026-11-28, session 10)")
     "micro_macs_per_s": 57e9,
     "micro_channel_half": 7.0,     # the Winograd and upsample variants' tiles
     # the micro variant's: half the rate at micro_depth_half products summed per tile visit
@@ -98,8 +99,9 @@ DEFAULTS = {
     # FFT backend at 2 workers, per unit of each convt._backends.fft._features entry:
     # transform samples x log2(length), per-bin complex multiply-adds, values copied,
     # 1-D transforms started; refitted 2026-11-27 after the overlap-save / thread-rule merge
-    # (the FFT ran 1.38x faster than priced, median of seeds 71-72's prepared calls) on the
-    # random sweep's seeds 71-72 (`--fit s71.json s72.json --names fft_sample_log_s
+    # (which left the FFT priced high; docs/dispatch.md, "After the FFT's overlap-save and
+    # thread rule: FFT rates refitted (seeds 71-76)") on the random sweep's seeds 71-72
+    # (`--fit s71.json s72.json --names fft_sample_log_s
     # fft_cmac_s fft_copy_s fft_transform_s fft_f64`), checked on seeds 73-74
     "fft_sample_log_s": 2.17e-10,
     "fft_cmac_s": 1.62e-10,        # refitted 2026-11-27 with the contraction's terms, below
@@ -111,9 +113,8 @@ DEFAULTS = {
     # 2026-11-27 (same machine, scipy.fft on one thread below
     # convt._backends.fft_spectra._MIN_THREADED_FFT) by hand from 15 small calls of
     # ranks 1-3 (groups 1, 3, 4; best of 60; docs/scripts/fft_fixed.py, docs/fft.md "Fixed
-    # cost"): prepared calls 45-55 us above their priced work, one-shot
-    # ones 17-38 us (1-D), 54-82 us (2-D), 88-110 us (3-D) above that, less the direct
-    # backend's own one-shot overhead (the plan, common to both)
+    # cost (2026-11-27)", which has the excess over the priced work by rank): one-shot calls'
+    # excess less the direct backend's own one-shot overhead (the plan, common to both)
     "fft_call_s": 46.5e-6,         # refitted 2026-11-27 on the random sweep, below
     "fft_axis_call_s": 5e-6,
     "fft_one_shot_axis_s": 32e-6,
@@ -127,8 +128,8 @@ DEFAULTS = {
     # chunk; the one-shot fused DFT's packed kernel once per pair of rows). Issue 38's FFT
     # misses past 1.5x on seeds 75-76 were calls these terms describe (1 x 1 depthwise
     # products, 2 output channels a group, 100+ MB of spectra for one batch element).
-    # Fitted 2026-11-27 with fft_cmac_s and fft_call_s (0.216 ns, 25 us before: the
-    # sweep's small prepared FFT calls ran 1.3x over their price) on the random sweep's
+    # Fitted 2026-11-27 with fft_cmac_s and fft_call_s (refitted: the sweep's small
+    # prepared FFT calls ran over their price) on the random sweep's
     # seeds 81-83 and the FFT probes 1-2 (`python docs/scripts/dispatch_random.py --fit
     # r81.json r82.json s83.json p1.json p2.json --names fft_cmac_s fft_row_s fft_lane_s
     # fft_read_s fft_call_s`; docs/dispatch.md), checked on seed 84, then 91-92
@@ -147,34 +148,33 @@ DEFAULTS = {
     # per value moved by the FFT's NumPy-level copies: an overlap-add tiling's frame values
     # per pass over them (convt._backends.fft_cost._tile_frames) and a one-shot call's
     # kernel-spectra copies (polyphase kernel, split layout); fft_copy_s's value before the
-    # split above, held (those passes ran 0.7-2.9 ns a value, the compiled ones 0.2-0.4; the
-    # tiling choices of docs/fft.md were made at this price)
+    # split above, held (those passes run several times slower a value than the compiled
+    # ones; the tiling choices of docs/fft.md were made at this price)
     "fft_move_s": 1.11e-9,
     # per run of fft_place2 (an output pixel's C_out/G values in blocks of 16; 1-4 channels a
-    # group placed 2-8x slower a value than 16), set 2026-11-27 by hand at 2 workers' rate
-    # from synthetic frames (1.65 ns a run over fft_place_s's value), 2-core AMD EPYC
-    # (Zen 4); docs/dispatch.md, "Few channels a group in the FFT's placement"
+    # group place a value several times slower than 16), set 2026-11-27 by hand at 2
+    # workers' rate from synthetic frames, 2-core AMD EPYC (Zen 4); docs/dispatch.md, "Few
+    # channels a group in the FFT's placement; tune against the sweep"
     "fft_place_run_s": 1.65e-9,
     # One-shot calls beyond a prepared call of the same backend (seeds 51-53, "one-shot minus
-    # prepared" of the forced timings): the call's set-up (40-90 us measured on the smallest
-    # direct layers, not priced before; priced for the FFT's one-shot calls too, beside
-    # fft_one_shot_axis_s) and the direct weight packing's rate (0.25-0.6 ns per byte of
-    # weights measured, median by variant; at bytes_per_s it was priced 0.125 ns)
+    # prepared" of the forced timings): the call's set-up (not priced before; priced for the
+    # FFT's one-shot calls too, beside fft_one_shot_axis_s) and the direct weight packing's
+    # rate, slower than bytes_per_s (docs/dispatch.md, "One-shot set-up and the GEMM's
+    # per-call cost (seeds 51-53)")
     "oneshot_call_s": 48e-6,
     "pack_bytes_per_s": 9.9e9,
     # A one-shot Winograd call with late sums (convt._backends.direct.winograd.pack_seconds):
-    # its kernel taps' pack per byte read and written, one thread's rate (8.4 MB of taps one
-    # line apart in 0.44 ms on 2 workers, inside the call), and per product value a task sums
-    # from them (the rest of one-shot minus prepared: 0.85-0.97 ms for dcgan_g1's 4.7 M,
-    # 0.82-0.96 for hifigan_up1's 3.1 M); set 2026-11-27 (session 6) by hand from those
-    # (docs/performance.md, "One-shot Winograd: the taps one line apart")
+    # its kernel taps' pack per byte read and written, one thread's rate, and per product
+    # value a task sums from them (the rest of one-shot minus prepared); set 2026-11-27
+    # (session 6) by hand from dcgan_g1's and hifigan_up1's one-shot calls
+    # (docs/performance.md, "One-shot Winograd: the taps one line apart; the IOX weights
+    # read directly, measured and not built")
     "wino_taps_bytes_per_s": 21.7e9,
     "wino_late_sum_s": 0.18e-9,
     # The bfloat16 pair pack of a one-shot call (convt._backends.direct.micro_bf16
-    # .pack_seconds), per byte of 16-bit weights read and written, one thread's rate:
-    # dcgan_g1's and hifigan_up1's 4 MiB in 0.31-0.33 ms on 2 workers inside the call; set
-    # 2026-11-27 (session 7) by hand from those, AMD EPYC Zen 4 (docs/performance.md,
-    # "bfloat16 one-shot calls: the pair pack")
+    # .pack_seconds), per byte of 16-bit weights read and written, one thread's rate; set
+    # 2026-11-27 (session 7) by hand from dcgan_g1's and hifigan_up1's packs inside the
+    # call, AMD EPYC Zen 4 (docs/performance.md, "bfloat16 one-shot calls: the pair pack")
     "pairs_bytes_per_s": 15.0e9,
 }
 CONSTANTS = dict(DEFAULTS)

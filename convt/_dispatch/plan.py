@@ -42,7 +42,8 @@ _GEOMETRY_CACHE_SIZE = 16  # distinct input shapes a prepared operator remembers
 # and memory checks, method), keyed by everything that decision reads: spec, input shape,
 # dtype, method, workers, memory limit, the FFT's memory budget and the constants'
 # generation (so a decision made while they changed is never found). Not for "tune", whose
-# store may change. Like scipy.fft's plan cache: saves 50-100 us of Python a call.
+# store may change. Like scipy.fft's plan cache: a call skips the Python that makes the
+# decision (docs/performance.md, "Figures moved out of code comments (2026-11-28, session 10)").
 _DECISIONS = {}
 _DECISIONS_SIZE = 64
 _DECISIONS_LOCK = _threads.renew_after_fork(sys.modules[__name__], "_DECISIONS_LOCK")
@@ -101,7 +102,7 @@ def block_pin(geom, pin, out_starts):
 
 # Layouts and phase tables depend on the geometry only (never on array contents), so they are
 # shared by every plan, like scipy.fft's plan cache: a one-shot call on a shape seen before
-# plans in microseconds (fcn32s_k64's 4096-tap layout takes ~13 ms to build).
+# does not build them again (a layout of thousands of taps takes milliseconds to build).
 @isa_cached(maxsize=64)
 def direct_variant(geom, pin=None):
     """(name, layout): the direct variant that runs ``geom`` and its geometry-only planning
@@ -173,8 +174,8 @@ class Plan:
         self._geoms = {}
         self._packed = {}
         self.workspace = one_shot_workspace() if one_shot else Workspace()
-        # a 16-bit call's float32 result, kept from call to call (a new 8 MB array cost about
-        # 1 ms of page faults a call), then rounded into the 16-bit result by ``deliver``;
+        # a 16-bit call's float32 result, kept from call to call (a new array of several MB
+        # costs its page faults every call), then rounded into the 16-bit result by ``deliver``;
         # results over ONE_SHOT_KEEP bytes in float32 get a new array each call instead
         self.stage = one_shot_workspace("stage") if one_shot else Workspace()
         # A one-shot plan serves one call of one thread and is never reused: a child forked
@@ -207,8 +208,8 @@ class Plan:
     def pack_buffer(self, name):
         """Where the micro, Winograd and GEMM packs put their weights: for a one-shot plan, the
         thread's one-shot workspace buffer ``name`` (reused by the next one-shot call, once
-        this plan is gone); None (a new array) otherwise. 18.9 MB of fresh pages cost
-        dcgan_g1's one-shot call about 1 ms of page faults."""
+        this plan is gone); None (a new array) otherwise: fresh pages for a pack of several
+        MB cost a one-shot call their page faults."""
         if not self.one_shot:
             return None
         return functools.partial(self.workspace.buffer, name)

@@ -8,7 +8,7 @@ to_pairs_nxc: channels-first (N, C, S) or channels-last (N, S, C) -> (N, S, G * 
 Cg rounded up to even. Channels-first, per block of 32 to 256 positions of one image (an
 OpenMP prange over the blocks, each written by one thread), 8 positions x 16 channels at a
 time in registers: two channel rows zipped into pairs, then an 8 x 8 transpose of the 32-bit
-pairs (one value per store ran unet_up2x2's 1M values in 0.34 ms, 2 threads).
+pairs (one value per store is far slower; the figures are in docs/performance.md).
 
 Assumes: x and xp contiguous, xp of N * S * G * Cg2 values.
 """
@@ -110,9 +110,9 @@ BF16_AMX, BF16_STREAM = CONVT_BF16_AMX, CONVT_BF16_STREAM
 cdef enum:
     _SBLOCK = 32     # positions per work item: 32 x 512 channels x 2 bytes = 32 KiB of xp,
     _SBLOCK_MAX = 256  # doubled up to this while every thread keeps 8 items: each channel row
-                       # then streams 256 positions. unet_up2x2's copy in the call (its x
-                       # cold after the previous call's tiles): 0.31-0.38 -> 0.22-0.32 ms
-                       # (AMD EPYC Zen 4, 2 threads; docs/performance.md)
+                       # then streams 256 positions: longer streams help the copy when x is
+                       # cold after the previous call's tiles (docs/performance.md, "Figures
+                       # moved out of code comments (2026-11-28, session 10)")
 
 
 cdef void _block_ncx(int isa, const uint16_t* x, uint16_t* xp, int64_t S, int64_t s0,

@@ -276,9 +276,9 @@ static inline void convt_narrow_avx2(int kind, const float* src, uint16_t* dst, 
  * same shifts and round-to-nearest-even add as the AVX2 body, vpmovdw for the pack, exact as
  * the values are below 2^16 once shifted), NaN lanes through the scalar bodies; the tail by
  * the AVX2 body. The same bits: NumPy's and ml_dtypes' astype (tests/test_half.py, every
- * level). Widening float16 stays on the AVX2 body (vcvtph2ps ymm): with zmm it measured
- * 1.01-1.05x its time on Zen 4, bfloat16's widening 0.92-1.00x, the narrowings 0.86-0.96x
- * (docs/performance.md, "AVX-512 bodies of the memory-bound kernels"). */
+ * level). Widening float16 stays on the AVX2 body (vcvtph2ps ymm): with zmm it was no
+ * faster on Zen 4, where the other conversions gain a little (docs/performance.md,
+ * "AVX-512 bodies of the memory-bound kernels (2026-11-27, session 3, helper H2)"). */
 #define CONVT_AVX512_TARGET "avx512f,avx512dq,avx512bw,avx512vl,avx2,f16c"
 
 __attribute__((target(CONVT_AVX512_TARGET)))

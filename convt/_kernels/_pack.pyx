@@ -137,10 +137,10 @@ def pack_taps(const float[:, :, ::1] w,        # IN  IOX weights (C_in, Mg, KT),
 
 
 # Packed pairs of at least this many bytes are stored past the caches: a one-shot call packs
-# them right after its kernel read other data, and reads them back from memory. Inside the
-# one-shot call, 2 workers (medians of 40, alternating): dcgan_g1's 4 MiB 684 -> 441 us,
-# hifigan_up1's 597 -> 432, fcn32s_k64's 5.8 MiB 957 -> 704; in a loop of packs alone,
-# cached stores win (dcgan_g1 0.33 against 0.59 ms: docs/performance.md).
+# them right after its kernel read other data, and reads them back from memory. Streamed,
+# the one-shot calls of 4 MiB and more run faster; in a loop of packs alone, cached stores
+# win (docs/performance.md, "bfloat16 one-shot calls: the pair pack", and "Figures moved
+# out of code comments (2026-11-28, session 10)").
 _STREAM_PAIRS_BYTES = 4 << 20
 # pack_pairs' tasks: a panel of one group for a run of pairs, whose lines of each tap are
 # written in address order; 64 pairs a run (8 KiB of one tap's lines), and runs split further
@@ -237,8 +237,8 @@ cdef int64_t _pack_wino_channel(int isa, const real* src, real* out, real* tmp,
     # one input channel: its taps transposed (KT <= PACK_KB), then per product tap u the sum
     # of cf[u, e] * tap ck[u, e] over its WSUM_MAX entries (cf = 0: unused), in entry order,
     # straight into its NR-value line of every panel (convt_wsum: the sums in registers, one
-    # 64-byte store per line; a row buffer summed in C then copied took 7.7 ms for dcgan_g1's
-    # 18.9 MB on one thread; stream: past the caches); returns 1 when a sum is not finite
+    # 64-byte store per line, several times faster than a row buffer summed in C then
+    # copied; stream: past the caches); returns 1 when a sum is not finite
     cdef int64_t Mgp = NP * NR, u, bad = 0
     cdef real* dst
     _transpose_taps(isa, src, tmp, Mg, KT, 0, KT, Mgp)

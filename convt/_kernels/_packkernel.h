@@ -24,8 +24,8 @@
  * other (two blocks of 8 output channels), past the caches when stream (the caller fences),
  * so every 64-byte line is written whole; the exponents are tested on the transposed
  * vectors; the taps past the last 8 (KT % 8 of them) one value per store. The pack through
- * pack_wino (a transpose to a scratch row, one-term sums, then a separate 4-wide test) took
- * 0.9-1.0 ms of dcgan_g1's 8.4 MB on 2 threads. */
+ * pack_wino (a transpose to a scratch row, one-term sums, then a separate 4-wide test) was
+ * slower (docs/performance.md, "Figures moved out of code comments (2026-11-28, session 10)"). */
 static int convt_taps_f32_generic(const float* src, int64_t Mg, int64_t KT, float* dst,
                                   int64_t line, int64_t ps, int spare)
 {
@@ -134,9 +134,9 @@ static inline void convt_line512_ps(float* d, __m512 v, int stream)
 /* The AVX-512 body: 16 output channels x 16 taps a block, one 16 x 16 transpose in
  * registers and one whole 64-byte store per tap line; the taps past the last 16 go to the
  * AVX2 body. The exponents are tested on the rows as loaded. A pure move: the same bits.
- * Stored through the caches it packs dcgan_g1's 8.4 MB in 0.6-0.7 ms on 2 threads against
- * the AVX2 body's 1.5 (two 32-byte stores a line); streamed, both take 0.6 (docs/performance.md,
- * "One-shot calls: the AVX-512 tap pack"). */
+ * Stored through the caches it is faster than the AVX2 body (two 32-byte stores a line);
+ * streamed, both run alike (docs/performance.md, "One-shot calls: the AVX-512 tap pack
+ * (2026-11-27, session 4, helper H3)"). */
 __attribute__((target(CONVT_PACK512)))
 static int convt_taps_f32_avx512(const float* src, int64_t Mg, int64_t KT, float* dst,
                                  int64_t line, int64_t ps, int spare, int stream)
@@ -191,8 +191,9 @@ static inline int convt_taps_f32(int isa, const float* src, int64_t Mg, int64_t 
  * where an unfused body would round it once more. Returns 1 when a sum is NaN or +-Inf,
  * else 0. stream (AVX2 only): store each line past the caches (no read of the line before
  * it is written; the caller then runs convt_store_fence before the lines are read): packs
- * of several MB do not stay in cache until the kernel reads them anyway, and dcgan_g1's
- * 18.9 MB took 1.47-1.56 -> 1.29-1.37 ms this way (2 threads). */
+ * of several MB do not stay in cache until the kernel reads them anyway, so streaming them
+ * saves the lines' reads (docs/performance.md, "Figures moved out of code comments
+ * (2026-11-28, session 10)"). */
 #define CONVT_WSUM_TERMS(T)                                                              \
     const T* t[CONVT_WSUM_MAX];                                                          \
     T f[CONVT_WSUM_MAX];                                                                 \
@@ -332,7 +333,7 @@ static int convt_pairs_generic(const uint16_t* w, uint16_t* out, const int64_t* 
  * (a 32-bit slot per pair) and transposed: c[k] holds tap k0 + k's 8 slots for k < kb (c[kb..8)
  * hold whatever followed: the next row's taps, or zeros, never stored). A row whose 8 values
  * from k0 lie inside the (Mg, KT) block is loaded whole even when kb < 8: short kernels (2 x 2,
- * 4, 3 x 3's ninth tap) gathered value by value took 0.33 ms of unet_up2x2's 128 K weights. */
+ * 4, 3 x 3's ninth tap) gathered value by value were slow (unet_up2x2's 2 x 2 weights). */
 __attribute__((target("avx2")))
 static inline void convt_pairs_block(const uint16_t* s0, const uint16_t* s1, int64_t KT,
                                      int64_t m0, int64_t mb, int64_t k0, int64_t kb, __m256* c)
@@ -363,7 +364,7 @@ static inline void convt_pairs_block(const uint16_t* s0, const uint16_t* s1, int
 /* 16 output channels a step (NR % 16 == 0): each tap's 16 slots, one 64-byte line, stored
  * by two stores in a row, past the caches when stream (the caller fences): the 32-byte
  * stores of one block at a time (8 channels) left half lines open and the pack stalled on
- * its stores (perf: 1.2 ms for dcgan_g1's 2 M values on one thread). */
+ * its stores (docs/performance.md, "Figures moved out of code comments"). */
 __attribute__((target("avx2")))
 static int convt_pairs_avx2(const uint16_t* w, uint16_t* out, const int64_t* kd,
                             const int64_t* ks, int64_t g, int64_t Cg, int64_t jp, int64_t p0,

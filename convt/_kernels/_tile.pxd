@@ -175,7 +175,7 @@ cdef inline void _wino_build(int isa, const real* x, const real* zero, const int
     # plain taps read x in place, unless consecutive tiles along the last axis are a multiple
     # of 4 KiB apart (hifigan_up1: 2 pixels of 512 channels): their rows would then share
     # one L1 set (64 sets of 64 bytes) and the register tile's 12 rows evict each other, so
-    # they are copied into v like the transforms (hifigan_up1 1.06-1.09x, in-process A/B)
+    # they are copied into v like the transforms (hifigan_up1: docs/performance.md)
     cdef bint copy = (ph[5] * d[21] * <int64_t> sizeof(real)) % 4096 == 0
     cdef int neg
     cdef int64_t q[4]
@@ -311,13 +311,13 @@ cdef inline void _rows_outer(int isa, const real* zero, int64_t nt, int64_t m, i
     # _tile's block of taps for the bfloat16 tiles, its chunks of CC pairs (the row groups
     # made once for all of them), rows outer and the panels inner: a group of up
     # to 2 * MR rows keeps its input rows (kc pairs each) in L1 across every panel while the
-    # panels stream from L2 (unet_up2x2: 8 panels of 128 pairs, 192 rows a task, ran its
-    # runner in 4.7 ms against 5.8 panels outer; AMD EPYC Zen 4, 2 threads). The rows are
+    # panels stream from L2 (faster than panels outer on unet_up2x2: docs/performance.md,
+    # "Figures moved out of code comments (2026-11-28, session 10)"). The rows are
     # grouped by the taps they read data for (their mask; all taps first), each group run
     # in groups of up to 2 * MR rows through a kernel of exactly that many rows
     # (_bf16kernel.h), so a border row no longer runs the taps that fall off the data for
-    # the rows it shares a fixed tile with (dcgan_g3: one row in 16 along each axis, 7% of
-    # its multiply-adds). Each row still sums its own data taps in the same order (the taps
+    # the rows it shares a fixed tile with (dcgan_g3: one row in 16 along each axis, a small
+    # share of its multiply-adds). Each row still sums its own data taps in the same order (the taps
     # skipped add exact zeros), so the bits do not change, up to the sign of a zero: a row
     # whose sum is -0 (vdpbf16ps flushes a tiny negative to -0) stays -0 in its own group
     # but becomes +0 when, pooled, a tap it skips adds a +0 (zero times a positive weight);

@@ -36,13 +36,13 @@ KC = 256
 MAX_TB = 64          # taps per block: bounds the pointer table (MB x TB per thread)
 _TILE_VALUES = 1 << 15  # tile (MB x ldc) values: 128 KiB of float32, L2-resident
 # The tiles of a task's set of phases, all held until written: 512 KiB (in either dtype:
-# NR values are 64 bytes). grouped_g8 (4 phases of 272-value rows) at 256 KiB had 60-row
-# tasks and ran no faster than with sets of 2 phases.
+# NR values are 64 bytes); half that left tasks too short to gain over sets of 2 phases
+# (docs/performance.md, "Figures moved out of code comments (2026-11-28, session 10)").
 _SET_TILE_BYTES = 1 << 19
 MIN_MB, MAX_MB = 4 * MR, 32 * MR
 # Phases sharing (c0, c1) run in one task only while their packed weights stay in L2 (values,
-# 512 KiB of float32): hifigan_up1 (8 phases of 1 MiB) ran 7.3-9.3 ms phase by phase, 10.7
-# ms grouped (2 workers, float32, NCX).
+# 512 KiB of float32): grouped past it, the phases evict each other's panels (hifigan_up1;
+# docs/performance.md, "Figures moved out of code comments (2026-11-28, session 10)").
 _SET_WEIGHTS = 1 << 17
 # Rows run batch innermost (a sub-tile is one position of MR images, which share their border
 # taps: the kernel skips those that fall off the data) when no phase has more positions per
@@ -180,7 +180,7 @@ def packed_weights(layout, w_iox, groups, workers, buffer=None):
     """(packed, finite): the weights as ``micro_conv`` reads them, from the IOX filter
     ``w_iox`` (C_in, Mg, *K) in the compute dtype, the array starting on a 64-byte boundary
     (one cache line); and whether every weight is finite, checked in the same pass (a separate
-    ``np.isfinite`` pass cost 0.2-0.9 ms a call on 8 MB of weights, one-shot)."""
+    ``np.isfinite`` pass reads the weights once more, a large share of a one-shot call)."""
     out, w3 = packing_arrays(layout.packed, w_iox, buffer)
     if w3 is None:
         return out, bool(np.isfinite(w_iox).all())
@@ -244,10 +244,10 @@ def tile_call(x, zero, wp, bias, y, layout, geom, cg, workers, arena, bf16=0, co
 
 
 # The register tiles' speed at each ISA level (convt._kernels._cpu) relative to the AVX2 one
-# the constants were fitted on. AVX-512's 12 x 16 zmm tiles: 0.95-1.05x the 6 x 16 ymm ones on
-# every workload of shared/bench (AMD EPYC Zen 4, 2 threads, 2026-11-26: Zen 4 splits a zmm
-# FMA into two ymm halves, so the peak is the same; docs/performance.md). Not measured on a
-# CPU with two full-width FMA units (Intel Xeon), where it should be higher.
+# the constants were fitted on. AVX-512's 12 x 16 zmm tiles run at the 6 x 16 ymm ones' rate
+# on Zen 4, which splits a zmm FMA into two ymm halves, so the peak is the same
+# (docs/performance.md, "Figures moved out of code comments (2026-11-28, session 10)"). Not
+# measured on a CPU with two full-width FMA units (Intel Xeon), where it should be higher.
 _LEVEL_RATE = {1: 1.0, 2: 1.0, 3: 1.0}
 
 
@@ -266,9 +266,9 @@ def tile_depth(geom, kind):
     """Products a register tile of the micro variant sums per visit of its output positions:
     the input channels of a group times the phase's taps (the kernel runs taps x channels as
     one reduction, KC rows of a weight panel at a time), on average over the positions.
-    Priced by input channels alone, layers with 2-6 channels a group and long kernels ran
-    2-4x faster than estimated (1d_n1_c2-170_i73_k138_s2: 0.12 ms, priced 0.33; 2-core AMD
-    EPYC Zen 4, random sweep seeds 71-76), 3 x 3 layers with as few were no faster."""
+    Priced by input channels alone, layers with 2-6 channels a group and long kernels were
+    priced far too high, while 3 x 3 layers with as few were not (docs/dispatch.md, "The
+    direct backend's estimates (seeds 71-76, 93-95)")."""
     g = max(geom.groups, 1)
     cg, mgp = geom.c_in // g, -(-(geom.c_out // g) // NR_F32) * NR_F32
     positions = geom.batch * prod(geom.out_shape) * g * cg * mgp
@@ -281,10 +281,9 @@ def table_entries(geom, kind):
     phase, shared by the groups, panels and channels (each points at a pixel's channels),
     ``kind.macs`` (``micro_macs`` at the float32 tile width) over those.
     Their set-up (index arithmetic, a bounds test and a store an entry, then the sub-tiles'
-    tap masks) costs the same with 2 channels as with 200: layers of 2-6 input channels a
-    group over long kernels ran 1.5-3.5x slower than priced without it
-    (1d_n3_c3-27_i236_k206_s4_f64: 1.06 ms, priced 0.42; 2-core AMD EPYC Zen 4, random
-    sweep seeds 101-106; docs/dispatch.md)."""
+    tap masks) costs the same with 2 channels as with 200: without it, layers of 2-6 input
+    channels a group over long kernels were priced far too low (docs/dispatch.md, "The
+    micro variant's pointer tables and tasks (seeds 101-106, 120)")."""
     g = max(geom.groups, 1)
     per_entry = g * (geom.c_in // g) * (-(-(geom.c_out // g) // NR_F32) * NR_F32)
     return kind.macs // max(per_entry, 1)
@@ -317,8 +316,9 @@ def run_instead(xa, fallback, geom, plan, out):
     return runner(xa, state, geom, plan, out)
 
 
-# Output channels per group padded to the 16-wide tile by at most this factor (fcn32s_k64's
-# 21 -> 32 runs faster as grid-mode GEMMs).
+# Output channels per group padded to the 16-wide tile by at most this factor: past it the
+# padding's wasted multiply-adds lose to grid-mode GEMMs (fcn32s_k64's 21 channels padded
+# to 32).
 _MICRO_PAD_OK = 1.25
 
 
@@ -354,9 +354,9 @@ class Micro(Variant):
         return micro_rate(geom, c, tile_depth(geom, kind))
 
     def extra_seconds(self, geom, kind, c, rate, itemsize):
-        # the call's set-up besides the tiles (the task plan): layers under 50 us ran
-        # 1.2-1.3x slower than on the other variants (docs/dispatch.md); and the pointer
-        # table, micro_tap_s an entry (table_entries)
+        # the call's set-up besides the tiles (the task plan), which the smallest layers
+        # show (docs/dispatch.md, "One-shot set-up and the GEMM's per-call cost (seeds 51-53)");
+        # and the pointer table, micro_tap_s an entry (table_entries)
         return c["micro_call_s"] + c["micro_tap_s"] * table_entries(geom, kind)
 
     def tasks(self, geom, kind, itemsize=4):

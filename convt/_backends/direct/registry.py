@@ -132,7 +132,7 @@ def prepare(geom, plan, name, layout):
     return BY_NAME[name].prepare(geom, plan, layout)
 
 
-# Below both (about 100 us of one thread's work, compute- or memory-bound), the direct kernels
+# Below both (a call too short for a team, compute- or memory-bound), the direct kernels
 # run serially: a thread team's start-up costs more than such a call (docs/performance.md,
 # "Figures moved out of code comments").
 _PARALLEL_MIN_MACS = 1 << 22
