@@ -21,12 +21,12 @@ multiply-add per tap; and one call takes a run of rows (rows1[k, 1]: row o1 + s1
 o1 with the same taps, one input row further), whose terms are built once. With s2 >= 3 the
 row kernel takes the phases one by one (as a stride-1 row) into the phase buffers, which are
 then interleaved, with no runs: the portable loop's borders, a scalar loop over every tap of
-the phase with a branch per tap, took most of the time of long dilated kernels (1-D, 225-367
-taps, strides 3-4: 1.7-2.5x faster so, 2 threads; docs/dispatch.md, "The random sweep"). On
-depthwise_bilinear the row kernel was 1.25x the portable loop (in-process A/B); runs and
-masked borders then took the layer from 1.39 to 0.81 ms on 2 threads and from 2.71 to 1.64 ms
-on 1 (processes alternating, best of 8 and 5 rounds). The two kernels agree to rounding;
-each is bit-identical across thread counts.
+the phase with a branch per tap, take most of the time of long dilated kernels (1-D, 225-367
+taps, strides 3-4), which the row kernel's masked vectors take far faster
+(docs/dispatch.md, "The random sweep (issue 38)"). On depthwise_bilinear the row kernel, with
+its runs of rows and masked borders, is faster than the portable loop on 1 and on 2 threads
+(docs/performance.md, "Figures moved out of code comments"). The two kernels agree to
+rounding; each is bit-identical across thread counts.
 
 Channels-last layers with 2-3 channels per group run here on transposed data
 (convt._backends.direct.depthwise); with one channel per group, _depthwise_nxc.pyx's kernel runs them.
@@ -82,7 +82,7 @@ cdef extern from "_halfstream.h" nogil:
 from . import _cpu
 
 # Output rows (blocks) per channels-first task: enough to amortise decoding the task index
-# and give runs their length (64 over 16: 1.04x on depthwise_bilinear, 2 threads).
+# and give runs their length (docs/performance.md, "Figures moved out of code comments").
 DEF _ROWS_PER_TASK = 64
 ROWS_PER_TASK = _ROWS_PER_TASK   # for the cost model (convt._backends.direct.depthwise)
 # Float32 values of a thread's rows of a 16-bit y (a run of rows computed there, then rounded

@@ -22,42 +22,36 @@
  * multiply and an add per tap: the two agree to rounding, not bit for bit (as the
  * micro-kernels, _ukernel.h).
  *
- * The masked vectors replaced a scalar loop on the borders (4 of 128 outputs a row on
- * depthwise_bilinear, a quarter of the kernel's samples: one latency-bound chain per output).
- * Tried and dropped: the masked vectors of a run taken column by column with their masks
- * computed once (slower: one dependent chain after another), and masked stores (vmaskmovps,
- * 19% of the kernel's samples when every masked vector took one): the few partial vectors
- * at a row's end are stored lane by lane. The masks are worked out on a run's first row and
- * kept for the others, row by row as before (in-process A/B against working them out per
- * row, medians of 15 alternating rounds of 20 calls, three runs, same bits): a 3 x 3 stride-1
- * layer 0.85-0.97, a 4 x 4 x 4 stride-2 layer 0.88-0.96, depthwise_bilinear 0.97-1.03.
- * Also tried and dropped, on an in-cache loop of 62-row runs of depthwise_bilinear's rows
- * against the kernel with branching border taps (CONVT_DW_MVEC): blocks of 4 vectors whose
- * border vectors are masked, in place of the single-vector steps at a row's ends (1.21-1.27
- * of its time; with every vector masked, no branch: 1.16-1.25), and one loop over both
- * phases' taps in the interior blocks (0.98-1.03); on whole layers, prefetching the next
- * row's y for writing (depthwise_bilinear 0.99-1.00, other layers 0.89-1.08), and reading a
- * run's rows (of at most 256 values, finite taps) from zero-padded copies in 32 KiB of
- * per-thread scratch so that no vector is masked (same bits; depthwise_bilinear 0.90-1.24 of
- * the time, a 3 x 3 stride-2 layer 1.10-1.22: the copy costs what the masked vectors did).
+ * The masked vectors replace a scalar loop on the borders (4 of 128 outputs a row on
+ * depthwise_bilinear took a quarter of the kernel's time so: one latency-bound chain per
+ * output). Tried and dropped: the masked vectors of a run taken column by column with their
+ * masks computed once (slower: one dependent chain after another), and masked stores
+ * (vmaskmovps is slow here): the few partial vectors at a row's end are stored lane by lane.
+ * The masks are worked out on a run's first row and kept for the others (faster or level
+ * against working them out per row, same bits). Also tried and dropped, as slower or no
+ * faster: blocks of 4 vectors whose border vectors are masked, in place of the single-vector
+ * steps at a row's ends; one loop over both phases' taps in the interior blocks; prefetching
+ * the next row's y for writing; and reading a run's rows from zero-padded copies in 32 KiB of
+ * per-thread scratch so that no vector is masked (the copy costs what the masked vectors
+ * did). Figures: docs/performance.md, "Figures moved out of code comments".
  *
  * With stream set (outputs of 8 MiB or more, convt._backends.direct.depthwise), a row whose
  * first vector is 16-byte aligned stores its whole vectors with vmovntps (in 16-byte parts
  * unless 64-byte aligned: a large out= from numpy is 16-byte aligned): y is written once
  * and is larger than L2, so reading its lines for ownership first only doubles its traffic
- * (depthwise_bilinear 0.72-0.77 -> 0.66-0.69 ms in a loop, 1.22-1.38 -> 0.82-0.92 ms after
- * a cache-evicting copy; docs/performance.md). The caller fences once per thread.
+ * (docs/performance.md, "depthwise: streamed stores, an honest traffic floor"). The caller
+ * fences once per thread.
  *
  * Used only when the caller's level (convt._kernels._cpu.kernel_level) says AVX2 and FMA
  * (run-time selection, portable build). The AVX-512 body (level 2) is the same row on zmm
  * vectors, its border taps through opmask registers (a zero-masking load and a merge-masked
  * fused multiply-add: the blend's values), so the same bits; on Zen 4, whose two 256-bit load
- * ports give a zmm load no more bytes, it measured 3-7% slower than the ymm rows, and _cpu
+ * ports give a zmm load no more bytes, it is slower than the ymm rows, and _cpu
  * keeps the AVX2 body there (docs/performance.md, "AVX-512 bodies of the memory-bound
  * kernels"). CONVT_DW_ROW4 has a level of its own (_cpu's "depthwise_row4", the caller's
  * row4), which stays at its zmm body there: a 64-output phase row is one block of 4 zmm
  * vectors, half the instructions of the ymm one, and depthwise_bilinear's calls after a
- * cache eviction measured faster so (docs/performance.md, "depthwise_bilinear against its
+ * cache eviction are faster so (docs/performance.md, "depthwise_bilinear against its
  * memory traffic: the zmm 4-tap rows and a leaner call"). */
 #ifndef CONVT_DWKERNEL_H
 #define CONVT_DWKERNEL_H
@@ -102,11 +96,8 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
  * lanes of mask m_: all, some or none), worked out on the run's first row (r == 0) and kept in
  * mk_, entry k_ (the row's k_-th tap taken here). Every tap takes the masked load, fused
  * multiply-add and blend, whatever its mask: a branch on the kind of mask (skip, plain or
- * masked) cost more than it saved. Without it, same bits, against the branching build
- * (alternating in one process): 0.89-0.94 of its time on an in-cache loop of 62-row runs of
- * depthwise_bilinear's rows; on whole layers (medians of 15 rounds of 20 calls, 2 workers,
- * three runs) depthwise_bilinear 0.88-1.00, a 4 x 4 x 4 stride-2 layer 0.81-0.84, a 3 x 3
- * stride-1 layer 0.84-0.89. */
+ * masked) costs more than it saves, in a loop over rows and on whole layers, with the same
+ * bits (docs/performance.md, "Figures moved out of code comments"). */
 #define CONVT_DW_MVEC(T, V, SET1, LANES, MT, MKMASK, MFMA, ACC, C, Q)                   \
     do {                                                                                 \
         int64_t t_, s_;                                                                  \
@@ -141,8 +132,8 @@ static inline int64_t convt_dw_clamp(int64_t v, int64_t lanes)
  * whole lines [sl_, sh_), where the write-combining buffers join them into lines, stored as
  * usual in its first and last lines, which the rows beside it share; its bodies stream
  * 64-byte aligned rows that way too, and take the runs whose rows' kinds differ. Kind 1 is
- * its own function: its tests in kind 2's loop cost the aligned rows 10-15%
- * (docs/performance.md). */
+ * its own function: its tests in kind 2's loop slow the aligned rows (docs/performance.md,
+ * "depthwise: a streamed y that numpy allocated, and the traffic floor again"). */
 #define CONVT_DW_ST(STREAM, STOREU, P, A)                                                \
     do {                                                                                 \
         if (st_)                                                                         \
@@ -274,8 +265,9 @@ static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,     
             for (i_ = 0; i_ < 4; i_++)                                                   \
                 a_[i_] = b_[i_] = bv;                                                    \
             if ((k == 0 && hb) || (k == nb - 1 && tb)) {                                 \
-                /* vector 0 of the first block, 3 of the last, masked (a select here ran \
-                 * faster than a block body per case: 184 against 194-204 ps an output) */ \
+                /* vector 0 of the first block, 3 of the last, masked (a select here runs \
+                 * faster than a block body per case: docs/performance.md, "depthwise:   \
+                 * a row kernel of its own for stride 2 with 4 taps a phase") */         \
                 for (t = 0; t < 4; t++) {                                                \
                     const T* u0 = p0[t] + q;                                             \
                     const T* u1 = p1[t] + q;                                             \

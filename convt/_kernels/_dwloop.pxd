@@ -86,8 +86,8 @@ cdef inline void _interleave(real* yr, const real* buf, const int64_t* phases, i
             yo[2 * q] = b0[q]
         return
     # y in order while every phase has its q (stores one after the other: phase by phase, each
-    # a store every s2 values, took 74-87% of the task function's samples on a stride-8 1-D
-    # layer, perf), then each phase's remaining q
+    # a store every s2 values, take most of the task function's time at large strides:
+    # docs/performance.md, "Figures moved out of code comments"), then each phase's remaining q
     n1 = QB
     for c in range(s2):
         n1 = min(n1, phases[5 * c] - qa)

@@ -6,11 +6,11 @@ get leading unit axes here. Channels-first inputs stay channels-first (no transp
 kernel vectorises along the innermost spatial axis, phase by phase. See that module for the
 contract.
 
-Measured on the 2-core EPYC this package is benchmarked on (float32, 4x4 kernels, stride 2,
-1 thread): channels-first 3-15x faster than the pixel kernel for every few-channel layer tried
-(depthwise, multipliers 2-3, 1 -> 3, 3 -> 64, 64 -> 3); channels-last with 2-3 channels per
-group, transposing to channels-first and back beat both the pixel kernel and a scalar
-channels-last loop (e.g. 128 channels, 2 per group in and out, 32x32: 3.0 ms vs 5.1 ms).
+The channels-first kernel runs every few-channel layer (depthwise, multipliers 2-3, 1 -> 3,
+3 -> 64, 64 -> 3) faster than the pixel kernel; channels-last with 2-3 channels per group is
+transposed to channels-first and back, which beats both the pixel kernel and a scalar
+channels-last loop (docs/performance.md, "Measurements behind the constants (moved from code
+comments, 2026-11-26)", `_MIN_GEMM_CHANNELS`, and "Figures moved out of code comments").
 """
 from __future__ import annotations
 
@@ -52,10 +52,9 @@ def _channels_last_kernel(geom):
 # Outputs of at least this many bytes are stored past the caches (streamed: no read of y's
 # lines for ownership, _dwkernel.h), into a new y on a storage.ALIGN-byte line (np.empty
 # gives 16).
-# On depthwise_bilinear (16 MiB of y) the call went from 0.68-0.73 to 0.64-0.69 ms with y
-# reused from call to call and 1.24-1.9 to 0.74-1.1 ms after a cache-evicting copy; with 1-8
-# MiB of y streamed and plain stores tied, and a later read of y ran 5-10% slower after
-# streamed stores (docs/performance.md, "depthwise: streamed stores").
+# Streaming saves y's read for ownership on large outputs; below 8 MiB it gains nothing and a
+# later read of y is slower (docs/performance.md, "depthwise: streamed stores, an honest
+# traffic floor").
 _STREAM_BYTES = 8 << 20
 # Rows of stride 2 with 4 taps a phase (a 4 x 4 stride-2 kernel's: depthwise_bilinear's) run
 # _dwkernel.h's own row kernel (CONVT_DW_ROW4; the same bits as the generic row, which the
@@ -179,7 +178,7 @@ def _run(x, y, layout, geom, plan, stream):
     tabs = layout.tabs
     if nxc and not _channels_last_kernel(geom):
         # Channels-last with 2-3 channels per group: strided channel loops do not vectorise;
-        # the channels-first kernel plus two transposes is faster (measured, module notes).
+        # the channels-first kernel plus two transposes is faster (module docstring).
         x = np.ascontiguousarray(np.moveaxis(x, -1, 1))
         yc = np.empty((n, c_out, *geom.out_shape), ct)
         _ncx(x, yc, b, layout, geom, plan)
@@ -407,8 +406,8 @@ def _row_calls(geom):
     block = _qblock(s2, q)
     o0, o1, _ = pad3(geom.out_shape, 1)
     if s2 > 2:
-        # 2d_n1_c8-120_i16x1_k3x3_s1x3_d2x1_g8: rows of one output, 1 of 3 phases called
-        # (0.10 ms measured, priced 0.22 with every phase called)
+        # only the phases with outputs in a block are called: rows shorter than the stride
+        # call few of them (docs/performance.md, "Figures moved out of code comments")
         blocks = sum(-(-max(0, -(-(o2 - c) // s2)) // block) for c in range(s2))
         return geom.batch * geom.c_out * o0 * o1 * blocks
     outer = geom.batch * geom.c_out * o0 * -(-q // block)
@@ -436,8 +435,8 @@ class Depthwise(Variant):
         if min(cg, mg) < 2 or max(cg, mg) < _THICK_SIDE:
             return kind
         # the dense rule's pick (the pixel kernel included) against this one, by their
-        # estimates: 3 -> 18 channels a group, (5, 4, 3) by (3, 2, 2), stride (2, 1, 2):
-        # pixel 99 us (estimated 59), this kernel 385 us (188), when it won unconditionally
+        # estimates: with enough channels on one side the dense pick can be the faster
+        # (docs/performance.md, "Figures moved out of code comments")
         dense = rule.next()
         return dense if rule.seconds(dense) < rule.seconds(kind) else kind
 
@@ -448,8 +447,9 @@ class Depthwise(Variant):
         # The multiply-adds taken one vector at a time (kind.border: a chain of dependent
         # fused multiply-adds, masked, over every tap of the phase) cost depthwise_border
         # times a blocked one: long kernels over short inputs (K >> I, every output a
-        # border one) and stride 3-4 rows ran 5-27x over a taps-in-the-data estimate
-        # (docs/dispatch.md, "The random sweep").
+        # border one) and stride 3-4 rows run far over a taps-in-the-data estimate
+        # (docs/dispatch.md, "The random sweep (issue 38)"; docs/performance.md, "Figures
+        # moved out of code comments").
         macs, border = kind.macs, kind.border
         wide = (_wide_counts(geom) if itemsize > 4 and not _channels_last_kernel(geom)
                 else None)
@@ -462,9 +462,9 @@ class Depthwise(Variant):
                 + border * (c["depthwise_border"] - 1) / rate)
 
     def tasks(self, geom, kind, itemsize=4):
-        # the channels-first kernel's tasks of _ROWS_PER_TASK row blocks (1d_n1_c204-4_i2821_
-        # k67_s4_g2_f64: 24 row blocks, one task, so one thread: 9.2 ms measured on 2 workers,
-        # priced 4.2 as two threads' work); the channels-last one (one channel per group)
+        # the channels-first kernel's tasks of _ROWS_PER_TASK row blocks (fewer row blocks
+        # than that are one task, so one thread: docs/dispatch.md, "Main after session 5's
+        # merges: fresh seeds 107-110"); the channels-last one (one channel per group)
         # takes a pixel per task
         if _channels_last_kernel(geom):
             return None
