@@ -80,7 +80,9 @@ def test_row4_own_level_beside_the_generic_rows(dtype, isa, monkeypatch):
     """On a CPU with ZMM_HALVES (Zen 4) the stride-2 4-tap rows run their zmm body at level 2
     ("depthwise_row4") while the other rows run their ymm one: the same bits as the generic
     row alone and as every row at one level, for 1-3 threads, streamed or not, into a new y
-    or an ``out=`` 16 bytes past a line (a large numpy array's), odd sizes included."""
+    or an ``out=`` 16 bytes past a line (a large numpy array's), odd sizes included. Only
+    level 2 mixes the two bodies; levels 0 and 1 (one body for every row) check that the
+    level-capped calls keep those bits too."""
     monkeypatch.setattr(_cpu, "ZMM_HALVES", True)
     assert _cpu.kernel_level("depthwise_row4", 2) == 2 and _cpu.kernel_level("depthwise", 2) == 1
     assert _cpu.kernel_level("depthwise_row4", 1) == 1

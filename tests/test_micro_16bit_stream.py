@@ -133,6 +133,22 @@ def test_streamed_blocks_with_specials(case, isa, rng, monkeypatch):
     np.testing.assert_array_equal(_bits(op16(x)), _bits(want))
 
 
+@pytest.mark.parametrize("isa", MICRO_LEVELS)
+def test_streamed_blocks_of_subnormal_results(isa, rng, monkeypatch):
+    # float16 results nearly all subnormal, of both signs (x scaled down, no bias):
+    # vcvtps2ph's rounding against astype's in every vector block, no NaN to send a block
+    # to the portable body
+    monkeypatch.setattr(_cpu, "ISA", isa)
+    x, w, b, kw, dt = _inputs(0, "float16", rng)
+    x = (x.astype(np.float32) * np.float32(2.0 ** -22)).astype(np.float16)
+    b = np.zeros_like(b)
+    op16, op32 = _ops(x, w, b, kw, 2)
+    want = op32(x.astype(np.float32)).astype(np.float16)
+    tiny = np.abs(want.astype(np.float32)) < np.float32(2.0 ** -14)
+    assert tiny.mean() > 0.9 and (want != 0).mean() > 0.5 and np.signbit(want).mean() > 0.3
+    np.testing.assert_array_equal(_bits(op16(x)), _bits(want))
+
+
 def test_the_stream_gate_and_the_variants_16bit_result():
     # the micro variant's new 16-bit result: on a cache line from STREAM16_BYTES up (what
     # the gate streams), np.empty below; float32 never streams

@@ -142,3 +142,32 @@ def test_threads_calling_at_once_each_get_their_own_weights_result(dtype):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_a_rebound_plan_has_a_fresh_plans_attributes():
+    # Plan.skeleton keeps a list of argument attributes; a rebound plan must hold exactly
+    # what a plan built from the same arguments holds, with the same argument values
+    x, w, b, kw = _arrays("micro_grouped", np.float32)
+    convt.conv_transpose(x, w, b, **kw)
+    (_, skeleton), = _api._SPECS.values()
+    fresh = _plan.Plan(skeleton.spec, w, b, skeleton.dtype, allowed=skeleton.allowed,
+                       method=skeleton.method, one_shot=True, castable=skeleton.castable)
+    rebound = skeleton.rebind(w, b, None)
+    assert set(rebound.__dict__) == set(fresh.__dict__)
+    for name in _plan.Plan._SKELETON:
+        assert getattr(rebound, name) == getattr(fresh, name), name
+    assert set(skeleton.__dict__) == set(_plan.Plan._SKELETON)
+
+
+def test_channels_last_and_out_on_a_remembered_skeleton():
+    x, w, b, kw = _arrays("micro_grouped", np.float32)
+    convt.conv_transpose(x, w, b, **kw)          # a channels-first skeleton
+    xl = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    want = np.ascontiguousarray(np.moveaxis(convt.ConvTranspose(w, b, **kw)(x), 1, -1))
+    for _ in range(2):   # its own key, then its own skeleton: never the channels-first one
+        _same_bits(convt.conv_transpose(xl, w, b, **kw, data_format="NXC"), want)
+    assert len(_api._SPECS) == 2
+    out = np.full(want.shape, np.nan, np.float32)
+    got = convt.conv_transpose(xl, w, b, **kw, data_format="NXC", out=out)
+    assert got is out
+    _same_bits(out, want)

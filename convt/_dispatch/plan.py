@@ -183,14 +183,20 @@ class Plan:
         # each plan for that is a weak reference and a dict a call)
         self._lock = threading.Lock() if one_shot else _threads.renew_after_fork(self)
 
+    # What a skeleton keeps: the attributes __init__ resolves from the arguments, never one
+    # made from the weights (those are ``_bind``'s, or cached on first use). A list of what
+    # to keep, not of what to drop, so that a new per-weights attribute cannot leak into
+    # every rebound plan: a rebound plan lacking a new argument attribute fails loudly
+    # (tests/test_one_shot_skeleton.py compares the attribute names with a fresh plan's).
+    _SKELETON = ("spec", "method", "_workers", "dtype", "allowed", "cast", "castable",
+                 "compute_dtype", "pin", "one_shot")
+
     def skeleton(self):
         """This one-shot plan without its weights: what ``rebind`` makes the next one-shot
         plans of the same spec, storage dtype, method and ``workers`` argument from (kept by
         convt._api for calls with the same arguments; it holds no array of the caller's)."""
-        other = copy.copy(self)
-        for name in ("w_iox", "bias", "bias_compute", "_geoms", "_packed", "workspace",
-                     "stage", "_lock", "w_iox_compute", "w_packed"):
-            other.__dict__.pop(name, None)
+        other = object.__new__(Plan)
+        other.__dict__.update((name, self.__dict__[name]) for name in self._SKELETON)
         return other
 
     def rebind(self, w_iox, b, workers):

@@ -140,7 +140,7 @@ _KERNEL_MAX = {
     "depthwise_row4": 2,   # _dwkernel.h's stride-2 4-tap rows (CONVT_DW_ROW4), zmm or ymm
     "layout": 1,       # _transpose.h: channels-first <-> channels-last in 8 x 8 blocks
     "packing": 1,      # _packkernel.h
-    "write-out": 1,    # _writeout.h
+    "write-out": 1,    # _writeout.h, float32 y (a 16-bit y's write-out runs at convert16's level)
     "convert16": 2,    # _half.h: float16 / bfloat16 widen and narrow passes, 16 or 8 a step
 }
 
