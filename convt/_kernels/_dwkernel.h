@@ -311,6 +311,16 @@ static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,     
     ROW(NAME##_nt16##ISA, TARGET, T, V, LANES, SET1, LOADU, STOREU, CONVT_DW_NT16, FMADD, \
         ZIPLO, ZIPHI, MT, MKMASK, MFMA, 1)
 
+/* Both row kernels of one dtype (SFX: f32 or f64) from one argument list, each in both
+ * kinds: convt_dw_row_SFX (CONVT_DW_ROW) and convt_dw_row4_SFX (CONVT_DW_ROW4, stride 2 with
+ * 4 taps a phase). */
+#define CONVT_DW_ROWS(SFX, ISA, TARGET, T, V, LANES, SET1, LOADU, STOREU, STREAM, FMADD,     \
+                      ZIPLO, ZIPHI, MT, MKMASK, MFMA)                                     \
+    CONVT_DW_KINDS(CONVT_DW_ROW, convt_dw_row_##SFX, ISA, TARGET, T, V, LANES, SET1, LOADU, \
+                   STOREU, STREAM, FMADD, ZIPLO, ZIPHI, MT, MKMASK, MFMA)                 \
+    CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_##SFX, ISA, TARGET, T, V, LANES, SET1,     \
+                   LOADU, STOREU, STREAM, FMADD, ZIPLO, ZIPHI, MT, MKMASK, MFMA)
+
 /* AVX2: lane masks from the tables, masked load, fused multiply-add, blend back. */
 #define CONVT_DW_MASK32(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m32 + 8 - (z)))
 #define CONVT_DW_MASK64(z) _mm256_loadu_si256((const __m256i*)(convt_dw_m64 + 4 - (z)))
@@ -323,22 +333,12 @@ static int64_t NAME(T* y, int64_t qa, const int64_t* qe, const int64_t* lo,     
     _mm256_blendv_pd(acc, _mm256_fmadd_pd(wv, _mm256_maskload_pd(p, m), acc),            \
                      _mm256_castsi256_pd(m))
 
-CONVT_DW_KINDS(CONVT_DW_ROW, convt_dw_row_f32, _avx2, "avx2,fma", float, __m256, 8,
-               _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps,
-               _mm256_fmadd_ps, convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32,
-               CONVT_DW_MFMA32)
-CONVT_DW_KINDS(CONVT_DW_ROW, convt_dw_row_f64, _avx2, "avx2,fma", double, __m256d, 4,
-               _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd,
-               _mm256_fmadd_pd, convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64,
-               CONVT_DW_MFMA64)
-CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f32, _avx2, "avx2,fma", float, __m256, 8,
-               _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_stream_ps,
-               _mm256_fmadd_ps, convt_zip_lo_ps, convt_zip_hi_ps, __m256i, CONVT_DW_MK32,
-               CONVT_DW_MFMA32)
-CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f64, _avx2, "avx2,fma", double, __m256d, 4,
-               _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_stream_pd,
-               _mm256_fmadd_pd, convt_zip_lo_pd, convt_zip_hi_pd, __m256i, CONVT_DW_MK64,
-               CONVT_DW_MFMA64)
+CONVT_DW_ROWS(f32, _avx2, "avx2,fma", float, __m256, 8, _mm256_set1_ps, _mm256_loadu_ps,
+              _mm256_storeu_ps, _mm256_stream_ps, _mm256_fmadd_ps, convt_zip_lo_ps,
+              convt_zip_hi_ps, __m256i, CONVT_DW_MK32, CONVT_DW_MFMA32)
+CONVT_DW_ROWS(f64, _avx2, "avx2,fma", double, __m256d, 4, _mm256_set1_pd, _mm256_loadu_pd,
+              _mm256_storeu_pd, _mm256_stream_pd, _mm256_fmadd_pd, convt_zip_lo_pd,
+              convt_zip_hi_pd, __m256i, CONVT_DW_MK64, CONVT_DW_MFMA64)
 
 /* AVX-512: the same row with zmm vectors (16 float32, 8 float64) and opmask registers: lanes
  * [lo, hi) as a bit mask, a zero-masking load and a merge-masked fused multiply-add (lanes
@@ -349,26 +349,14 @@ CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f64, _avx2, "avx2,fma", double, __m2
 #define CONVT_DW_MFMA512_64(acc, wv, p, m)                                               \
     _mm512_mask3_fmadd_pd(wv, _mm512_maskz_loadu_pd(m, p), acc, m)
 
-CONVT_DW_KINDS(CONVT_DW_ROW, convt_dw_row_f32, _avx512,
-               "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float, __m512, 16, _mm512_set1_ps,
-               _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps, _mm512_fmadd_ps,
-               convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
-               CONVT_DW_MFMA512_32)
-CONVT_DW_KINDS(CONVT_DW_ROW, convt_dw_row_f64, _avx512,
-               "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double, __m512d, 8, _mm512_set1_pd,
-               _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd, _mm512_fmadd_pd,
-               convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
-               CONVT_DW_MFMA512_64)
-CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f32, _avx512,
-               "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float, __m512, 16, _mm512_set1_ps,
-               _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps, _mm512_fmadd_ps,
-               convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16, (__mmask16) CONVT_DW_MK512,
-               CONVT_DW_MFMA512_32)
-CONVT_DW_KINDS(CONVT_DW_ROW4, convt_dw_row4_f64, _avx512,
-               "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double, __m512d, 8, _mm512_set1_pd,
-               _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd, _mm512_fmadd_pd,
-               convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8, (__mmask8) CONVT_DW_MK512,
-               CONVT_DW_MFMA512_64)
+CONVT_DW_ROWS(f32, _avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", float, __m512, 16,
+              _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_stream_ps,
+              _mm512_fmadd_ps, convt_zip512_lo_ps, convt_zip512_hi_ps, __mmask16,
+              (__mmask16) CONVT_DW_MK512, CONVT_DW_MFMA512_32)
+CONVT_DW_ROWS(f64, _avx512, "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma", double, __m512d, 8,
+              _mm512_set1_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_stream_pd,
+              _mm512_fmadd_pd, convt_zip512_lo_pd, convt_zip512_hi_pd, __mmask8,
+              (__mmask8) CONVT_DW_MK512, CONVT_DW_MFMA512_64)
 
 #endif /* CONVT_HAVE_AVX2_PATH */
 
