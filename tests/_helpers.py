@@ -81,6 +81,17 @@ def float32_rounded(x, w, b, kw, workers=1, pin=None):
     return op(x.astype(f)).astype(x.dtype)
 
 
+def micro_ops(w, b, kw, workers):
+    """The operators of (w, b) as they are and widened to float32, both on the micro variant
+    (method "direct", pinned): a 16-bit call and the float32 call its bits must round."""
+    ops = []
+    for ww, bb in ((w, b), (w.astype(np.float32), b.astype(np.float32))):
+        op = convt.ConvTranspose(ww, bb, method="direct", workers=workers, **kw)
+        op._plan.pin = ("micro", False)
+        ops.append(op)
+    return ops
+
+
 def strict_deliver(real):
     """``real`` (the plan's deliver) failing on a 16-bit result; float32 calls still take it."""
     def deliver(y, dtype, out, workers=1):

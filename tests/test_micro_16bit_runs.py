@@ -9,10 +9,10 @@ that runs the micro tiles and with float16's portable bodies (no F16C).
 import numpy as np
 import pytest
 
-import convt
 from convt._backends.direct import micro
 from convt._kernels import _cpu, _half
 
+from _helpers import micro_ops
 from conftest import DTYPES, np_dtype
 
 HALF = [d for d in DTYPES if d in ("float16", "bfloat16")]
@@ -54,15 +54,6 @@ def _partial_runs(geom):
     return False
 
 
-def _ops(x, w, b, kw, workers):
-    ops = []
-    for ww, bb in ((w, b), (w.astype(np.float32), b.astype(np.float32))):
-        op = convt.ConvTranspose(ww, bb, method="direct", workers=workers, **kw)
-        op._plan.pin = ("micro", False)
-        ops.append(op)
-    return ops
-
-
 @pytest.mark.parametrize("isa", MICRO_LEVELS)
 @pytest.mark.parametrize("name", HALF)
 @pytest.mark.parametrize("case", range(len(_CASES)))
@@ -76,7 +67,7 @@ def test_run_ends_give_the_float32_result_rounded_once(case, name, isa, rng, mon
     b = rng.standard_normal(wg[1] * g).astype(dt)
     ys = []
     for workers in (1, 2):
-        op16, op32 = _ops(x, w, b, kw, workers)
+        op16, op32 = micro_ops(w, b, kw, workers)
         p = op16._plan.geometry(x.shape)
         assert p.variant == "micro" and _partial_runs(p.geom)
         want = op32(x.astype(np.float32)).astype(dt)
@@ -104,7 +95,7 @@ def test_run_ends_without_f16c_and_with_specials(case, rng, monkeypatch):
     flat[13::101] = np.nan
     w = rng.standard_normal(wg).astype(np.float16)
     b = rng.standard_normal(wg[1] * g).astype(np.float16)
-    op16, op32 = _ops(x, w, b, kw, 2)
+    op16, op32 = micro_ops(w, b, kw, 2)
     with np.errstate(invalid="ignore", over="ignore"):
         want = op32(x.astype(np.float32)).astype(np.float16)
     np.testing.assert_array_equal(_bits(op16(x)), _bits(want))

@@ -10,10 +10,10 @@ the blocks of 16), runs of rows cut by the tasks and lines of y off 64 bytes.
 import numpy as np
 import pytest
 
-import convt
 from convt._backends.direct import micro, storage
 from convt._kernels import _cpu
 
+from _helpers import micro_ops
 from conftest import DTYPES, np_dtype
 
 HALF = [d for d in DTYPES if d in ("float16", "bfloat16")]
@@ -34,15 +34,6 @@ _CASES = [
 
 def _bits(a):
     return np.ascontiguousarray(a).view(np.uint16)
-
-
-def _ops(x, w, b, kw, workers):
-    ops = []
-    for ww, bb in ((w, b), (w.astype(np.float32), b.astype(np.float32))):
-        op = convt.ConvTranspose(ww, bb, method="direct", workers=workers, **kw)
-        op._plan.pin = ("micro", False)
-        ops.append(op)
-    return ops
 
 
 def _inputs(case, name, rng):
@@ -79,7 +70,7 @@ def test_streamed_write_out_gives_the_float32_result_rounded_once(case, name, is
     seen = _spy(monkeypatch)
     ys = []
     for workers in (1, 2):
-        op16, op32 = _ops(x, w, b, kw, workers)
+        op16, op32 = micro_ops(w, b, kw, workers)
         assert op16._plan.geometry(x.shape).variant == "micro"
         want = _bits(op32(x.astype(np.float32)).astype(dt))
         del seen[:]
@@ -101,7 +92,7 @@ def test_out_at_any_offset_is_written_whole(shift, name, isa, rng, monkeypatch):
     each block's lines keeps the others plain) the same bits."""
     monkeypatch.setattr(_cpu, "ISA", isa)
     x, w, b, kw, dt = _inputs(0, name, rng)
-    op16, op32 = _ops(x, w, b, kw, 2)
+    op16, op32 = micro_ops(w, b, kw, 2)
     want = _bits(op32(x.astype(np.float32)).astype(dt))
     for force in (None, 1):
         seen = _spy(monkeypatch, force)
@@ -126,7 +117,7 @@ def test_streamed_blocks_with_specials(case, isa, rng, monkeypatch):
     flat[::997] = 6e4
     flat[5::1289] = np.inf
     flat[13::1601] = np.nan
-    op16, op32 = _ops(x, w, b, kw, 2)
+    op16, op32 = micro_ops(w, b, kw, 2)
     with np.errstate(invalid="ignore", over="ignore"):
         want = op32(x.astype(np.float32)).astype(np.float16)
     assert np.isnan(want).any() and np.isinf(want).any()
@@ -142,7 +133,7 @@ def test_streamed_blocks_of_subnormal_results(isa, rng, monkeypatch):
     x, w, b, kw, dt = _inputs(0, "float16", rng)
     x = (x.astype(np.float32) * np.float32(2.0 ** -22)).astype(np.float16)
     b = np.zeros_like(b)
-    op16, op32 = _ops(x, w, b, kw, 2)
+    op16, op32 = micro_ops(w, b, kw, 2)
     want = op32(x.astype(np.float32)).astype(np.float16)
     tiny = np.abs(want.astype(np.float32)) < np.float32(2.0 ** -14)
     assert tiny.mean() > 0.9 and (want != 0).mean() > 0.5 and np.signbit(want).mean() > 0.3
