@@ -98,6 +98,8 @@
 # _transpose.h         register transposes and zips; 8 x 8 block transposes.
 # _writeout.h          tile write-outs with the bias into channels-first y.
 # _corners.h           the Winograd input transforms (signed sums of corners).
+# _tilerows.h          sums over tile rows: the Winograd output transform, channels-last
+#                      write-out rows plus the bias (_micro.tile_rows exposes them to tests).
 # _packkernel.h        tap transposes for late sums, product-weight sums, store fence.
 # _half.h              16-bit <-> float32 conversions (F16C + AVX2, AVX-512; NaN bits as NumPy
 #                      keeps them).  _halfstream.h: its narrowing with whole lines streamed.

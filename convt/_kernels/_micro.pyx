@@ -53,7 +53,17 @@ from ._tilewrite cimport (_WRITE_ROWS, _cols, _cols16, _write_blocks, _write_blo
                           _write_nxc, _write_nxc16)
 from ._types cimport real
 
+from . import _cpu
 from ._half import level as _half_level
+
+cdef extern from "_tilerows.h" nogil:
+    void convt_combine_f32(int isa, float* t, const float* a, const float* b, int64_t m,
+                           int64_t w, int64_t ld, int kind)
+    void convt_combine_f64(int isa, double* t, const double* a, const double* b, int64_t m,
+                           int64_t w, int64_t ld, int kind)
+    void convt_bias_row_f32(int isa, const float* t, const float* bias, float* y, int64_t n)
+    void convt_bias_row_f64(int isa, const double* t, const double* bias, double* y,
+                            int64_t n)
 
 MR = CONVT_MR
 NR_F32 = CONVT_NR_F32
@@ -165,7 +175,7 @@ cdef void _set_task(int isa, const real* x, const real* zero, const real* wp, co
             _write_nxc16(hisa, kind, t + p * MB * ldc if pp[7] else NULL, ldc, bias, y16,
                          _phase_rows(pp, r0, m, d), d, off + p * MB)
             continue
-        _write_nxc(t + p * MB * ldc if pp[7] else NULL, ldc, bias, y,
+        _write_nxc(isa, t + p * MB * ldc if pp[7] else NULL, ldc, bias, y,
                    _phase_rows(pp, r0, m, d), d, off + p * MB)
 
 
@@ -238,3 +248,34 @@ def micro_conv(const real[::1] x,             # IN  x channels-last, flat (N, I0
                       tk[2], tk[3], dm, yst, tl + tid * SM * MB * ldc,
                       <const real**> (pp + tid * pstride), pp + tid * pstride + MB * TB,
                       y16p, kind, hisa, bf16, wstream)
+
+
+def tile_rows(real[:, ::1] t, const real[:, ::1] a, const real[:, ::1] b, int64_t width,
+              int kind, int isa=-1, const real[::1] bias=None, real[:, ::1] y=None):
+    """_tilerows.h's sums (the Winograd output transform, _wino.pyx; the write-out of
+    _tilewrite.pxd) on the first ``width`` values of each row of t, for tests: kind 0-2
+    the output transform in place (t = t + a, (t + a) - b, (t + a) + b); with ``bias`` and
+    ``y``, the channels-last write-out y = t + bias instead. Releases the GIL."""
+    cdef int64_t m = t.shape[0], ld = t.shape[1], i
+    if (a.shape[0] != m or b.shape[0] != m or a.shape[1] != ld or b.shape[1] != ld
+            or not 0 <= width <= ld or not 0 <= kind <= 2
+            or (bias is not None and (y is None or bias.shape[0] < width
+                                      or y.shape[0] != m or y.shape[1] < width))):
+        raise ValueError(f"tile_rows: rows of t, a, b (and y) alike, width {width} within them, "
+                         f"kind 0-2, a bias of width values; got kind {kind}")
+    if isa < 0:
+        isa = _cpu.ISA
+    if m == 0 or width == 0:
+        return
+    with nogil:
+        if bias is not None:
+            for i in range(m):
+                if real is float:
+                    convt_bias_row_f32(isa, &t[i, 0], &bias[0], &y[i, 0], width)
+                else:
+                    convt_bias_row_f64(isa, &t[i, 0], &bias[0], &y[i, 0], width)
+        else:
+            if real is float:
+                convt_combine_f32(isa, &t[0, 0], &a[0, 0], &b[0, 0], m, width, ld, kind)
+            else:
+                convt_combine_f64(isa, &t[0, 0], &a[0, 0], &b[0, 0], m, width, ld, kind)

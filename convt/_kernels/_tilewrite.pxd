@@ -20,14 +20,21 @@ cdef extern from "_writeout.h" nogil:
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
     uint16_t convt_narrow1(int kind, float v)
 
+cdef extern from "_tilerows.h" nogil:
+    void convt_bias_row_f32(int isa, const float* t, const float* bias, float* y, int64_t n)
+    void convt_bias_row_f64(int isa, const double* t, const double* bias, double* y,
+                            int64_t n)
+
 cdef enum:
     _WRITE_ROWS = 16  # tile rows per block of the scalar channels-first write-out
 
 
-cdef inline void _write_nxc(const real* t, int64_t ldc, const real* bias, real* y, int64_t m,
-                            const int64_t* d, const int64_t* off) noexcept nogil:
-    # Channels-last: tile rows (or only the bias when t is NULL) -> y, row by row.
-    cdef int64_t G = d[7], Mg = d[9], gw = d[10] * d[17], i, g, mm, co
+cdef inline void _write_nxc(int isa, const real* t, int64_t ldc, const real* bias, real* y,
+                            int64_t m, const int64_t* d, const int64_t* off) noexcept nogil:
+    # Channels-last: tile rows (or only the bias when t is NULL) -> y, row by row, each
+    # group's channels plus their bias by _tilerows.h's convt_bias_row (isa: the caller's
+    # level).
+    cdef int64_t G = d[7], Mg = d[9], gw = d[10] * d[17], i, g, co
     cdef real* dd
     cdef const real* tr
     for i in range(m):
@@ -38,8 +45,10 @@ cdef inline void _write_nxc(const real* t, int64_t ldc, const real* bias, real* 
             continue
         tr = t + i * ldc
         for g in range(G):
-            for mm in range(Mg):
-                dd[g * Mg + mm] = tr[g * gw + mm] + bias[g * Mg + mm]
+            if real is float:
+                convt_bias_row_f32(isa, tr + g * gw, bias + g * Mg, dd + g * Mg, Mg)
+            else:
+                convt_bias_row_f64(isa, tr + g * gw, bias + g * Mg, dd + g * Mg, Mg)
 
 
 cdef inline void _cols(const real* ta, const real* tb, int64_t ldc, const real* bias, real* y,

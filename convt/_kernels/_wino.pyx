@@ -45,6 +45,12 @@ from ._types cimport real
 from . import _cpu
 from ._half import level as _half_level
 
+cdef extern from "_tilerows.h" nogil:
+    void convt_combine_f32(int isa, float* t, const float* a, const float* b, int64_t m,
+                           int64_t w, int64_t ld, int kind)
+    void convt_combine_f64(int isa, double* t, const double* a, const double* b, int64_t m,
+                           int64_t w, int64_t ld, int kind)
+
 cdef extern from "_writeout.h" nogil:
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
     uint16_t convt_narrow1(int kind, float v)
@@ -60,6 +66,15 @@ cdef enum:
                      # R0..2 (products per axis: 3 F(2, 2), 4 F(2, 3), 1 elsewhere)
     _SET_MAX = 16    # most real phases of a task (a set: the residues of the last axis)
 SET_MAX = _SET_MAX
+
+
+cdef inline void _combine(int isa, real* t, const real* a, const real* b, int64_t m,
+                          int64_t w, int64_t ld, int kind) noexcept nogil:
+    # _tilerows.h's output transform in the dtype of real
+    if real is float:
+        convt_combine_f32(isa, t, a, b, m, w, ld, kind)
+    else:
+        convt_combine_f64(isa, t, a, b, m, w, ld, kind)
 
 
 cdef int64_t _wino_slot(const int64_t* rp, const int64_t* tt) noexcept nogil:
@@ -86,7 +101,6 @@ cdef void _wino_phase(int isa, const real* x, const real* zero, const real* wp,
     cdef int64_t rad[3]
     cdef real* ts
     cdef const real* tsrc
-    cdef const real* tsrc2
     cdef uint64_t* masks = <uint64_t*> (off + MB)
     cdef bint ok
     for p in range(npr):
@@ -114,21 +128,13 @@ cdef void _wino_phase(int isa, const real* x, const real* zero, const real* wp,
             ts = t + sl * MB * ldc
             if R == 3:
                 tsrc = t + (sl + stride if dig == 0 else sl - stride) * MB * ldc
-                for i in range(m):
-                    for k in range(width):
-                        ts[i * ldc + k] += tsrc[i * ldc + k]
+                _combine(isa, ts, tsrc, tsrc, m, width, ldc, 0)
             elif dig == 0:
-                tsrc = t + (sl + stride) * MB * ldc
-                tsrc2 = t + (sl + 2 * stride) * MB * ldc
-                for i in range(m):
-                    for k in range(i * ldc, i * ldc + width):
-                        ts[k] = (ts[k] + tsrc[k]) - tsrc2[k]
+                _combine(isa, ts, t + (sl + stride) * MB * ldc, t + (sl + 2 * stride) * MB * ldc,
+                         m, width, ldc, 1)
             else:
-                tsrc = t + (sl - 2 * stride) * MB * ldc
-                tsrc2 = t + (sl - stride) * MB * ldc
-                for i in range(m):
-                    for k in range(i * ldc, i * ldc + width):
-                        ts[k] = (ts[k] + tsrc[k]) + tsrc2[k]
+                _combine(isa, ts, t + (sl - 2 * stride) * MB * ldc, t + (sl - stride) * MB * ldc,
+                         m, width, ldc, 2)
         st[nw] = stride
         rad[nw] = R
         nw += 1
@@ -184,7 +190,7 @@ cdef void _wino_write(int isa, real* t, const real* bias, real* y, const int64_t
                     ts[mv * ldc + k] = ts[i * ldc + k]
             mv += 1
         if ystr[4] == 1:
-            _write_nxc(ts, ldc, bias, y, mv, d, off)
+            _write_nxc(isa, ts, ldc, bias, y, mv, d, off)
         elif real is float and ts != NULL and rp[8] * d[6] == 1:
             _write_blocks(isa, ts, NULL, bias, y, mv, d, ystr[4], off, 1)
         else:
@@ -479,3 +485,4 @@ def wino_corners(const real[::1] src, const int64_t[::1] off, real[::1] dst, int
             convt_corners_f32(isa, &src[0], &off[0], <int> n, neg, &dst[0], C)
         else:
             convt_corners_f64(isa, &src[0], &off[0], <int> n, neg, &dst[0], C)
+
