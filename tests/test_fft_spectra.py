@@ -116,3 +116,30 @@ def test_one_shot_and_prepared_agree():
     for y in (convt.conv_transpose(x, w, method="fft", pads=[2, 1, 3, 0]),
               convt.ConvTranspose(w, method="fft", pads=[2, 1, 3, 0])(x)):
         assert np.abs(y - ref).max() <= 1e-12 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dft_gemms_give_the_same_bits_for_any_thread_count(dtype):
+    """The kernel spectra's DFT GEMMs (_matmul) cut a large product into the same column
+    blocks for every thread count: OpenBLAS rounds a column by where it falls in a GEMM's
+    column blocks, so a cut at half the columns (20460 of 40920) gave other float64 bits."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((36, 6)).astype(dtype)
+    b = rng.standard_normal((4, 6, 40920)).astype(dtype)
+    assert a.shape[0] * b.size >= spectra_mod._MIN_THREADED_MACS   # the threaded path
+    outs = [spectra_mod._matmul(a, b, n, np.empty((4, 36, 40920), dtype)) for n in (1, 2, 3)]
+    for y in outs[1:]:
+        np.testing.assert_array_equal(y, outs[0])
+    np.testing.assert_allclose(outs[0], a @ b, rtol=1e-5 if dtype == np.float32 else 1e-13,
+                               atol=1e-5 if dtype == np.float32 else 1e-13)
+
+
+def test_prepared_float64_fft_gives_the_same_bits_for_any_thread_count():
+    """A prepared float64 FFT call with a batch (the differential fuzz's case, session 11):
+    the kernel spectra's GEMMs used to split their columns by the thread count."""
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((4, 132, 16, 16)), rng.standard_normal((132, 31, 5, 5))
+    ys = [convt.ConvTranspose(w, strides=(2, 2), group=4, method="fft", workers=n)(x)
+          for n in (1, 2, 3)]
+    for y in ys[1:]:
+        np.testing.assert_array_equal(y, ys[0])

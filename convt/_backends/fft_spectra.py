@@ -26,6 +26,8 @@ from .fft_blocks import Lead, rfft_into, thread_pool
 # second thread, even from the persistent pool (fft_blocks.thread_pool), pays for itself
 # (docs/performance.md, "Figures moved out of code comments").
 _MIN_THREADED_MACS = 1 << 25
+# Columns of b per GEMM of a large _matmul, whatever the thread count.
+_MATMUL_COLUMNS = 4096
 
 # Below this much transform work (samples x log2 of the transform length, per scipy.fft call)
 # scipy.fft runs on one thread: starting its worker threads costs more than they save on a
@@ -317,23 +319,33 @@ def lead_dft(length, taps, dtype):
 
 
 def _matmul(a, b, workers, out):
-    """a @ b (b batched, (..., Q, R)), its columns split over ``workers`` threads with one
-    BLAS thread each, as the per-bin contraction does: NumPy's own BLAS threads spin between
-    calls and, on a machine where another process holds a core, make these GEMMs and the
-    next ``scipy.fft`` call several times slower (docs/fft.md, "Kernel spectra"). Every
-    column is computed by one thread, so the result does not depend on ``workers``."""
+    """a @ b (b batched, (..., Q, R)) into ``out``, with one BLAS thread. A large product
+    runs as one GEMM per block of _MATMUL_COLUMNS columns of b (the last a shorter one), the
+    blocks shared by ``workers`` threads: NumPy's own BLAS threads spin between calls and, on
+    a machine where another process holds a core, make these GEMMs and the next ``scipy.fft``
+    call several times slower (docs/fft.md, "Kernel spectra"). The blocks do not depend on
+    ``workers``, so neither do the bits: OpenBLAS rounds a column by where it falls in the
+    GEMM's column blocks (a GEMM of 20460 columns gave other float64 bits than the same
+    columns in one of 40920)."""
     cols = b.shape[-1]
-    threads = min(workers, cols // 64)
-    if threads < 2 or out.size * a.shape[1] < _MIN_THREADED_MACS:
+    if cols <= _MATMUL_COLUMNS or out.size * a.shape[1] < _MIN_THREADED_MACS:
         with blas_threads(1, "numpy"):
             np.matmul(a, b, out=out)
         return out
-    cuts = [cols * i // threads for i in range(threads + 1)]
+    cuts = list(range(0, cols, _MATMUL_COLUMNS)) + [cols]
+    blocks = list(zip(cuts[:-1], cuts[1:]))
+    threads = max(1, min(workers, len(blocks)))
+    shares = [blocks[len(blocks) * i // threads:len(blocks) * (i + 1) // threads]
+              for i in range(threads)]
+
+    def run(share):
+        for lo, hi in share:
+            np.matmul(a, b[..., lo:hi], out=out[..., lo:hi])
+
     with blas_threads(1, "numpy"):
-        pool = thread_pool(threads - 1)
-        jobs = [pool.submit(np.matmul, a, b[..., lo:hi], out=out[..., lo:hi])
-                for lo, hi in zip(cuts[1:-1], cuts[2:])]
-        np.matmul(a, b[..., :cuts[1]], out=out[..., :cuts[1]])
+        pool = thread_pool(threads - 1) if threads > 1 else None
+        jobs = [pool.submit(run, share) for share in shares[1:]]
+        run(shares[0])
         for job in jobs:
             job.result()
     return out
