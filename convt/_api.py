@@ -136,7 +136,11 @@ class ConvTranspose:
         ----------
         x_shape : sequence of int
             Shape of an input array (``x.shape``), in the operator's ``data_format``; a
-            float, bool or negative length is a ``TypeError`` / ``ValueError``.
+            float, bool or negative length is a ``TypeError`` / ``ValueError``. The input's
+            values are not known here: where the FFT would run, weights holding NaN, Inf
+            or values its transforms could overflow on make the call run on the direct
+            backend, and the explanation says so; an input that does the same is
+            explained by `convt.explain` given the input.
 
         Returns
         -------
@@ -403,7 +407,10 @@ def explain(x, w, b=None, **keywords):
     Parameters
     ----------
     x : ndarray or tuple of int
-        The input, or just its shape (then it takes ``w``'s dtype).
+        The input, or just its shape (then it takes ``w``'s dtype). Given the input, the
+        explanation accounts for its values: where the FFT would run, an input holding NaN,
+        Inf or values its transforms could overflow on runs on the direct backend
+        (docs/reliability.md), and the explanation says so.
     w, b, **keywords
         As for `conv_transpose` (including ``method`` and ``workers``; ``out`` is taken and
         unused, since nothing runs).
@@ -433,10 +440,11 @@ def explain(x, w, b=None, **keywords):
     keywords.pop("out", None)   # conv_transpose's destination: nothing is written here
     op = _OneShot(w, b, **keywords)   # priced as the one-shot call it explains
     if isinstance(x, tuple):
-        shape = shape_tuple("explain", "x", x)
-    else:
-        shape = as_array("explain", "x", x, op._plan.allowed).shape
-    return op.explain(shape)
+        return op.explain(shape_tuple("explain", "x", x))
+    from ._dispatch.explain import explain_plan
+
+    xa = as_array("explain", "x", x, op._plan.allowed)
+    return explain_plan(op._plan, op._shape(xa.shape), xa)
 
 
 def calibrate(workers=None, save=False, path=None):

@@ -143,3 +143,29 @@ def test_fft_keeps_large_ordinary_values_on_the_transforms():
     op = convt.ConvTranspose(w, method="fft", workers=1)
     p = op._plan.geometry(x.shape)
     np.testing.assert_array_equal(op(x), run_fft(x, p.state, p.geom, op._plan))
+
+
+@pytest.mark.parametrize("method", ["fft", "auto"])
+def test_explain_says_non_finite_data_runs_on_the_direct_backend(method):
+    """`convt.explain` given the input, and `ConvTranspose.explain` for the weights, report
+    the direct backend the call runs on when the FFT's transforms cannot take the data (the
+    differential fuzz found the explanation saying "fft" there, session 11)."""
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((1, 4, 40, 40)), rng.standard_normal((4, 4, 31, 31))
+    assert convt.explain(x, w, method=method).choice == "fft"
+    xn = x.copy()
+    xn[0, 1, 5, 7] = np.nan
+    e = convt.explain(xn, w, method=method)
+    assert e.choice == "direct" and "the input or weights hold NaN, Inf" in e.reason
+    assert str(e).endswith("runs on the direct backend (docs/reliability.md)")
+    assert convt.explain(xn.shape, w, method=method).choice == "fft"   # values unknown
+    big = x / np.abs(x).max() * (np.finfo(np.float64).max / 4)
+    assert convt.explain(big, w, method=method).choice == "direct"
+    wn = w.copy()
+    wn[2, 3, 0, 0] = -np.inf
+    e = convt.ConvTranspose(wn, method=method).explain(x.shape)
+    assert e.choice == "direct" and "but the weights hold NaN, Inf" in e.reason
+    assert convt.ConvTranspose(w, method=method).explain(x.shape).choice == "fft"
+    # and the calls run where the explanations say: the direct backend's bits
+    direct = convt.conv_transpose(xn, w, method="direct")
+    np.testing.assert_array_equal(convt.conv_transpose(xn, w, method=method), direct)

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import tune as _tune
 from .._backends import BACKENDS
 from .._backends.direct.registry import describe
 from .._geometry.geometry import resolve
 from .constants import rate_sources
 from .guard import check_range
-from .plan import pick, tune_candidates
+from .plan import fft_in_range, pick, tune_candidates
 
 __all__ = ["Explanation", "explain_plan"]
 
@@ -127,8 +129,11 @@ def _ms(t):
     return f"{t * 1e3:.3f} ms"
 
 
-def explain_plan(plan, x_shape):
-    """The ``Explanation`` of ``plan`` on inputs of ``x_shape`` (tunes nothing, runs nothing)."""
+def explain_plan(plan, x_shape, xa=None):
+    """The ``Explanation`` of ``plan`` on inputs of ``x_shape`` (tunes nothing, runs nothing).
+    ``xa``: the input itself, when known: an FFT call whose input or weights hold NaN, Inf
+    or values its transforms could overflow on runs on the direct backend (shape only: the
+    weights alone decide)."""
     geom = resolve(plan.spec, tuple(x_shape))
     check_range(plan.spec.convention, geom, plan.spec.input_name)
     est = plan.estimate(geom)
@@ -153,6 +158,11 @@ def explain_plan(plan, x_shape):
             else:
                 reason = (f"not tuned yet: the first call times {', '.join(cands)}; "
                           f"until then the cost model says: {reason}")
+    if choice == "fft" and not fft_in_range(xa if xa is not None else np.zeros(0), geom, plan):
+        choice = "direct"
+        reason = (f"the FFT would run ({reason}), but the {'input or ' if xa is not None else ''}"
+                  "weights hold NaN, Inf or values its transforms could overflow on, so the "
+                  "call runs on the direct backend (docs/reliability.md)")
     tilings = {name: tuple(BACKENDS[name].describe(geom, plan.compute_dtype, one)
                            for one in (False, True))
                for name, t in est.seconds.items()

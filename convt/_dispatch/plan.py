@@ -30,7 +30,8 @@ from .._geometry.geometry import Geometry, resolve
 from .._geometry.validate import choice, fail, int_scalar
 from .._kernels import _half
 
-__all__ = ["Plan", "Planned", "METHODS", "pick", "resolve_workers", "tune_candidates"]
+__all__ = ["Plan", "Planned", "METHODS", "fft_in_range", "pick", "resolve_workers",
+           "tune_candidates"]
 
 METHODS = ("auto", "direct", "fft", "reference", "tune")
 # An OpenMP team of millions of threads would exhaust the process; far above any core count.
@@ -429,6 +430,14 @@ def _fft_in_range(xa, lay, geom, plan):
     wmax = plan.packed("max_abs_w", lambda p: float(np.max(np.abs(p.w_iox), initial=0.0)))
     xmax = max(-float(xa.min()), float(xa.max())) if xa.size else 0.0
     return xmax * wmax * _fft.fft_growth(geom, lay) <= float(np.finfo(plan.compute_dtype).max) / 4
+
+
+def fft_in_range(xa, geom, plan):
+    """Whether an FFT call of ``plan`` on ``geom`` runs on the FFT backend for the input
+    values ``xa`` (an empty array: weights only), or on the direct one (``_run_fft_finite``):
+    what `convt.explain` reports."""
+    return _fft_in_range(xa, _fft.fft_layout(geom, plan.compute_dtype, one_shot=plan.one_shot),
+                         geom, plan)
 
 
 def _run_fft_finite(run, xa, state, geom, plan, out=None):
