@@ -73,6 +73,7 @@ def _spec(data, filter, output_shape, *, grouped, strides, pads_begin, pads_end,
           auto_pad, output_padding, data_format, filter_format):
     """(data, IOX filter, dtype, OpSpec, filter_format) of either public function's arguments,
     validated (``grouped``: the GroupConvolutionBackpropData filter layout)."""
+    given = filter   # (its shape for a rank error, once intake has read it as an array)
     if grouped:
         conv = "openvino (grouped)"
         filter, groups = _ungroup(conv, filter, filter_format)
@@ -83,6 +84,9 @@ def _spec(data, filter, output_shape, *, grouped, strides, pads_begin, pads_end,
     xa, w_iox, _, dt, data_format, fmt = intake(
         conv, data, filter, None, allowed=ALL_FLOATS, names=("data", "filter", "bias"),
         data_format=data_format, filter_format=iox)
+    if xa is not None and xa.ndim != w_iox.ndim:   # before the attributes it sizes
+        raise fail(conv, "filter", f"must have rank {xa.ndim + grouped} for data of rank "
+                   f"{xa.ndim}: one kernel axis per spatial axis of the data", np.shape(given))
     require(conv, strides=strides, dilations=dilations)  # 003: "Required: yes"
     attrs = common_attrs(conv, w_iox, None, strides=strides, dilations=dilations,
                          group=groups, group_name="filter groups", names=("filter", "bias"))

@@ -198,6 +198,10 @@ OPENVINO = [
      "non-negative"),
     (dict(filter=np.zeros((3, 3, 3, 3), np.float32)), ValueError, "openvino: 'data' must have "
      "3 channels (the filter's C_in, data_format NCX); got (1, 4, 5, 5)"),
+    # a filter of another rank than the data: named before the attributes it sizes
+    (dict(filter=np.zeros((4, 3, 3, 3, 3), np.float32)), ValueError, "openvino: 'filter' must "
+     "have rank 4 for data of rank 4: one kernel axis per spatial axis of the data; got "
+     "(4, 3, 3, 3, 3)"),
 ]
 
 
@@ -218,6 +222,13 @@ def test_openvino_grouped_errors():
                                                    "channels")):
         convt.openvino.group_convolution_backprop_data(X, np.zeros((2, 3, 1, 3, 3), np.float32),
                                                        **OV_KW)
+    # a grouped filter of 1-D data for 2-D data (it used to blame 'strides'), either layout
+    for fmt, shape in (("IOX", (4, 1, 3, 3)), ("XOI", (2, 3, 3, 3, 1, 2))):
+        with pytest.raises(ValueError, match=re.escape(
+                "openvino (grouped): 'filter' must have rank 5 for data of rank 4: one kernel "
+                f"axis per spatial axis of the data; got {shape}")):
+            convt.openvino.group_convolution_backprop_data(
+                X, np.zeros(shape, np.float32), filter_format=fmt, **OV_KW)
 
 
 XN = np.zeros((1, 5, 5, 4), np.float32)     # NXC

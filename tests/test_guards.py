@@ -134,6 +134,10 @@ def test_frame_beyond_64_bit_indexing_is_refused():
         convt.conv_transpose(x, w, dilations=(d, d), pads=(d, d, 0, 0))
     with pytest.raises(ValueError, match=re.escape("onnx (opset 11): 'X' with these")):
         convt.onnx.conv_transpose(x[..., 0], w[..., 0], dilations=[2**62], pads=[2**62, 0])
+    # an output_shape that implies it: the message gives the output it asked for
+    with pytest.raises(ValueError, match=re.escape(
+            "output (1000000000, 1000000000)), beyond the 2**58 that convt indexes")):
+        convt.conv_transpose(x, w, output_shape=(10**9, 10**9))
 
 
 @pytest.mark.parametrize("c, method", [(1, "direct"), (4, "direct")], ids=["depthwise", "pixel"])
