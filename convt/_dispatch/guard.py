@@ -91,8 +91,7 @@ def check_range(conv, geom, input_name):
         raise fail(conv, input_name, "with these attributes spans a frame of "
                    f"{frame:.3g} elements (full lengths {geom.full_shape}, pads "
                    f"{geom.pads_begin} / {geom.pads_end}, output {geom.out_shape}), beyond "
-                   "the 2**58 that convt "
-                   "indexes", geom.array_shape("input"))
+                   "the 2**58 that convt indexes", geom.array_shape("input"))
 
 
 def estimate_bytes(geom, method, dtype):

@@ -96,7 +96,7 @@ cdef void _wino_phase(int isa, const real* x, const real* zero, const real* wp,
     # Tile rows r0..r0+m of the real phase rp: its products' tiles (the i-th at
     # t + i * MB * ldc), then the output transform, in place.
     cdef int64_t MB = d[14], ldc = d[15], width = d[7] * d[10] * d[17]
-    cdef int64_t npr = rp[10], p, a, stride = 1, sl, dig, i, k, R, b, nw = 0, db
+    cdef int64_t npr = rp[10], p, a, stride = 1, sl, dig, R, b, nw = 0, db
     cdef int64_t st[3]
     cdef int64_t rad[3]
     cdef real* ts
