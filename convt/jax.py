@@ -132,6 +132,7 @@ def _transpose_padding(ext, s, p):
     """(lo, hi) of ``_conv_transpose_padding(k, s, padding)`` for the dilated kernel extent
     ``ext``: 'SAME' gives length I*s, 'VALID' (I-1)*s + max(E, s); a tuple is the forward
     conv's padding (use_consistent_padding), giving torch's geometry."""
+    given = p
     p = p if isinstance(p, (str, tuple)) else None   # a list or an array row is no mode
     if p == "SAME":
         total = ext + s - 2
@@ -144,7 +145,7 @@ def _transpose_padding(ext, s, p):
         lo, total = q[0], sum(q)
     else:
         raise fail(CONV, "padding", "must be 'SAME', 'VALID' or a sequence of tuples with "
-                   "use_consistent_padding=True", p)
+                   "use_consistent_padding=True", given)
     return lo, total - lo
 
 
@@ -153,6 +154,9 @@ def _pads(padding, strides, exts, consistent):
     nd = len(strides)
     # the exact spellings only: "same" is something else (below)
     if consistent or (isinstance(padding, str) and padding in ("SAME", "VALID")):
+        if not isinstance(padding, (str, Sequence, np.ndarray)):
+            raise bad_type(CONV, "padding", "must be 'SAME', 'VALID' or a sequence of tuples "
+                           "with use_consistent_padding=True", padding)
         reps = [padding] * nd if isinstance(padding, str) else list(padding)
         if len(reps) != nd:
             raise fail(CONV, "padding", f"must hold one entry per spatial axis ({nd})",

@@ -133,7 +133,17 @@ def test_frame_beyond_64_bit_indexing_is_refused():
             "conv_transpose: 'x' with these attributes spans a frame of")):
         convt.conv_transpose(x, w, dilations=(d, d), pads=(d, d, 0, 0))
     with pytest.raises(ValueError, match=re.escape("onnx (opset 11): 'X' with these")):
-        convt.onnx.conv_transpose(x[..., 0], w[..., 0], dilations=[2**62], pads=[2**62, 0])
+        convt.onnx.conv_transpose(x[..., 0], w[..., 0], dilations=[2**57], pads=[2**57, 0])
+    # a dilation past the indices, on a kernel axis of length 1 (which spans one position
+    # whatever it is): an OverflowError deep in the planning before (the fuzz's case)
+    for d in (2**58, 2**63):
+        with pytest.raises(ValueError, match=re.escape(
+                f"conv_transpose: 'dilations' must be below 2**58 (the positions convt "
+                f"indexes); got ({d}, 1)")):
+            convt.conv_transpose(x, w[..., :1, :], strides=(2, 2), dilations=(d, 1))
+    with pytest.raises(ValueError, match=re.escape("keras: 'dilations' must be below 2**58")):
+        convt.keras.conv_transpose(np.ones((1, 5, 1), np.float32), np.ones((1, 1, 1), np.float32),
+                                   strides=2, dilation_rate=2**63)
     # an output_shape that implies it: the message gives the output it asked for
     with pytest.raises(ValueError, match=re.escape(
             "output (1000000000, 1000000000)), beyond the 2**58 that convt indexes")):

@@ -260,6 +260,12 @@ X, W = np.ones((1, 4, 4, 2)), np.ones((3, 3, 2, 3))
     ((X, W, (1, 1), ((-5, -5), (0, 0))), {}, ValueError, "'padding' crops more than"),
     ((X, W, (2, 2), [[1, 1], [1, 1]]), {"use_consistent_padding": True}, ValueError,
      "'padding' must be 'SAME', 'VALID' or a sequence of tuples"),
+    # (the differential fuzz's: a bare TypeError, and a message ending "got None")
+    ((X, W, (2, 2), 5), {"use_consistent_padding": True}, TypeError,
+     "jax: 'padding' must be 'SAME', 'VALID' or a sequence of tuples with "
+     "use_consistent_padding=True; got 5"),
+    ((X, W, (2, 2), [5, 5]), {"use_consistent_padding": True}, ValueError,
+     "use_consistent_padding=True; got 5$"),
     ((X, W, 2, "SAME"), {}, TypeError, "jax: 'strides' must be a sequence of 2 positive"),
     ((X, W, (2, 0), "SAME"), {}, ValueError, r"'strides' must be 2 positive .*; got \(2, 0\)"),
     ((X, W, (2, 2, 2), "SAME"), {}, ValueError, "'strides' must be 2 positive integers"),

@@ -182,7 +182,11 @@ def test_onnx_destination_opset():
                           r"\('opset', 'auto_pad', .*\)\); got \(2, 2\)"),
     (dict(pads=(1, 1, 1, -1)), r"onnx \(opset 11\): 'pads' must be non-negative"),
     (dict(x_shape=(1, 3, 5, 5)), r"onnx \(opset 11\): 'X' must have 4 channels"),
-    (dict(x_shape=(1, 4, 5.0, 5)), r"onnx \(opset 11\): 'X' must be an array shape"),
+    (dict(x_shape=(1, 4, 5.0, 5)), r"translate: 'x_shape' must be an array shape"),
+    (dict(x_shape=None), r"translate: 'x_shape' must be an array shape.*; got None"),
+    # what a call would refuse, refused before the destinations' search (linear in s)
+    (dict(strides=(1000, 1000)), r"translate \(from onnx\): 'strides' must have a product "
+                                 r"of at most 2\*\*18 = 262144 .*; got \(1000, 1000\)"),
     (dict(output_padding=(2, 2), strides=(2, 2)),
      r"onnx \(opset 11\): 'output_padding' must be less than max\(stride, dilation\)"),
 ])

@@ -1,8 +1,9 @@
 """Checks a plan makes before it allocates: index range, memory, the ``out=`` array.
 
 Attributes are arbitrary-precision Python integers until a geometry reaches NumPy and the
-kernels, which index in 64 bits (docs/reliability.md). ``check_range`` refuses geometries
-whose uncropped frame could not be indexed there; ``check_memory`` refuses calls whose
+kernels, which index in 64 bits (docs/reliability.md). ``check_range``
+(convt._geometry.limits, which the translator runs too) refuses geometries whose uncropped
+frame could not be indexed there; ``check_memory`` refuses calls whose
 arrays would not fit in the machine, before any of them (or a backend's plan) is allocated.
 Both run once per input shape (the plan caches accepted geometries; one-shot plans share
 theirs, keyed with the memory limit in force, convt._dispatch.plan._DECISIONS).
@@ -19,6 +20,7 @@ import numpy as np
 from .cost import direct_kind
 from .._backends import BACKENDS
 from .._geometry.dtypes import compute_dtype, dtype_name
+from .._geometry.limits import MAX_FRAME, check_range
 from .._geometry.validate import bad_type, fail
 from .._kernels import _half
 
@@ -28,17 +30,6 @@ __all__ = ["MEMORY_LIMIT", "MAX_FRAME", "memory_limit", "estimate_bytes", "check
 # Bytes a call may need; None: the machine's physical memory (os.sysconf), overridden by the
 # environment variable CONVT_MEMORY_LIMIT (bytes). Tests set this constant.
 MEMORY_LIMIT = None
-# Elements of the largest frame a geometry may span (batch x channels x per axis the full
-# length plus |pads|): every kernel offset is a sum of a few such terms in int64, and
-# scipy.fft plans transforms of up to 2**60 samples, so 2**58 leaves room for both.
-MAX_FRAME = 2**58
-# Every backend plans per output phase (residue of the output index modulo the stride, per
-# axis) in Python, at tens of microseconds and a few hundred bytes a phase, so 2**18 phases
-# already plan for tens of seconds (docs/performance.md, "Figures moved out of code
-# comments"). fcn32s's 32 x 32 is 1024; 3-D stride 64 is 2**18.
-MAX_PHASES = 2**18
-
-
 def memory_limit():
     """The byte limit ``check_memory`` applies (see ``MEMORY_LIMIT``)."""
     if MEMORY_LIMIT is not None:
@@ -76,22 +67,6 @@ def _env_limit(text):
 
 def _gib(n):
     return f"{n / 2**30:.3g} GiB"
-
-
-def check_range(conv, geom, input_name):
-    """ValueError unless ``geom``'s frame has fewer than ``MAX_FRAME`` elements and its
-    output phases (product of the strides) number at most ``MAX_PHASES``."""
-    if prod(geom.strides) > MAX_PHASES:
-        raise fail(conv, "strides", f"must have a product of at most 2**18 = {MAX_PHASES} "
-                   "(the output phases every backend plans)", geom.strides)
-    frame = max(geom.batch, 1) * max(geom.c_in, geom.c_out, 1) * prod(
-        f + abs(pb) + abs(pe) for f, pb, pe in zip(geom.full_shape, geom.pads_begin,
-                                                    geom.pads_end))
-    if frame >= MAX_FRAME:
-        raise fail(conv, input_name, "with these attributes spans a frame of "
-                   f"{frame:.3g} elements (full lengths {geom.full_shape}, pads "
-                   f"{geom.pads_begin} / {geom.pads_end}, output {geom.out_shape}), beyond "
-                   "the 2**58 that convt indexes", geom.array_shape("input"))
 
 
 def estimate_bytes(geom, method, dtype):

@@ -16,7 +16,8 @@ import importlib
 import inspect
 from dataclasses import dataclass, replace
 
-from .._geometry.validate import bad_type, choice, fail
+from .._geometry.limits import check_range
+from .._geometry.validate import bad_type, choice, fail, shape_tuple
 from . import to_jax, to_spec, to_tf, to_torch
 from .emit import render
 from .window import axes_of
@@ -230,7 +231,14 @@ def translate(src, dst, x_shape, w_shape, bias_shape=None, **src_attrs):
         if key not in known:
             raise bad_type("translate", key, f"is not a keyword of {src} (one of {known})",
                            value)
+    x_shape = shape_tuple("translate", "x_shape", x_shape)
+    w_shape = shape_tuple("translate", "w_shape", w_shape)
+    if bias_shape is not None:
+        bias_shape = shape_tuple("translate", "bias_shape", bias_shape)
     canon = _plain(source(x_shape, w_shape, bias_shape, **src_attrs))
+    # what a call of the source would refuse (strides past the phases every backend plans,
+    # frames past 64-bit indexing): the destinations' output-length search is linear in s
+    check_range(f"translate (from {src})", canon.geometry, "x_shape")
     if "dst_opset" in options:
         from ..onnx import operator_version
 
