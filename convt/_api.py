@@ -6,6 +6,7 @@ import numpy as np
 from ._dispatch import calibrate as _calibrate
 from ._geometry.dtypes import ALL_FLOATS, as_array
 from ._geometry.frontend import filter_to_iox, intake
+from ._geometry.geometry import rank_mismatch
 from ._dispatch.plan import Plan, _remember
 from ._geometry.validate import bad_type, fail, shape_tuple
 from .onnx import onnx_spec
@@ -348,6 +349,9 @@ def conv_transpose(x, w, b=None, *, strides=None, pads=None, dilations=None,
     key = _spec_key(x, w, b, attrs) if dtype is None else None
     known = _SPECS.get(key) if key is not None else None
     if known is None:
+        if (isinstance(x, np.ndarray) and isinstance(w, np.ndarray) and w.ndim >= 3
+                and x.ndim != w.ndim):   # before the attributes the filter's rank sizes
+            raise rank_mismatch(_CONV, "x", w.ndim - 2, x.shape)
         op = _OneShot(w, b, strides=strides, pads=pads, dilations=dilations,
                       output_padding=output_padding, output_shape=output_shape,
                       auto_pad=auto_pad, group=group, kernel_shape=kernel_shape,

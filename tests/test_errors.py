@@ -45,6 +45,10 @@ CANONICAL = [
      "channels (the filter's C_in, data_format NCX); got (1, 3, 5, 5)"),
     (dict(x=np.zeros((4, 5, 5), np.float32)), ValueError, "conv_transpose: 'x' must have rank 4 "
      "(N, C, 2 spatial)"),
+    # a filter of another rank, with attributes sized for x: x named, not 'strides'
+    (dict(w=np.zeros((4, 3, 3, 3, 3), np.float32), strides=(2, 2)), ValueError,
+     "conv_transpose: 'x' must have rank 5 (N, C, 3 spatial) to match the filter's 3 spatial "
+     "axes; got (1, 4, 5, 5)"),
     (dict(w=np.zeros((4, 3), np.float32)), ValueError, "conv_transpose: 'w' must have rank 3, 4 "
      "or 5 (1-3 spatial axes); got (4, 3)"),
     (dict(w=np.zeros((4, 3, 0, 3), np.float32)), ValueError, "conv_transpose: 'w' must have "

@@ -19,7 +19,7 @@ from math import prod
 
 from .validate import fail
 
-__all__ = ["PadRule", "OpSpec", "Geometry", "resolve", "split_total"]
+__all__ = ["PadRule", "OpSpec", "Geometry", "rank_mismatch", "resolve", "split_total"]
 
 # How a rule obtains the total padding T of an axis (spec notation total_padding[i]).
 TOTAL_FROM_OUTPUT_SHAPE = "output_shape"          # T = F + op - output_shape
@@ -156,12 +156,18 @@ def _axis_pads(rule, axis, i_len, s, k, d):
     return pb, pads_end - op, full
 
 
+def rank_mismatch(conv, xn, nd, x_shape):
+    """The ValueError for an input of shape ``x_shape`` whose rank is not the filter's
+    (``nd`` spatial axes), naming the input ``xn``."""
+    return fail(conv, xn, f"must have rank {nd + 2} (N, C, {nd} spatial) to match the "
+                f"filter's {nd} spatial axes", tuple(x_shape))
+
+
 def resolve(spec, x_shape):
     """Canonical ``Geometry`` of ``spec`` applied to an input array of shape ``x_shape``."""
     conv, nd, xn = spec.convention, spec.ndim, spec.input_name
     if len(x_shape) != nd + 2:
-        raise fail(conv, xn, f"must have rank {nd + 2} (N, C, {nd} spatial) to match the "
-                   f"filter's {nd} spatial axes", tuple(x_shape))
+        raise rank_mismatch(conv, xn, nd, x_shape)
     if spec.data_format == "NCX":
         batch, c_in, in_shape = x_shape[0], x_shape[1], tuple(x_shape[2:])
     else:
