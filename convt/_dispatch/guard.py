@@ -3,8 +3,8 @@
 Attributes are arbitrary-precision Python integers until a geometry reaches NumPy and the
 kernels, which index in 64 bits (docs/reliability.md). ``check_range``
 (convt._geometry.limits, which the translator runs too) refuses geometries whose uncropped
-frame could not be indexed there; ``check_memory`` refuses calls whose
-arrays would not fit in the machine, before any of them (or a backend's plan) is allocated.
+frame could not be indexed there; ``check_memory`` refuses calls whose arrays would not fit
+in the machine, before any of them (or a backend's plan) is allocated.
 Both run once per input shape (the plan caches accepted geometries; one-shot plans share
 theirs, keyed with the memory limit in force, convt._dispatch.plan._DECISIONS).
 """

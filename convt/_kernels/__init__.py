@@ -88,6 +88,7 @@
 #                      transforms, tap masks, micro-kernel calls.
 # _tilewrite.pxd       their tiles written into y (channels-last rows, channels-first blocks).
 # _packkernel.pxd      _packkernel.h's declarations and the product-weight sums' dispatch.
+# _tilerows.pxd        _tilerows.h's declarations and their dtype dispatch.
 # _finite.pxd          finiteness and exponent-bound checks.  _types.pxd: the fused dtype.
 # _dwloop.pxd          the depthwise kernel's portable loop (chunks, borders, interleave).
 # Headers (AVX2 bodies selected at run time, portable C otherwise):

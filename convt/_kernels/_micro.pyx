@@ -51,19 +51,11 @@ from ._tile cimport (CONVT_BF16_AMX, CONVT_BF16_STREAM, CONVT_MR, CONVT_NR_F32, 
                      _tile)
 from ._tilewrite cimport (_WRITE_ROWS, _cols, _cols16, _write_blocks, _write_blocks16,
                           _write_nxc, _write_nxc16)
+from ._tilerows cimport _bias_row, _combine
 from ._types cimport real
 
 from . import _cpu
 from ._half import level as _half_level
-
-cdef extern from "_tilerows.h" nogil:
-    void convt_combine_f32(int isa, float* t, const float* a, const float* b, int64_t m,
-                           int64_t w, int64_t ld, int kind)
-    void convt_combine_f64(int isa, double* t, const double* a, const double* b, int64_t m,
-                           int64_t w, int64_t ld, int kind)
-    void convt_bias_row_f32(int isa, const float* t, const float* bias, float* y, int64_t n)
-    void convt_bias_row_f64(int isa, const double* t, const double* bias, double* y,
-                            int64_t n)
 
 MR = CONVT_MR
 NR_F32 = CONVT_NR_F32
@@ -270,12 +262,6 @@ def tile_rows(real[:, ::1] t, const real[:, ::1] a, const real[:, ::1] b, int64_
     with nogil:
         if bias is not None:
             for i in range(m):
-                if real is float:
-                    convt_bias_row_f32(isa, &t[i, 0], &bias[0], &y[i, 0], width)
-                else:
-                    convt_bias_row_f64(isa, &t[i, 0], &bias[0], &y[i, 0], width)
+                _bias_row(isa, &t[i, 0], &bias[0], &y[i, 0], width)
         else:
-            if real is float:
-                convt_combine_f32(isa, &t[0, 0], &a[0, 0], &b[0, 0], m, width, ld, kind)
-            else:
-                convt_combine_f64(isa, &t[0, 0], &a[0, 0], &b[0, 0], m, width, ld, kind)
+            _combine(isa, &t[0, 0], &a[0, 0], &b[0, 0], m, width, ld, kind)

@@ -5,6 +5,7 @@
 # a .pxd, as _tile.pxd, so that each module compiles its own copy.
 from libc.stdint cimport int64_t, uint16_t
 
+from ._tilerows cimport _bias_row
 from ._types cimport real
 
 cdef extern from "_writeout.h" nogil:
@@ -19,11 +20,6 @@ cdef extern from "_writeout.h" nogil:
                            uint16_t* dst, int64_t n)
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
     uint16_t convt_narrow1(int kind, float v)
-
-cdef extern from "_tilerows.h" nogil:
-    void convt_bias_row_f32(int isa, const float* t, const float* bias, float* y, int64_t n)
-    void convt_bias_row_f64(int isa, const double* t, const double* bias, double* y,
-                            int64_t n)
 
 cdef enum:
     _WRITE_ROWS = 16  # tile rows per block of the scalar channels-first write-out
@@ -45,10 +41,7 @@ cdef inline void _write_nxc(int isa, const real* t, int64_t ldc, const real* bia
             continue
         tr = t + i * ldc
         for g in range(G):
-            if real is float:
-                convt_bias_row_f32(isa, tr + g * gw, bias + g * Mg, dd + g * Mg, Mg)
-            else:
-                convt_bias_row_f64(isa, tr + g * gw, bias + g * Mg, dd + g * Mg, Mg)
+            _bias_row(isa, tr + g * gw, bias + g * Mg, dd + g * Mg, Mg)
 
 
 cdef inline void _cols(const real* ta, const real* tb, int64_t ldc, const real* bias, real* y,

@@ -40,16 +40,11 @@ from ._packkernel cimport CONVT_WSUM_MAX
 from ._tile cimport (CONVT_MR, PHASE_COLS, _MAX_ROWS, _next_pos, _row_pos, _tile,
                      convt_corners_f32, convt_corners_f64)
 from ._tilewrite cimport _WRITE_ROWS, _cols, _write_blocks, _write_nxc
+from ._tilerows cimport _combine
 from ._types cimport real
 
 from . import _cpu
 from ._half import level as _half_level
-
-cdef extern from "_tilerows.h" nogil:
-    void convt_combine_f32(int isa, float* t, const float* a, const float* b, int64_t m,
-                           int64_t w, int64_t ld, int kind)
-    void convt_combine_f64(int isa, double* t, const double* a, const double* b, int64_t m,
-                           int64_t w, int64_t ld, int kind)
 
 cdef extern from "_writeout.h" nogil:
     void convt_narrow(int isa, int kind, const float* src, uint16_t* dst, int64_t n)
@@ -66,15 +61,6 @@ cdef enum:
                      # R0..2 (products per axis: 3 F(2, 2), 4 F(2, 3), 1 elsewhere)
     _SET_MAX = 16    # most real phases of a task (a set: the residues of the last axis)
 SET_MAX = _SET_MAX
-
-
-cdef inline void _combine(int isa, real* t, const real* a, const real* b, int64_t m,
-                          int64_t w, int64_t ld, int kind) noexcept nogil:
-    # _tilerows.h's output transform in the dtype of real
-    if real is float:
-        convt_combine_f32(isa, t, a, b, m, w, ld, kind)
-    else:
-        convt_combine_f64(isa, t, a, b, m, w, ld, kind)
 
 
 cdef int64_t _wino_slot(const int64_t* rp, const int64_t* tt) noexcept nogil:
